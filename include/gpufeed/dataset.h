@@ -1,0 +1,157 @@
+// Dataset: random access to the samples of a packed or unpacked dataset.
+//
+//   std::unique_ptr<gpufeed::Dataset> dataset;
+//   gpufeed::Status s = gpufeed::Dataset::Open("/data/imagenet-train", {}, &dataset);
+//   gpufeed::Record record;
+//   if (s.ok()) s = dataset->Read(0, &record);
+//
+// Formats (byte-level spec in docs/formats.md):
+//   recordio     MXNet/DALI .rec + .idx shards (one file or a directory of them)
+//   lmdb         gpufeed LMDB shards (one environment per shard directory)
+//   caffe_lmdb   Caffe's LMDB of caffe.Datum protobufs (read only)
+//   imagefolder  root/<class>/<file>, as torchvision.datasets.ImageFolder (read only)
+//
+// Thread safety: after Open returns, every const method may be called from
+// any number of threads at once; Read is the hot path and takes no
+// process-wide lock (RecordIO uses pread on a shared descriptor, LMDB one read
+// transaction per thread). Destroying a Dataset while another thread calls
+// Read is undefined.
+#ifndef GPUFEED_DATASET_H_
+#define GPUFEED_DATASET_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpufeed/export.h"
+#include "gpufeed/status.h"
+
+namespace gpufeed {
+
+enum class DatasetFormat : int {
+  kAuto = 0,  // detect from the path (see Dataset::Open)
+  kRecordIO = 1,
+  kLmdb = 2,
+  kCaffeLmdb = 3,
+  kImageFolder = 4,
+};
+
+// "auto", "recordio", "lmdb", "caffe_lmdb", "imagefolder".
+GPUFEED_EXPORT const char* FormatName(DatasetFormat format);
+// The inverse of FormatName; InvalidArgument listing the accepted names.
+GPUFEED_EXPORT Status ParseFormat(const std::string& name, DatasetFormat* format);
+
+struct DatasetOptions {
+  // kAuto detects the format from the path; any other value skips detection
+  // and fails with Corruption or NotFound when the path does not hold it.
+  DatasetFormat format = DatasetFormat::kAuto;
+};
+
+// One sample as stored. Reading into the same Record again reuses its buffers.
+struct Record {
+  // The sample bytes: an encoded image (JPEG, PNG, ...) or, for raw Caffe
+  // records (encoded == false), uint8 pixels in CHW order of `shape`.
+  std::string data;
+  // The labels, always at least one for labelled formats. RecordIO and LMDB
+  // records carry float32 labels (MXNet's IRHeader); Caffe and ImageFolder
+  // labels are class indices stored as floats.
+  std::vector<float> labels;
+  // The key: the .idx key (RecordIO), the LMDB key, or the path relative to
+  // the root (ImageFolder).
+  std::string key;
+  // IRHeader id (RecordIO, LMDB); the sample index for the other formats.
+  uint64_t id = 0;
+  // (channels, height, width) for raw Caffe Datum records, else empty.
+  std::vector<int64_t> shape;
+  // False only for raw Caffe Datum pixels.
+  bool encoded = true;
+};
+
+// One file (RecordIO) or environment (LMDB) of a dataset.
+struct ShardInfo {
+  std::string path;          // absolute path of the .rec file or LMDB directory
+  uint64_t first_record = 0;  // global index of its first record
+  uint64_t records = 0;
+  uint64_t bytes = 0;         // size on disk (.rec file; data.mdb for LMDB)
+  std::string xxh64;          // 16 hex digits from the manifest, or empty
+};
+
+class GPUFEED_EXPORT Dataset {
+ public:
+  // Opens the dataset at `path` and stores it in *dataset.
+  //
+  // With options.format == kAuto the format is detected in this order: a file
+  // ending in .rec; a directory with a gpufeed.json manifest; a directory of
+  // .rec files; an LMDB environment (data.mdb) whose values are caffe.Datum
+  // protobufs (caffe_lmdb) or gpufeed payloads (lmdb); a directory of LMDB
+  // environments; a directory of class subdirectories (imagefolder).
+  //
+  // Errors: NotFound (no such path, a shard or .idx named by the manifest is
+  // missing), PermissionDenied, Corruption (bad framing, bad manifest, an
+  // .idx offset past the end or not at a record boundary), InvalidArgument
+  // (an empty dataset, an undetectable format).
+  static Status Open(const std::string& path, const DatasetOptions& options,
+                     std::unique_ptr<Dataset>* dataset);
+
+  Dataset(const Dataset&) = delete;
+  Dataset& operator=(const Dataset&) = delete;
+  virtual ~Dataset();
+
+  // Number of samples.
+  virtual uint64_t size() const = 0;
+
+  // Reads sample `index` into *record. OutOfRange if index >= size();
+  // Corruption naming the file, the byte offset and the sample when the bytes
+  // on disk are malformed; IOError/PermissionDenied from the OS.
+  // Safe to call concurrently from many threads (with distinct records).
+  virtual Status Read(uint64_t index, Record* record) const = 0;
+
+  DatasetFormat format() const { return format_; }
+  // The path given to Open, made absolute.
+  const std::string& path() const { return path_; }
+  // Class names in label order (manifest, ImageFolder), else empty.
+  const std::vector<std::string>& classes() const { return classes_; }
+  // True when labels are class indices (Caffe, ImageFolder, and packs made
+  // from an ImageFolder); false for float labels.
+  bool integer_labels() const { return integer_labels_; }
+  const std::vector<ShardInfo>& shards() const { return shards_; }
+
+ protected:
+  Dataset(DatasetFormat format, std::string path);
+
+  DatasetFormat format_;
+  std::string path_;
+  std::vector<std::string> classes_;
+  bool integer_labels_ = false;
+  std::vector<ShardInfo> shards_;
+};
+
+// Result of Verify: what was checked and every problem found.
+struct VerifyReport {
+  DatasetFormat format = DatasetFormat::kAuto;
+  uint64_t records_checked = 0;
+  uint64_t shards_checked = 0;
+  uint64_t checksums_checked = 0;  // shards whose xxh64 was compared
+  std::vector<std::string> problems;  // each names the file (and offset)
+  bool ok() const { return problems.empty(); }
+};
+
+// Checks the framing of every record of every shard and each shard's xxh64
+// against the manifest. Returns OK when the check ran (the verdict is in
+// report->problems); a failed Status when it could not run at all (no such
+// path, unknown format).
+GPUFEED_EXPORT Status Verify(const std::string& path, const DatasetOptions& options,
+                             VerifyReport* report);
+
+// Feature set this library was built with.
+struct BuildInfo {
+  std::string version;
+  bool with_cuda = false;
+  bool with_io_uring = false;
+};
+GPUFEED_EXPORT BuildInfo GetBuildInfo();
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_DATASET_H_

@@ -1,0 +1,9 @@
+// Umbrella header: everything a C++ trainer needs.
+#ifndef GPUFEED_GPUFEED_H_
+#define GPUFEED_GPUFEED_H_
+
+#include "gpufeed/dataset.h"
+#include "gpufeed/status.h"
+#include "gpufeed/writer.h"
+
+#endif  // GPUFEED_GPUFEED_H_

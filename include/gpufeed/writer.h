@@ -1,0 +1,109 @@
+// Writing datasets: ShardWriter appends samples to one shard; Pack turns an
+// ImageFolder or a list file into a directory of shards plus a manifest.
+//
+//   gpufeed::PackOptions options;
+//   options.format = gpufeed::ShardFormat::kRecordIO;
+//   gpufeed::PackSummary summary;
+//   gpufeed::Status s = gpufeed::Pack("/data/train", "/lustre/train-packed", options, &summary);
+//
+// Thread safety: a ShardWriter is used by one thread at a time. Pack uses its
+// own worker threads and may be called from any thread.
+#ifndef GPUFEED_WRITER_H_
+#define GPUFEED_WRITER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpufeed/dataset.h"
+#include "gpufeed/export.h"
+#include "gpufeed/status.h"
+
+namespace gpufeed {
+
+enum class ShardFormat : int {
+  kRecordIO = 1,  // part-NNNNN.rec + part-NNNNN.idx (MXNet/DALI compatible)
+  kLmdb = 2,      // part-NNNNN/ (data.mdb, lock.mdb)
+};
+
+// A sample to append. The payload written is MXNet's IRHeader (flag, label,
+// id = index, id2), then the labels when there are several, then `data`.
+struct SampleToWrite {
+  uint64_t index = 0;         // global sample index: .idx key, LMDB key, IRHeader id
+  std::vector<float> labels;  // one label: IRHeader.label; several: flag = count
+  std::string_view data;      // the sample bytes; not owned, must outlive Append
+  uint64_t id2 = 0;
+};
+
+class GPUFEED_EXPORT ShardWriter {
+ public:
+  // Creates a shard at `path`: a .rec file (its .idx written beside it,
+  // same name with .idx) or an LMDB directory. AlreadyExists when it exists.
+  static Status Open(const std::string& path, ShardFormat format,
+                     std::unique_ptr<ShardWriter>* writer);
+
+  ShardWriter(const ShardWriter&) = delete;
+  ShardWriter& operator=(const ShardWriter&) = delete;
+  virtual ~ShardWriter();
+
+  // Appends one sample. InvalidArgument for a sample of 2^29 bytes or more in
+  // RecordIO (the format's length field has 29 bits) or for LMDB indices that
+  // do not increase.
+  virtual Status Append(const SampleToWrite& sample) = 0;
+
+  // Flushes, fsyncs and closes the shard; the writer is unusable afterwards.
+  // The destructor of an unfinished writer closes without syncing.
+  virtual Status Finish() = 0;
+
+  uint64_t records() const { return records_; }
+  // Bytes written so far (payload plus framing; for LMDB the payload bytes).
+  uint64_t bytes() const { return bytes_; }
+
+ protected:
+  ShardWriter() = default;
+  uint64_t records_ = 0;
+  uint64_t bytes_ = 0;
+};
+
+struct PackOptions {
+  ShardFormat format = ShardFormat::kRecordIO;
+  // A new shard starts when the current one holds at least this many bytes.
+  // Large shards mean fewer files for the metadata server; a few hundred MB
+  // keep enough shards to spread over ranks and to shuffle by block.
+  uint64_t shard_size = 256ull << 20;
+  // Threads reading source files (0: one per core the process may use).
+  // Sources on Lustre/GPFS benefit from more than the core count.
+  int workers = 0;
+  // Replace the shards and manifest of a non-empty destination; without it a
+  // non-empty destination is refused with AlreadyExists.
+  bool overwrite = false;
+  // Called from the calling thread after each record with (done, total).
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
+struct PackSummary {
+  uint64_t records = 0;
+  uint64_t shards = 0;
+  uint64_t bytes = 0;  // bytes of the shard files written
+  double seconds = 0;
+};
+
+// Packs `source` into shards under `destination` and writes gpufeed.json.
+// `source` is an ImageFolder directory (labels = class indices, the class
+// names recorded) or a list file of lines "path<TAB>label[,label...]"
+// (relative paths resolved against the list file's directory; lines starting
+// with '#' and blank lines ignored). Records keep the source order.
+GPUFEED_EXPORT Status Pack(const std::string& source, const std::string& destination,
+                           const PackOptions& options, PackSummary* summary);
+
+// Scans a .rec file and writes its index ("key<TAB>offset" lines, key = the
+// record's position) to `idx_path`, replacing it atomically.
+GPUFEED_EXPORT Status WriteRecordIOIndex(const std::string& rec_path, const std::string& idx_path,
+                                         uint64_t* records);
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_WRITER_H_

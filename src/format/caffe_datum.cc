@@ -1,0 +1,170 @@
+#include "format/caffe_datum.h"
+
+#include <string>
+
+namespace gpufeed {
+
+namespace {
+
+enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
+
+class WireReader {
+ public:
+  explicit WireReader(std::string_view buffer) : buffer_(buffer) {}
+
+  bool done() const { return position_ >= buffer_.size(); }
+  size_t position() const { return position_; }
+
+  Status Varint(uint64_t* value) {
+    size_t start = position_;
+    uint64_t result = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+      if (position_ >= buffer_.size()) {
+        return Error(start, "truncated varint (the message ends inside it)");
+      }
+      uint8_t byte = static_cast<uint8_t>(buffer_[position_++]);
+      if (shift == 63 && byte > 1) return Error(start, "varint overflows 64 bits");
+      result |= static_cast<uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) {
+        *value = result;
+        return Status::OK();
+      }
+    }
+    return Error(start, "varint longer than 10 bytes");
+  }
+
+  Status Bytes(size_t length, std::string_view* out, size_t field_start) {
+    if (length > buffer_.size() - position_) {
+      return Error(field_start, "length " + std::to_string(length) + " runs past the end of the " +
+                                    std::to_string(buffer_.size()) + "-byte message");
+    }
+    *out = buffer_.substr(position_, length);
+    position_ += length;
+    return Status::OK();
+  }
+
+  Status Error(size_t offset, const std::string& what) const {
+    return Status::Corruption("invalid caffe.Datum at byte offset " + std::to_string(offset) +
+                              " of the value: " + what);
+  }
+
+ private:
+  std::string_view buffer_;
+  size_t position_ = 0;
+};
+
+}  // namespace
+
+Status DecodeCaffeDatum(std::string_view message, CaffeDatum* datum) {
+  *datum = CaffeDatum();
+  WireReader reader(message);
+  while (!reader.done()) {
+    size_t field_start = reader.position();
+    uint64_t tag = 0;
+    GPUFEED_RETURN_IF_ERROR(reader.Varint(&tag));
+    uint32_t field = static_cast<uint32_t>(tag >> 3);
+    uint32_t wire = static_cast<uint32_t>(tag & 7);
+    if (field == 0 || tag >> 32) {
+      return reader.Error(field_start, "invalid field number " + std::to_string(tag >> 3));
+    }
+    auto expect = [&](uint32_t wanted) -> Status {
+      if (wire != wanted) {
+        return reader.Error(field_start, "field " + std::to_string(field) + " has wire type " +
+                                             std::to_string(wire) + ", expected " +
+                                             std::to_string(wanted));
+      }
+      return Status::OK();
+    };
+    switch (field) {
+      case 1:
+      case 2:
+      case 3:
+      case 5: {
+        GPUFEED_RETURN_IF_ERROR(expect(kVarint));
+        uint64_t value = 0;
+        GPUFEED_RETURN_IF_ERROR(reader.Varint(&value));
+        // int32 on the wire: negative values are sign-extended to 64 bits.
+        int32_t number = static_cast<int32_t>(static_cast<int64_t>(value));
+        if (field == 1) datum->channels = number;
+        if (field == 2) datum->height = number;
+        if (field == 3) datum->width = number;
+        if (field == 5) {
+          datum->label = number;
+          datum->has_label = true;
+        }
+        break;
+      }
+      case 4: {
+        GPUFEED_RETURN_IF_ERROR(expect(kLengthDelimited));
+        uint64_t length = 0;
+        GPUFEED_RETURN_IF_ERROR(reader.Varint(&length));
+        GPUFEED_RETURN_IF_ERROR(reader.Bytes(length, &datum->data, field_start));
+        break;
+      }
+      case 6: {
+        // Unpacked (fixed32 each, proto2's default) or packed (one length).
+        if (wire == kFixed32) {
+          std::string_view skipped;
+          GPUFEED_RETURN_IF_ERROR(reader.Bytes(4, &skipped, field_start));
+          datum->float_data_count += 1;
+        } else if (wire == kLengthDelimited) {
+          uint64_t length = 0;
+          GPUFEED_RETURN_IF_ERROR(reader.Varint(&length));
+          std::string_view packed;
+          GPUFEED_RETURN_IF_ERROR(reader.Bytes(length, &packed, field_start));
+          if (length % 4 != 0) return reader.Error(field_start, "packed float_data not a multiple of 4");
+          datum->float_data_count += length / 4;
+        } else {
+          return reader.Error(field_start, "field 6 has wire type " + std::to_string(wire) +
+                                               ", expected 5 or 2");
+        }
+        break;
+      }
+      case 7: {
+        GPUFEED_RETURN_IF_ERROR(expect(kVarint));
+        uint64_t value = 0;
+        GPUFEED_RETURN_IF_ERROR(reader.Varint(&value));
+        datum->encoded = value != 0;
+        break;
+      }
+      default: {
+        // Unknown field: skip it by its wire type, still strictly.
+        std::string_view skipped;
+        uint64_t value = 0;
+        if (wire == kVarint) {
+          GPUFEED_RETURN_IF_ERROR(reader.Varint(&value));
+        } else if (wire == kFixed64) {
+          GPUFEED_RETURN_IF_ERROR(reader.Bytes(8, &skipped, field_start));
+        } else if (wire == kFixed32) {
+          GPUFEED_RETURN_IF_ERROR(reader.Bytes(4, &skipped, field_start));
+        } else if (wire == kLengthDelimited) {
+          GPUFEED_RETURN_IF_ERROR(reader.Varint(&value));
+          GPUFEED_RETURN_IF_ERROR(reader.Bytes(value, &skipped, field_start));
+        } else {
+          return reader.Error(field_start, "wire type " + std::to_string(wire) +
+                                               " (groups and reserved types are not valid here)");
+        }
+        break;
+      }
+    }
+  }
+  if (!datum->encoded) {
+    if (datum->channels < 0 || datum->height < 0 || datum->width < 0) {
+      return reader.Error(0, "negative shape");
+    }
+    uint64_t pixels = static_cast<uint64_t>(datum->channels) * datum->height * datum->width;
+    if (!datum->data.empty() && pixels != datum->data.size()) {
+      return reader.Error(0, "shape " + std::to_string(datum->channels) + "x" +
+                                 std::to_string(datum->height) + "x" +
+                                 std::to_string(datum->width) + " needs " +
+                                 std::to_string(pixels) + " bytes of data, the datum has " +
+                                 std::to_string(datum->data.size()));
+    }
+    if (datum->data.empty() && datum->float_data_count != 0 && pixels != datum->float_data_count) {
+      return reader.Error(0, "shape does not match the float_data count");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace gpufeed

@@ -1,0 +1,206 @@
+// Dataset::Open: format detection and dispatch to the format's factory.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "format/caffe_datum.h"
+#include "format/datasets.h"
+#include "format/lmdb_env.h"
+#include "format/manifest.h"
+#include "util/file.h"
+#include "util/logging.h"
+#include "util/path.h"
+
+namespace gpufeed {
+
+Dataset::Dataset(DatasetFormat format, std::string path)
+    : format_(format), path_(std::move(path)) {}
+
+Dataset::~Dataset() = default;
+
+const char* FormatName(DatasetFormat format) {
+  switch (format) {
+    case DatasetFormat::kAuto: return "auto";
+    case DatasetFormat::kRecordIO: return "recordio";
+    case DatasetFormat::kLmdb: return "lmdb";
+    case DatasetFormat::kCaffeLmdb: return "caffe_lmdb";
+    case DatasetFormat::kImageFolder: return "imagefolder";
+  }
+  return "unknown";
+}
+
+Status ParseFormat(const std::string& name, DatasetFormat* format) {
+  for (DatasetFormat candidate : {DatasetFormat::kAuto, DatasetFormat::kRecordIO,
+                                  DatasetFormat::kLmdb, DatasetFormat::kCaffeLmdb,
+                                  DatasetFormat::kImageFolder}) {
+    if (name == FormatName(candidate)) {
+      *format = candidate;
+      return Status::OK();
+    }
+  }
+  return Status::InvalidArgument("unknown format \"" + name +
+                                 "\" (expected auto, recordio, lmdb, caffe_lmdb or imagefolder)");
+}
+
+namespace {
+
+bool IsLmdbDirectory(const std::string& directory) {
+  return IsRegularFile(JoinPath(directory, "data.mdb"));
+}
+
+// Sorted names of the .rec files / LMDB subdirectories of `directory`.
+Status ListShards(const std::string& directory, std::vector<std::string>* rec_files,
+                  std::vector<std::string>* lmdb_directories) {
+  std::vector<DirectoryEntry> entries;
+  GPUFEED_RETURN_IF_ERROR(ListDirectory(directory, &entries));
+  for (const DirectoryEntry& entry : entries) {
+    std::string full = JoinPath(directory, entry.name);
+    if (entry.is_regular_file && EndsWith(entry.name, ".rec")) rec_files->push_back(full);
+    if (entry.is_directory && IsLmdbDirectory(full)) lmdb_directories->push_back(full);
+  }
+  return Status::OK();
+}
+
+// A Caffe LMDB's first value parses as a caffe.Datum; a gpufeed payload
+// starts with IRHeader.flag, whose first byte is never a valid protobuf tag
+// for the small flags gpufeed writes, so the two are told apart reliably.
+Status LooksLikeCaffe(const std::string& directory, bool* is_caffe) {
+  LmdbReader reader;
+  GPUFEED_RETURN_IF_ERROR(reader.Open(directory));
+  std::string first_key, first_value;
+  GPUFEED_RETURN_IF_ERROR(reader.ForEach([&](std::string_view key, std::string_view value) {
+    first_key.assign(key);
+    first_value.assign(value);
+    return false;
+  }));
+  *is_caffe = false;
+  if (first_key.empty()) return Status::OK();
+  bool decimal_key = first_key.find_first_not_of("0123456789") == std::string::npos;
+  CaffeDatum datum;
+  if (DecodeCaffeDatum(first_value, &datum).ok() &&
+      (datum.encoded || !datum.data.empty() || datum.float_data_count > 0)) {
+    // A decimal key with a valid IRHeader is gpufeed's own layout.
+    *is_caffe = !(decimal_key && first_value.size() >= 24 && first_value[0] == 0);
+  }
+  return Status::OK();
+}
+
+Status OpenFromManifest(const std::string& directory, DatasetFormat requested,
+                        std::unique_ptr<Dataset>* dataset) {
+  std::string manifest_path = JoinPath(directory, kManifestName);
+  Manifest manifest;
+  GPUFEED_RETURN_IF_ERROR(ReadManifest(manifest_path, &manifest));
+  if (requested != DatasetFormat::kAuto && requested != manifest.format) {
+    return Status::InvalidArgument(manifest_path + " describes a " + FormatName(manifest.format) +
+                                   " dataset, but format=\"" + FormatName(requested) +
+                                   "\" was asked for");
+  }
+  if (manifest.format == DatasetFormat::kRecordIO) {
+    std::vector<RecordIOShardSpec> specs;
+    for (const ManifestShard& shard : manifest.shards) {
+      RecordIOShardSpec spec;
+      spec.rec_path = JoinPath(directory, shard.file);
+      spec.idx_path = JoinPath(directory, shard.index.empty() ? IndexPathFor(shard.file)
+                                                              : shard.index);
+      spec.idx_required = true;
+      spec.expected_records = static_cast<int64_t>(shard.records);
+      spec.xxh64 = shard.xxh64;
+      if (!PathExists(spec.rec_path)) {
+        return Status::NotFound(spec.rec_path + ": shard listed in " + manifest_path +
+                                " does not exist");
+      }
+      specs.push_back(std::move(spec));
+    }
+    return OpenRecordIODataset(directory, specs, &manifest, dataset);
+  }
+  std::vector<std::string> environments;
+  for (const ManifestShard& shard : manifest.shards) {
+    std::string environment = JoinPath(directory, shard.file);
+    if (!IsLmdbDirectory(environment)) {
+      return Status::NotFound(environment + ": LMDB shard listed in " + manifest_path +
+                              " does not exist (or has no data.mdb)");
+    }
+    environments.push_back(environment);
+  }
+  return OpenLmdbDataset(directory, environments, &manifest, dataset);
+}
+
+Status OpenDirectory(const std::string& directory, DatasetFormat requested,
+                     std::unique_ptr<Dataset>* dataset) {
+  if (PathExists(JoinPath(directory, kManifestName)) && requested != DatasetFormat::kImageFolder &&
+      requested != DatasetFormat::kCaffeLmdb) {
+    return OpenFromManifest(directory, requested, dataset);
+  }
+  std::vector<std::string> rec_files, lmdb_directories;
+  GPUFEED_RETURN_IF_ERROR(ListShards(directory, &rec_files, &lmdb_directories));
+  bool lmdb_here = IsLmdbDirectory(directory);
+
+  auto open_recordio = [&]() -> Status {
+    if (rec_files.empty()) {
+      return Status::NotFound(directory + ": no .rec files (format=\"recordio\")");
+    }
+    std::vector<RecordIOShardSpec> specs;
+    for (const std::string& rec : rec_files) specs.push_back(RecordIOShardAt(rec));
+    return OpenRecordIODataset(directory, specs, nullptr, dataset);
+  };
+  auto open_lmdb = [&]() -> Status {
+    if (lmdb_here) return OpenLmdbDataset(directory, {directory}, nullptr, dataset);
+    if (lmdb_directories.empty()) {
+      return Status::NotFound(directory + ": no LMDB environment (data.mdb) here or in its "
+                              "subdirectories (format=\"lmdb\")");
+    }
+    return OpenLmdbDataset(directory, lmdb_directories, nullptr, dataset);
+  };
+
+  switch (requested) {
+    case DatasetFormat::kRecordIO: return open_recordio();
+    case DatasetFormat::kLmdb: return open_lmdb();
+    case DatasetFormat::kCaffeLmdb:
+      if (!lmdb_here) return Status::NotFound(directory + ": no data.mdb (format=\"caffe_lmdb\")");
+      return OpenCaffeLmdbDataset(directory, dataset);
+    case DatasetFormat::kImageFolder: return OpenImageFolderDataset(directory, dataset);
+    case DatasetFormat::kAuto: break;
+  }
+  if (!rec_files.empty()) return open_recordio();
+  if (lmdb_here) {
+    bool is_caffe = false;
+    GPUFEED_RETURN_IF_ERROR(LooksLikeCaffe(directory, &is_caffe));
+    if (is_caffe) return OpenCaffeLmdbDataset(directory, dataset);
+    return open_lmdb();
+  }
+  if (!lmdb_directories.empty()) return open_lmdb();
+  std::vector<DirectoryEntry> entries;
+  GPUFEED_RETURN_IF_ERROR(ListDirectory(directory, &entries));
+  if (entries.empty()) {
+    return Status::InvalidArgument(directory + ": the directory is empty (no dataset here)");
+  }
+  return OpenImageFolderDataset(directory, dataset);
+}
+
+}  // namespace
+
+Status Dataset::Open(const std::string& path, const DatasetOptions& options,
+                     std::unique_ptr<Dataset>* dataset) {
+  if (path.empty()) return Status::InvalidArgument("empty dataset path");
+  std::string absolute = AbsolutePath(path);
+  struct stat st;
+  if (::stat(absolute.c_str(), &st) != 0) return Status::FromErrno(errno, absolute);
+  if (S_ISDIR(st.st_mode)) {
+    // Fail early and clearly on a directory we may not list.
+    if (::access(absolute.c_str(), R_OK | X_OK) != 0) return Status::FromErrno(errno, absolute);
+    return OpenDirectory(absolute, options.format, dataset);
+  }
+  std::string name = Basename(absolute);
+  if (name == kManifestName || name == "data.mdb") {
+    return OpenDirectory(Dirname(absolute), options.format, dataset);
+  }
+  if (options.format == DatasetFormat::kRecordIO ||
+      (options.format == DatasetFormat::kAuto && EndsWith(name, ".rec"))) {
+    return OpenRecordIODataset(absolute, {RecordIOShardAt(absolute)}, nullptr, dataset);
+  }
+  return Status::InvalidArgument(absolute + ": cannot tell the dataset format of this file "
+                                 "(expected a .rec file or a directory); pass format=");
+}
+
+}  // namespace gpufeed

@@ -1,0 +1,73 @@
+// Private factories behind Dataset::Open, one per format, and the helpers
+// the formats share with Pack and Verify.
+#ifndef GPUFEED_FORMAT_DATASETS_H_
+#define GPUFEED_FORMAT_DATASETS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/manifest.h"
+#include "gpufeed/dataset.h"
+#include "gpufeed/status.h"
+
+namespace gpufeed {
+
+// A Dataset subclass may use the protected constructor through this.
+class DatasetBase : public Dataset {
+ protected:
+  using Dataset::Dataset;
+};
+
+struct RecordIOShardSpec {
+  std::string rec_path;
+  std::string idx_path;          // empty: look beside rec_path, else scan
+  bool idx_required = false;     // from a manifest: a missing .idx is an error
+  int64_t expected_records = -1;  // from a manifest: the count must match
+  std::string xxh64;
+};
+
+inline RecordIOShardSpec RecordIOShardAt(std::string rec_path) {
+  RecordIOShardSpec spec;
+  spec.rec_path = std::move(rec_path);
+  return spec;
+}
+
+Status OpenRecordIODataset(const std::string& path, const std::vector<RecordIOShardSpec>& shards,
+                           const Manifest* manifest, std::unique_ptr<Dataset>* dataset);
+Status OpenLmdbDataset(const std::string& path, const std::vector<std::string>& environments,
+                       const Manifest* manifest, std::unique_ptr<Dataset>* dataset);
+Status OpenCaffeLmdbDataset(const std::string& path, std::unique_ptr<Dataset>* dataset);
+Status OpenImageFolderDataset(const std::string& path, std::unique_ptr<Dataset>* dataset);
+
+// Calls `visit(offset, payload)` for each record of a .rec file in order;
+// stops at the first framing error or at the first failed visit.
+Status ScanRecordIO(int fd, const std::string& path, uint64_t file_size,
+                    const std::function<Status(uint64_t, const std::string&)>& visit);
+
+// Parses a .idx file: "key<TAB>offset" per line (blank lines skipped).
+// Corruption naming the file and line for a malformed line, an offset past
+// the end of the .rec (`rec_size`) or one off the 4-byte record grid.
+Status ReadRecordIOIndex(const std::string& idx_path, uint64_t rec_size,
+                         std::vector<uint64_t>* offsets, std::vector<std::string>* keys);
+
+// ImageFolder enumeration, as torchvision.datasets.ImageFolder: classes are
+// the sorted subdirectory names; files are found recursively (symlinks
+// followed), sorted by directory then name, filtered by image extension.
+struct ImageFolderEntry {
+  std::string relative_path;
+  int64_t class_index = 0;
+};
+Status ScanImageFolder(const std::string& root, std::vector<std::string>* classes,
+                       std::vector<ImageFolderEntry>* entries);
+bool HasImageExtension(const std::string& name);
+
+// Zero-padded decimal LMDB key of a gpufeed sample index.
+constexpr int kLmdbKeyWidth = 10;
+std::string LmdbKeyFor(uint64_t index);
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_FORMAT_DATASETS_H_

@@ -1,0 +1,142 @@
+// ImageFolder datasets: root/<class>/<file>, as torchvision's ImageFolder.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "format/datasets.h"
+#include "util/file.h"
+#include "util/path.h"
+
+namespace gpufeed {
+
+namespace {
+
+// torchvision.datasets.folder.IMG_EXTENSIONS, compared case-insensitively.
+constexpr const char* kImageExtensions[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp",
+                                            ".pgm", ".tif",  ".tiff", ".webp"};
+
+// Collects (directory, sorted file names) for `directory` and everything
+// below it, following symlinks but never entering a directory twice.
+Status WalkDirectory(const std::string& directory,
+                     std::set<std::pair<dev_t, ino_t>>* visited,
+                     std::vector<std::pair<std::string, std::vector<std::string>>>* out) {
+  struct stat st;
+  if (::stat(directory.c_str(), &st) != 0) return Status::FromErrno(errno, directory);
+  if (!visited->insert({st.st_dev, st.st_ino}).second) return Status::OK();  // a symlink loop
+  std::vector<DirectoryEntry> entries;
+  GPUFEED_RETURN_IF_ERROR(ListDirectory(directory, &entries));
+  std::vector<std::string> files;
+  for (const DirectoryEntry& entry : entries) {
+    if (!entry.is_directory) files.push_back(entry.name);
+  }
+  out->emplace_back(directory, std::move(files));
+  for (const DirectoryEntry& entry : entries) {
+    if (entry.is_directory) {
+      GPUFEED_RETURN_IF_ERROR(WalkDirectory(JoinPath(directory, entry.name), visited, out));
+    }
+  }
+  return Status::OK();
+}
+
+class ImageFolderDataset final : public DatasetBase {
+ public:
+  explicit ImageFolderDataset(std::string path)
+      : DatasetBase(DatasetFormat::kImageFolder, std::move(path)) {
+    integer_labels_ = true;
+  }
+
+  Status Open() {
+    GPUFEED_RETURN_IF_ERROR(ScanImageFolder(path_, &classes_, &entries_));
+    ShardInfo info;
+    info.path = path_;
+    info.records = entries_.size();
+    shards_.push_back(info);
+    return Status::OK();
+  }
+
+  uint64_t size() const override { return entries_.size(); }
+
+  Status Read(uint64_t index, Record* record) const override {
+    if (index >= entries_.size()) {
+      return Status::OutOfRange("sample " + std::to_string(index) + " is past the end of " +
+                                path_ + " (" + std::to_string(entries_.size()) + " samples)");
+    }
+    const ImageFolderEntry& entry = entries_[index];
+    std::string file = JoinPath(path_, entry.relative_path);
+    Status status = ReadFileToString(file, &record->data);
+    if (!status.ok()) return status.WithContext("sample " + std::to_string(index));
+    record->labels.assign(1, static_cast<float>(entry.class_index));
+    record->key = entry.relative_path;
+    record->id = index;
+    record->shape.clear();
+    record->encoded = true;
+    return Status::OK();
+  }
+
+ private:
+  std::vector<ImageFolderEntry> entries_;
+};
+
+}  // namespace
+
+bool HasImageExtension(const std::string& name) {
+  std::string lower = ToLower(name);
+  for (const char* extension : kImageExtensions) {
+    if (EndsWith(lower, extension)) return true;
+  }
+  return false;
+}
+
+Status ScanImageFolder(const std::string& root, std::vector<std::string>* classes,
+                       std::vector<ImageFolderEntry>* entries) {
+  classes->clear();
+  entries->clear();
+  std::vector<DirectoryEntry> top;
+  GPUFEED_RETURN_IF_ERROR(ListDirectory(root, &top));
+  for (const DirectoryEntry& entry : top) {
+    if (entry.is_directory) classes->push_back(entry.name);
+  }
+  if (classes->empty()) {
+    return Status::NotFound(root + ": no class folders (an ImageFolder is root/<class>/<file>)");
+  }
+  std::vector<std::string> empty_classes;
+  for (size_t class_index = 0; class_index < classes->size(); ++class_index) {
+    const std::string& name = (*classes)[class_index];
+    std::set<std::pair<dev_t, ino_t>> visited;
+    std::vector<std::pair<std::string, std::vector<std::string>>> walk;
+    GPUFEED_RETURN_IF_ERROR(WalkDirectory(JoinPath(root, name), &visited, &walk));
+    // sorted(os.walk(...)): by directory path, then files by name.
+    std::sort(walk.begin(), walk.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    size_t before = entries->size();
+    for (const auto& [directory, files] : walk) {
+      std::string relative_directory = directory.substr(root.size() + (root.back() == '/' ? 0 : 1));
+      for (const std::string& file : files) {
+        if (!HasImageExtension(file)) continue;
+        entries->push_back({JoinPath(relative_directory, file), static_cast<int64_t>(class_index)});
+      }
+    }
+    if (entries->size() == before) empty_classes.push_back(name);
+  }
+  if (!empty_classes.empty()) {
+    std::string list;
+    for (size_t i = 0; i < empty_classes.size() && i < 10; ++i) {
+      list += (i ? ", " : "") + empty_classes[i];
+    }
+    if (empty_classes.size() > 10) list += ", ...";
+    return Status::NotFound(root + ": no image files (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff "
+                            ".webp) in class folder(s) " + list);
+  }
+  return Status::OK();
+}
+
+Status OpenImageFolderDataset(const std::string& path, std::unique_ptr<Dataset>* dataset) {
+  auto result = std::make_unique<ImageFolderDataset>(path);
+  GPUFEED_RETURN_IF_ERROR(result->Open());
+  *dataset = std::move(result);
+  return Status::OK();
+}
+
+}  // namespace gpufeed

@@ -1,0 +1,121 @@
+#include "format/lmdb_env.h"
+
+#include <cerrno>
+
+#include "util/file.h"
+#include "util/logging.h"
+#include "util/path.h"
+
+namespace gpufeed {
+
+Status LmdbStatus(int rc, const std::string& context) {
+  if (rc == MDB_SUCCESS) return Status::OK();
+  if (rc > 0) return Status::FromErrno(rc, context);  // LMDB passes errno values through
+  if (rc == MDB_NOTFOUND) return Status::NotFound(context + ": " + mdb_strerror(rc));
+  if (rc == MDB_INVALID || rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND ||
+      rc == MDB_VERSION_MISMATCH) {
+    return Status::Corruption(context + ": " + mdb_strerror(rc));
+  }
+  return Status::IOError(context + ": " + mdb_strerror(rc));
+}
+
+LmdbReader::~LmdbReader() {
+  for (MDB_txn* txn : idle_transactions_) mdb_txn_abort(txn);
+  if (env_ != nullptr) mdb_env_close(env_);
+}
+
+Status LmdbReader::Open(const std::string& directory) {
+  directory_ = directory;
+  std::string data_file = JoinPath(directory, "data.mdb");
+  if (!PathExists(data_file)) {
+    if (!PathExists(directory)) return Status::NotFound(directory + ": no such LMDB directory");
+    return Status::NotFound(data_file + ": not an LMDB environment (no data.mdb)");
+  }
+  // MDB_NORDAHEAD: samples are read in random order; kernel read-ahead
+  // would only pull in pages nobody asked for.
+  const unsigned base_flags = MDB_RDONLY | MDB_NOTLS | MDB_NORDAHEAD;
+  int rc = MDB_SUCCESS;
+  for (unsigned flags : {base_flags, base_flags | MDB_NOLOCK}) {
+    if (env_ != nullptr) {
+      mdb_env_close(env_);
+      env_ = nullptr;
+    }
+    rc = mdb_env_create(&env_);
+    if (rc != MDB_SUCCESS) return LmdbStatus(rc, directory + ": mdb_env_create");
+    mdb_env_set_maxreaders(env_, 1024);
+    mdb_env_set_maxdbs(env_, 0);
+    rc = mdb_env_open(env_, directory.c_str(), flags, 0644);
+    if (rc == MDB_SUCCESS) {
+      if (flags & MDB_NOLOCK) {
+        Log().info("{}: the LMDB lock file cannot be used (read-only directory?); "
+                   "reading without locks (MDB_NOLOCK)", directory);
+      }
+      break;
+    }
+    // EACCES/EROFS/EPERM on lock.mdb: retry without the lock file.
+    if (!(rc == EACCES || rc == EROFS || rc == EPERM) || (flags & MDB_NOLOCK)) break;
+  }
+  if (rc != MDB_SUCCESS) {
+    mdb_env_close(env_);
+    env_ = nullptr;
+    return LmdbStatus(rc, directory + ": mdb_env_open");
+  }
+  MDB_txn* txn = nullptr;
+  GPUFEED_RETURN_IF_ERROR(BeginRead(&txn));
+  rc = mdb_dbi_open(txn, nullptr, 0, &dbi_);
+  EndRead(txn);
+  if (rc != MDB_SUCCESS) return LmdbStatus(rc, directory + ": mdb_dbi_open");
+  return Status::OK();
+}
+
+Status LmdbReader::BeginRead(MDB_txn** txn) const {
+  {
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    if (!idle_transactions_.empty()) {
+      *txn = idle_transactions_.back();
+      idle_transactions_.pop_back();
+      return Status::OK();
+    }
+  }
+  int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, txn);
+  return LmdbStatus(rc, directory_ + ": mdb_txn_begin");
+}
+
+void LmdbReader::EndRead(MDB_txn* txn) const {
+  // The environment is never written while gpufeed reads it, so a read
+  // transaction can stay open and be reused: its snapshot never goes stale.
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  idle_transactions_.push_back(txn);
+}
+
+Status LmdbReader::Get(std::string_view key, std::string* value) const {
+  MDB_txn* txn = nullptr;
+  GPUFEED_RETURN_IF_ERROR(BeginRead(&txn));
+  MDB_val key_value{key.size(), const_cast<char*>(key.data())};
+  MDB_val data;
+  int rc = mdb_get(txn, dbi_, &key_value, &data);
+  if (rc == MDB_SUCCESS) value->assign(static_cast<const char*>(data.mv_data), data.mv_size);
+  EndRead(txn);
+  if (rc == MDB_NOTFOUND) {
+    return Status::NotFound(directory_ + ": key \"" + std::string(key) + "\" not found");
+  }
+  return LmdbStatus(rc, directory_ + ": mdb_get \"" + std::string(key) + "\"");
+}
+
+Status LmdbReader::Count(uint64_t* entries) const {
+  MDB_stat stat;
+  int rc = mdb_env_stat(env_, &stat);
+  if (rc != MDB_SUCCESS) return LmdbStatus(rc, directory_ + ": mdb_env_stat");
+  *entries = stat.ms_entries;
+  return Status::OK();
+}
+
+Status LmdbReader::FirstKey(std::string* key) const {
+  key->clear();
+  return ForEach([&](std::string_view first, std::string_view) {
+    key->assign(first);
+    return false;
+  });
+}
+
+}  // namespace gpufeed

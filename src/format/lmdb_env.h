@@ -1,0 +1,87 @@
+// RAII handles for LMDB and the read-only access pattern gpufeed uses:
+// MDB_RDONLY | MDB_NOTLS (a read transaction is not tied to a thread), one
+// transaction per reading thread taken from a small pool, and mdb_get by key.
+#ifndef GPUFEED_FORMAT_LMDB_ENV_H_
+#define GPUFEED_FORMAT_LMDB_ENV_H_
+
+#include <lmdb.h>
+
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpufeed/status.h"
+
+namespace gpufeed {
+
+// Converts an LMDB return code into a Status naming `context`.
+Status LmdbStatus(int rc, const std::string& context);
+
+class LmdbReader {
+ public:
+  LmdbReader() = default;
+  ~LmdbReader();
+  LmdbReader(const LmdbReader&) = delete;
+  LmdbReader& operator=(const LmdbReader&) = delete;
+
+  // Opens the environment in `directory` read-only. Where the lock file
+  // cannot be created or opened (a read-only directory), opens again with
+  // MDB_NOLOCK and logs it once: safe because nobody writes a packed dataset.
+  Status Open(const std::string& directory);
+
+  // Copies the value of `key` into *value. NotFound when the key is absent.
+  // Safe from many threads at once.
+  Status Get(std::string_view key, std::string* value) const;
+
+  // Calls visit(key, value) for every entry in key order (one cursor walk;
+  // used at open for Caffe key lists and by verify, never per sample).
+  // Stops early when visit returns false.
+  template <typename Visit>
+  Status ForEach(Visit&& visit) const;
+
+  // Number of entries (mdb_env_stat), and the first key (empty if none).
+  Status Count(uint64_t* entries) const;
+  Status FirstKey(std::string* key) const;
+
+  const std::string& directory() const { return directory_; }
+
+ private:
+  Status BeginRead(MDB_txn** txn) const;
+  void EndRead(MDB_txn* txn) const;
+
+  MDB_env* env_ = nullptr;
+  MDB_dbi dbi_ = 0;
+  std::string directory_;
+  mutable std::mutex pool_mutex_;
+  mutable std::vector<MDB_txn*> idle_transactions_;
+};
+
+template <typename Visit>
+Status LmdbReader::ForEach(Visit&& visit) const {
+  MDB_txn* txn = nullptr;
+  GPUFEED_RETURN_IF_ERROR(BeginRead(&txn));
+  MDB_cursor* cursor = nullptr;
+  int rc = mdb_cursor_open(txn, dbi_, &cursor);
+  if (rc != MDB_SUCCESS) {
+    EndRead(txn);
+    return LmdbStatus(rc, directory_ + ": mdb_cursor_open");
+  }
+  MDB_val key, value;
+  rc = mdb_cursor_get(cursor, &key, &value, MDB_FIRST);
+  while (rc == MDB_SUCCESS) {
+    if (!visit(std::string_view(static_cast<const char*>(key.mv_data), key.mv_size),
+               std::string_view(static_cast<const char*>(value.mv_data), value.mv_size))) {
+      break;
+    }
+    rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT);
+  }
+  mdb_cursor_close(cursor);
+  EndRead(txn);
+  if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND) return LmdbStatus(rc, directory_ + ": cursor walk");
+  return Status::OK();
+}
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_FORMAT_LMDB_ENV_H_

@@ -1,0 +1,131 @@
+#include "format/manifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include "util/file.h"
+
+namespace gpufeed {
+
+namespace {
+
+using Json = nlohmann::json;
+
+// A shard name must stay inside the dataset directory.
+bool IsPlainRelativeName(const std::string& name) {
+  if (name.empty() || name.front() == '/') return false;
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t slash = name.find('/', start);
+    std::string part = name.substr(start, slash == std::string::npos ? std::string::npos
+                                                                      : slash - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return true;
+}
+
+bool IsHex16(const std::string& text) {
+  if (text.size() != 16) return false;
+  for (char c : text) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status ParseManifest(const std::string& text, const std::string& path, Manifest* manifest) {
+  *manifest = Manifest();
+  auto bad = [&](const std::string& what) {
+    return Status::Corruption(path + ": invalid manifest: " + what);
+  };
+  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return bad("not valid JSON");
+  if (!json.is_object()) return bad("the top level is not an object");
+  try {
+    std::string format = json.at("format").get<std::string>();
+    if (format == "recordio") {
+      manifest->format = DatasetFormat::kRecordIO;
+    } else if (format == "lmdb") {
+      manifest->format = DatasetFormat::kLmdb;
+    } else {
+      return bad("unknown format \"" + format + "\"");
+    }
+    manifest->format_version = json.at("format_version").get<int>();
+    if (manifest->format_version != kManifestFormatVersion) {
+      return bad("format_version " + std::to_string(manifest->format_version) +
+                 " is not supported by this gpufeed (it reads version " +
+                 std::to_string(kManifestFormatVersion) + ")");
+    }
+    manifest->records = json.at("records").get<uint64_t>();
+    manifest->integer_labels = json.value("label_kind", "float") == "class_index";
+    if (json.contains("classes") && !json["classes"].is_null()) {
+      manifest->classes = json["classes"].get<std::vector<std::string>>();
+    }
+    const Json& shards = json.at("shards");
+    if (!shards.is_array()) return bad("\"shards\" is not a list");
+    uint64_t total = 0;
+    for (size_t i = 0; i < shards.size(); ++i) {
+      const Json& entry = shards[i];
+      ManifestShard shard;
+      shard.file = entry.at("file").get<std::string>();
+      shard.index = entry.value("index", "");
+      shard.records = entry.at("records").get<uint64_t>();
+      shard.bytes = entry.value("bytes", uint64_t{0});
+      shard.xxh64 = entry.value("xxh64", "");
+      std::string where = "shard " + std::to_string(i) + " (\"" + shard.file + "\")";
+      if (!IsPlainRelativeName(shard.file) ||
+          (!shard.index.empty() && !IsPlainRelativeName(shard.index))) {
+        return bad(where + ": shard paths must be relative names inside the dataset directory");
+      }
+      if (!shard.xxh64.empty() && !IsHex16(shard.xxh64)) {
+        return bad(where + ": xxh64 must be 16 lowercase hex digits");
+      }
+      if (shard.records > (uint64_t{1} << 48)) return bad(where + ": implausible record count");
+      total += shard.records;
+      manifest->shards.push_back(std::move(shard));
+    }
+    if (total != manifest->records) {
+      return bad("the shards hold " + std::to_string(total) + " records but \"records\" says " +
+                 std::to_string(manifest->records));
+    }
+  } catch (const Json::exception& error) {
+    return bad(error.what());
+  }
+  return Status::OK();
+}
+
+Status ReadManifest(const std::string& path, Manifest* manifest) {
+  std::string text;
+  GPUFEED_RETURN_IF_ERROR(ReadFileToString(path, &text));
+  return ParseManifest(text, path, manifest);
+}
+
+std::string SerializeManifest(const Manifest& manifest) {
+  Json json;
+  json["format"] = manifest.format == DatasetFormat::kLmdb ? "lmdb" : "recordio";
+  json["format_version"] = manifest.format_version;
+  json["created_by"] = std::string("gpufeed ") + GetBuildInfo().version;
+  json["records"] = manifest.records;
+  json["label_kind"] = manifest.integer_labels ? "class_index" : "float";
+  json["classes"] = manifest.classes;
+  Json shards = Json::array();
+  for (const ManifestShard& shard : manifest.shards) {
+    Json entry;
+    entry["file"] = shard.file;
+    if (!shard.index.empty()) entry["index"] = shard.index;
+    entry["records"] = shard.records;
+    entry["bytes"] = shard.bytes;
+    entry["xxh64"] = shard.xxh64;
+    shards.push_back(std::move(entry));
+  }
+  json["shards"] = std::move(shards);
+  return json.dump(2) + "\n";
+}
+
+Status WriteManifest(const std::string& path, const Manifest& manifest) {
+  return WriteFileAtomically(path, SerializeManifest(manifest));
+}
+
+}  // namespace gpufeed

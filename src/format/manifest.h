@@ -1,0 +1,58 @@
+// gpufeed.json: the manifest written by Pack beside the shards.
+//
+//   {
+//     "format": "recordio" | "lmdb",
+//     "format_version": 1,
+//     "created_by": "gpufeed 0.1.0",
+//     "records": 2000,
+//     "label_kind": "class_index" | "float",
+//     "classes": ["n01440764", ...],              (may be empty)
+//     "shards": [
+//       {"file": "part-00000.rec", "index": "part-00000.idx",   (lmdb: "file": "part-00000")
+//        "records": 1000, "bytes": 123456789, "xxh64": "0123456789abcdef"}, ...
+//     ]
+//   }
+//
+// Shard file names are relative to the manifest's directory.
+#ifndef GPUFEED_FORMAT_MANIFEST_H_
+#define GPUFEED_FORMAT_MANIFEST_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpufeed/dataset.h"
+#include "gpufeed/status.h"
+
+namespace gpufeed {
+
+constexpr const char* kManifestName = "gpufeed.json";
+constexpr int kManifestFormatVersion = 1;
+
+struct ManifestShard {
+  std::string file;   // relative: "part-00000.rec" or "part-00000" (LMDB directory)
+  std::string index;  // relative .idx for RecordIO; empty for LMDB
+  uint64_t records = 0;
+  uint64_t bytes = 0;
+  std::string xxh64;  // 16 hex digits of the .rec file or data.mdb
+};
+
+struct Manifest {
+  DatasetFormat format = DatasetFormat::kRecordIO;
+  int format_version = kManifestFormatVersion;
+  uint64_t records = 0;
+  bool integer_labels = false;
+  std::vector<std::string> classes;
+  std::vector<ManifestShard> shards;
+};
+
+// Parses and validates (counts add up, names are plain relative file names,
+// checksums are hex). Corruption naming the file on any problem.
+Status ReadManifest(const std::string& path, Manifest* manifest);
+Status ParseManifest(const std::string& text, const std::string& path, Manifest* manifest);
+std::string SerializeManifest(const Manifest& manifest);
+Status WriteManifest(const std::string& path, const Manifest& manifest);
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_FORMAT_MANIFEST_H_

@@ -1,0 +1,217 @@
+// RecordIO datasets: one or more .rec files, each with an .idx (or scanned).
+#include <algorithm>
+#include <cstring>
+
+#include "format/datasets.h"
+#include "format/irheader.h"
+#include "format/recordio.h"
+#include "util/file.h"
+#include "util/logging.h"
+#include "util/path.h"
+
+namespace gpufeed {
+
+namespace {
+
+// Read-ahead for the scan of a whole file: large sequential reads.
+constexpr size_t kScanReadSize = 4 << 20;
+// Size hint for a record whose end the index does not tell.
+constexpr size_t kDefaultRecordHint = 256 << 10;
+
+struct RecordIOShard {
+  std::string rec_path;
+  std::string idx_path;  // empty when scanned
+  UniqueFd fd;
+  uint64_t file_size = 0;
+  std::vector<uint64_t> offsets;
+  std::vector<std::string> keys;
+};
+
+class RecordIODataset final : public DatasetBase {
+ public:
+  explicit RecordIODataset(std::string path) : DatasetBase(DatasetFormat::kRecordIO, std::move(path)) {}
+
+  Status AddShard(const RecordIOShardSpec& spec);
+  void Finalize() {
+    first_records_.clear();
+    for (const ShardInfo& info : shards_) first_records_.push_back(info.first_record);
+  }
+  void SetClasses(std::vector<std::string> classes, bool integer_labels) {
+    classes_ = std::move(classes);
+    integer_labels_ = integer_labels;
+  }
+
+  uint64_t size() const override { return total_; }
+  Status Read(uint64_t index, Record* record) const override;
+
+ private:
+  std::vector<std::unique_ptr<RecordIOShard>> files_;
+  std::vector<uint64_t> first_records_;
+  uint64_t total_ = 0;
+};
+
+Status RecordIODataset::AddShard(const RecordIOShardSpec& spec) {
+  auto shard = std::make_unique<RecordIOShard>();
+  shard->rec_path = spec.rec_path;
+  GPUFEED_RETURN_IF_ERROR(OpenForRead(spec.rec_path, &shard->fd));
+  GPUFEED_RETURN_IF_ERROR(FileSizeOf(shard->fd.get(), spec.rec_path, &shard->file_size));
+  std::string idx_path = spec.idx_path.empty() ? IndexPathFor(spec.rec_path) : spec.idx_path;
+  if (PathExists(idx_path)) {
+    shard->idx_path = idx_path;
+    GPUFEED_RETURN_IF_ERROR(
+        ReadRecordIOIndex(idx_path, shard->file_size, &shard->offsets, &shard->keys));
+  } else if (spec.idx_required) {
+    return Status::NotFound(idx_path + ": the index named by the manifest does not exist "
+                            "(write it with `gpufeed index " + spec.rec_path + "`)");
+  } else {
+    Log().info("{} has no index ({}); indexing it by scanning. `gpufeed index {}` writes one.",
+               spec.rec_path, idx_path, spec.rec_path);
+    uint64_t count = 0;
+    GPUFEED_RETURN_IF_ERROR(ScanRecordIO(
+        shard->fd.get(), spec.rec_path, shard->file_size,
+        [&](uint64_t offset, const std::string&) {
+          shard->offsets.push_back(offset);
+          shard->keys.push_back(std::to_string(count++));
+          return Status::OK();
+        }));
+  }
+  if (spec.expected_records >= 0 &&
+      shard->offsets.size() != static_cast<uint64_t>(spec.expected_records)) {
+    return Status::Corruption((shard->idx_path.empty() ? spec.rec_path : shard->idx_path) +
+                              ": holds " + std::to_string(shard->offsets.size()) +
+                              " records but the manifest says " +
+                              std::to_string(spec.expected_records));
+  }
+  ShardInfo info;
+  info.path = spec.rec_path;
+  info.first_record = total_;
+  info.records = shard->offsets.size();
+  info.bytes = shard->file_size;
+  info.xxh64 = spec.xxh64;
+  shards_.push_back(info);
+  total_ += info.records;
+  files_.push_back(std::move(shard));
+  return Status::OK();
+}
+
+Status RecordIODataset::Read(uint64_t index, Record* record) const {
+  if (index >= total_) {
+    return Status::OutOfRange("sample " + std::to_string(index) + " is past the end of " + path_ +
+                              " (" + std::to_string(total_) + " samples)");
+  }
+  size_t shard_index =
+      std::upper_bound(first_records_.begin(), first_records_.end(), index) -
+      first_records_.begin() - 1;
+  const RecordIOShard& shard = *files_[shard_index];
+  size_t local = index - first_records_[shard_index];
+  uint64_t offset = shard.offsets[local];
+  uint64_t hint = kDefaultRecordHint;
+  if (local + 1 < shard.offsets.size() && shard.offsets[local + 1] > offset) {
+    hint = shard.offsets[local + 1] - offset;
+  } else if (local + 1 == shard.offsets.size()) {
+    hint = shard.file_size - offset;
+  }
+  // One scratch buffer per thread: no allocation per read once warm.
+  thread_local std::string payload;
+  RecordIOCursor cursor(shard.fd.get(), shard.rec_path, shard.file_size, hint);
+  uint64_t next_offset = 0;
+  Status status = cursor.ReadRecord(offset, &payload, &next_offset);
+  if (status.ok()) {
+    ParsedPayload parsed;
+    status = ParseIRPayload(payload, &record->labels, &parsed);
+    if (!status.ok()) {
+      status = status.WithContext(shard.rec_path + " at byte offset " + std::to_string(offset));
+    } else {
+      record->data.assign(payload, parsed.data_offset, std::string::npos);
+      record->id = parsed.id;
+    }
+  }
+  if (!status.ok()) {
+    std::string context = "sample " + std::to_string(index) + " (key " + shard.keys[local];
+    if (!shard.idx_path.empty()) {
+      context += ", " + shard.idx_path + " line " + std::to_string(local + 1) + " gives offset " +
+                 std::to_string(offset);
+    }
+    return status.WithContext(context + ")");
+  }
+  record->key = shard.keys[local];
+  record->shape.clear();
+  record->encoded = true;
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ScanRecordIO(int fd, const std::string& path, uint64_t file_size,
+                    const std::function<Status(uint64_t, const std::string&)>& visit) {
+  RecordIOCursor cursor(fd, path, file_size, kScanReadSize);
+  std::string payload;
+  uint64_t offset = 0;
+  while (offset < file_size) {
+    uint64_t next = 0;
+    GPUFEED_RETURN_IF_ERROR(cursor.ReadRecord(offset, &payload, &next));
+    GPUFEED_RETURN_IF_ERROR(visit(offset, payload));
+    offset = next;
+  }
+  return Status::OK();
+}
+
+Status ReadRecordIOIndex(const std::string& idx_path, uint64_t rec_size,
+                         std::vector<uint64_t>* offsets, std::vector<std::string>* keys) {
+  std::string text;
+  GPUFEED_RETURN_IF_ERROR(ReadFileToString(idx_path, &text));
+  offsets->clear();
+  keys->clear();
+  size_t line_start = 0;
+  uint64_t line_number = 0;
+  while (line_start < text.size()) {
+    size_t line_end = text.find('\n', line_start);
+    if (line_end == std::string::npos) line_end = text.size();
+    ++line_number;
+    std::string line = text.substr(line_start, line_end - line_start);
+    line_start = line_end + 1;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    auto bad = [&](const std::string& what) {
+      return Status::Corruption(idx_path + " line " + std::to_string(line_number) + ": " + what);
+    };
+    // "key<TAB>offset"; DALI also accepts spaces, so do we.
+    size_t separator = line.find_last_of(" \t");
+    if (separator == std::string::npos || separator == 0) {
+      return bad("expected \"key<TAB>offset\", got \"" + line.substr(0, 80) + "\"");
+    }
+    std::string key = line.substr(0, line.find_last_not_of(" \t", separator) + 1);
+    std::string number = line.substr(separator + 1);
+    if (number.empty() || number.size() > 19 ||
+        number.find_first_not_of("0123456789") != std::string::npos) {
+      return bad("offset \"" + number.substr(0, 40) + "\" is not a non-negative integer");
+    }
+    uint64_t offset = std::stoull(number);
+    if (offset + 8 > rec_size) {
+      return bad("offset " + std::to_string(offset) + " is past the end of the .rec file (" +
+                 std::to_string(rec_size) + " bytes)");
+    }
+    if (offset % 4 != 0) {
+      return bad("offset " + std::to_string(offset) +
+                 " is not at a record boundary (records start at multiples of 4)");
+    }
+    offsets->push_back(offset);
+    keys->push_back(std::move(key));
+  }
+  return Status::OK();
+}
+
+Status OpenRecordIODataset(const std::string& path, const std::vector<RecordIOShardSpec>& shards,
+                           const Manifest* manifest, std::unique_ptr<Dataset>* dataset) {
+  auto result = std::make_unique<RecordIODataset>(path);
+  for (const RecordIOShardSpec& spec : shards) GPUFEED_RETURN_IF_ERROR(result->AddShard(spec));
+  if (manifest != nullptr) result->SetClasses(manifest->classes, manifest->integer_labels);
+  result->Finalize();
+  if (result->size() == 0) {
+    return Status::InvalidArgument(path + ": the dataset is empty (no records)");
+  }
+  *dataset = std::move(result);
+  return Status::OK();
+}
+
+}  // namespace gpufeed

@@ -1,0 +1,17 @@
+#include "gpufeed/dataset.h"
+
+namespace gpufeed {
+
+BuildInfo GetBuildInfo() {
+  BuildInfo info;
+  info.version = GPUFEED_VERSION_STRING;
+#ifdef GPUFEED_HAVE_CUDA
+  info.with_cuda = true;
+#endif
+#ifdef GPUFEED_HAVE_IO_URING
+  info.with_io_uring = true;
+#endif
+  return info;
+}
+
+}  // namespace gpufeed
