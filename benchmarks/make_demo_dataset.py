@@ -140,7 +140,8 @@ def _fractal_noise(rng, height, width, cells, octaves, persistence=0.5, stretch=
         # Grid cells never get smaller than ~2 px: finer detail than that is
         # left to the sensor noise.
         gw = max(2, min(int(cells * 2 ** octave), width // 2))
-        gh = max(2, min(int(round(gw * height / width / stretch)), height // 2 if height > 3 else 2))
+        gh = int(round(gw * height / width / stretch))
+        gh = max(2, min(gh, height // 2))
         grid = rng.random((gh, gw), dtype=np.float32)
         grid *= amplitude
         if acc is not None:
@@ -153,12 +154,16 @@ def _fractal_noise(rng, height, width, cells, octaves, persistence=0.5, stretch=
 
 
 def _soft_shape_mask(rng, height, width):
-    """Draws one random soft-edged shape and returns its alpha in [0, 1].
+    """Draws one random soft-edged shape.
 
     Shapes are rasterised with ImageDraw (ellipses or irregular polygons) and
     then Gaussian-blurred, which gives the defocused edges of real objects
-    without per-pixel distance computations. Only the bounding box is
-    blurred to keep the cost proportional to the shape size.
+    without per-pixel distance computations. Only the shape's bounding box
+    is rasterised, so the cost scales with the shape, not the image.
+
+    Returns:
+        ``(alpha, (x0, y0, x1, y1))``: float32 alpha in [0, 1] of shape
+        ``(y1 - y0, x1 - x0)`` and the box it covers in the image.
     """
     size = rng.uniform(0.12, 0.45) * width
     cx = rng.uniform(0.1, 0.9) * width
@@ -166,8 +171,8 @@ def _soft_shape_mask(rng, height, width):
     pad = int(size * 0.7) + 8
     x0, y0 = max(0, int(cx - pad)), max(0, int(cy - pad))
     x1, y1 = min(width, int(cx + pad)), min(height, int(cy + pad))
-    box_w, box_h = max(1, x1 - x0), max(1, y1 - y0)
-    mask = Image.new("L", (box_w, box_h), 0)
+    # cx/cy lie at least 0.1 * size inside the image, so the box is never empty.
+    mask = Image.new("L", (x1 - x0, y1 - y0), 0)
     draw = ImageDraw.Draw(mask)
     lx, ly = cx - x0, cy - y0
     if rng.random() < 0.55:
@@ -183,8 +188,7 @@ def _soft_shape_mask(rng, height, width):
         points = [(lx + r * math.cos(a), ly + r * math.sin(a)) for a, r in zip(angles, radii)]
         draw.polygon(points, fill=255)
     mask = mask.filter(ImageFilter.GaussianBlur(rng.uniform(1.0, 4.0)))
-    alpha = np.zeros((height, width), dtype=np.float32)
-    alpha[y0:y1, x0:x1] = np.asarray(mask, dtype=np.float32)[: y1 - y0, : x1 - x0] * (1.0 / 255.0)
+    alpha = np.asarray(mask, dtype=np.float32) * np.float32(1.0 / 255.0)
     return alpha, (x0, y0, x1, y1)
 
 
@@ -251,15 +255,15 @@ def render_image(seed, index, classes):
     clouds = _fractal_noise(rng, height, width, cells=rng.uniform(2, 5), octaves=4)
     img += np.clip(clouds - 0.45, 0.0, None) * (rng.uniform(0.0, 90.0) * (1.0 - ground_alpha))
 
-    # Texture: a full 1/f spectrum (coarse to pixel-scale octaves) modulating
-    # brightness, strongest on the ground. This is what gives the JPEG
-    # entropy coder real work, as foliage/grass/gravel do in photos.
-    # A persistence near 0.8 keeps the fine octaves strong, as in real
-    # photos, whose amplitude spectrum falls off only like 1/f.
+    # Texture: coarse to pixel-scale octaves modulating brightness, strongest
+    # on the ground. This is what gives the JPEG entropy coder real work, as
+    # foliage, grass and gravel do in photos. A persistence near 0.8 keeps the
+    # fine octaves strong: real photos' spectra fall off only like 1/f.
     texture = _fractal_noise(rng, height, width, cells=rng.uniform(3, 6), octaves=7,
                              persistence=rng.uniform(0.72, 0.85))
     # Ridged noise (|n - 0.5|) adds crease-like lines: cracks, grass, bark.
-    ridges = _fractal_noise(rng, height, width, cells=rng.uniform(8, 16), octaves=4, persistence=0.8)
+    ridges = _fractal_noise(rng, height, width, cells=rng.uniform(8, 16), octaves=4,
+                            persistence=0.8)
     ridges = np.abs(ridges - 0.5)
     # Directional grain (vertical like grass or horizontal like water) makes
     # the ground read as a surface rather than as a cloud.
@@ -275,17 +279,17 @@ def render_image(seed, index, classes):
 
     # Objects: a few soft shapes in the class colours, shaded top-to-bottom
     # and textured with their own noise so they are not flat fills.
-    detail = _fractal_noise(rng, height, width, cells=rng.uniform(8, 16), octaves=5, persistence=0.8)
+    detail = _fractal_noise(rng, height, width, cells=rng.uniform(8, 16), octaves=5,
+                            persistence=0.8)
     for _ in range(int(rng.integers(2, 6))):
         alpha, (x0, y0, x1, y1) = _soft_shape_mask(rng, height, width)
         obj = palette["objects"][int(rng.integers(0, len(palette["objects"])))]
         base = colour(obj, rng.uniform(-0.15, 0.1))
-        a = alpha[y0:y1, x0:x1]
         # Vertical shading inside the bounding box imitates a light source above.
         shade = np.linspace(1.15, 0.75, y1 - y0, dtype=np.float32)[:, None]
         fill = base * (shade * (0.4 + 1.2 * detail[y0:y1, x0:x1]))
-        region = img[:, y0:y1, x0:x1]
-        region += (fill - region) * a
+        region = img[:, y0:y1, x0:x1]  # A view: blending writes into img.
+        region += (fill - region) * alpha
 
     # Vignetting: real lenses darken the corners.
     r2 = xs * xs + ((ys - 0.5) * 2.0) ** 2
@@ -299,8 +303,9 @@ def render_image(seed, index, classes):
         planes = [p.filter(ImageFilter.SMOOTH) for p in planes]
 
     # Sensor noise, added after the blur as in a camera. An Irwin-Hall sum of
-    # three uniform bytes (std ~128) is a close, ~5x cheaper stand-in for
-    # standard_normal; it is mostly luminance noise with weaker chroma noise.
+    # three uniform bytes (std 128) is a close and several times cheaper
+    # stand-in for standard_normal. The noise is mostly luminance with weaker
+    # per-channel (chroma) noise, like a camera's in-body processing leaves.
     sigma = rng.uniform(3.0, 5.5)
     raw = rng.integers(0, 256, size=(3, 4, height, width), dtype=np.uint8)
     gauss = raw.sum(axis=0, dtype=np.int16).astype(np.float32)
@@ -542,6 +547,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.images < 1 or args.classes < 1:
         parser.error("--images and --classes must be positive")
+    if args.workers is not None and args.workers < 1:
+        parser.error("--workers must be at least 1")
     if args.seed < 0:
         parser.error("--seed must be non-negative")  # SeedSequence rejects negatives.
     generate(args.out_dir, images=args.images, classes=args.classes, seed=args.seed,

@@ -107,7 +107,7 @@ Status OpenFromManifest(const std::string& directory, DatasetFormat requested,
       spec.expected_records = static_cast<int64_t>(shard.records);
       spec.xxh64 = shard.xxh64;
       if (!PathExists(spec.rec_path)) {
-        return Status::NotFound(spec.rec_path + ": shard listed in " + manifest_path +
+        return Status::NotFound(spec.rec_path + ": shard listed in the manifest " + manifest_path +
                                 " does not exist");
       }
       specs.push_back(std::move(spec));
@@ -118,7 +118,7 @@ Status OpenFromManifest(const std::string& directory, DatasetFormat requested,
   for (const ManifestShard& shard : manifest.shards) {
     std::string environment = JoinPath(directory, shard.file);
     if (!IsLmdbDirectory(environment)) {
-      return Status::NotFound(environment + ": LMDB shard listed in " + manifest_path +
+      return Status::NotFound(environment + ": LMDB shard listed in the manifest " + manifest_path +
                               " does not exist (or has no data.mdb)");
     }
     environments.push_back(environment);

@@ -1,1 +1,151 @@
+// gpufeed LMDB shards: round trip, random access by key, read-only media.
 #include <gtest/gtest.h>
+#include <lmdb.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "format/datasets.h"
+#include "gpufeed/dataset.h"
+#include "gpufeed/writer.h"
+#include "test_util.h"
+#include "util/path.h"
+
+namespace gpufeed {
+namespace {
+
+const std::string kMagic("\x0A\x23\xD7\xCE", 4);
+
+void WriteLmdb(const std::string& path, const std::vector<std::pair<std::vector<float>, std::string>>& samples,
+               uint64_t first = 0) {
+  std::unique_ptr<ShardWriter> writer;
+  ASSERT_TRUE(ShardWriter::Open(path, ShardFormat::kLmdb, &writer).ok());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    SampleToWrite sample;
+    sample.index = first + i;
+    sample.labels = samples[i].first;
+    sample.data = samples[i].second;
+    ASSERT_TRUE(writer->Append(sample).ok());
+  }
+  ASSERT_TRUE(writer->Finish().ok());
+}
+
+TEST(LmdbTest, RoundTrip) {
+  TempDir dir;
+  std::string env = JoinPath(dir.path(), "part-00000");
+  std::vector<std::pair<std::vector<float>, std::string>> samples = {
+      {{1}, ""}, {{2}, "a"}, {{3}, "abcdefg"}, {{0.25f, 4, 5}, "multi"},
+      {{9}, kMagic + "x" + kMagic}, {{7}, std::string(3 << 20, 'z')}};
+  WriteLmdb(env, samples);
+  std::unique_ptr<Dataset> dataset;
+  Status status = Dataset::Open(env, {}, &dataset);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(dataset->format(), DatasetFormat::kLmdb);
+  ASSERT_EQ(dataset->size(), samples.size());
+  Record record;
+  for (size_t i = samples.size(); i-- > 0;) {
+    ASSERT_TRUE(dataset->Read(i, &record).ok());
+    EXPECT_EQ(record.labels, samples[i].first);
+    EXPECT_EQ(record.data, samples[i].second);
+    EXPECT_EQ(record.key, LmdbKeyFor(i));
+  }
+  EXPECT_TRUE(dataset->Read(samples.size(), &record).IsOutOfRange());
+}
+
+TEST(LmdbTest, KeysMustIncrease) {
+  TempDir dir;
+  std::unique_ptr<ShardWriter> writer;
+  ASSERT_TRUE(ShardWriter::Open(JoinPath(dir.path(), "e"), ShardFormat::kLmdb, &writer).ok());
+  SampleToWrite sample;
+  sample.index = 5;
+  ASSERT_TRUE(writer->Append(sample).ok());
+  sample.index = 4;
+  EXPECT_TRUE(writer->Append(sample).IsInvalidArgument());
+}
+
+TEST(LmdbTest, ReadOnlyDirectoryOpensWithoutLock) {
+  TempDir dir;
+  ::chmod(dir.path().c_str(), 0755);
+  std::string env = JoinPath(dir.path(), "ro");
+  WriteLmdb(env, {{{1}, "one"}, {{2}, "two"}});
+  ::unlink(JoinPath(env, "lock.mdb").c_str());
+  ::chmod(JoinPath(env, "data.mdb").c_str(), 0444);
+  ::chmod(env.c_str(), 0555);
+  // Root ignores permissions, so the reader runs in a child that drops to
+  // "nobody": for it the directory is really read-only.
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(3);
+    std::unique_ptr<Dataset> dataset;
+    if (!Dataset::Open(env, {}, &dataset).ok()) ::_exit(1);
+    Record record;
+    if (!dataset->Read(1, &record).ok() || record.data != "two") ::_exit(2);
+    ::_exit(0);
+  }
+  int wait_status = 0;
+  ASSERT_EQ(::waitpid(child, &wait_status, 0), child);
+  ::chmod(env.c_str(), 0755);
+  ASSERT_TRUE(WIFEXITED(wait_status));
+  if (WEXITSTATUS(wait_status) == 3) GTEST_SKIP() << "cannot drop privileges to test read-only";
+  EXPECT_EQ(WEXITSTATUS(wait_status), 0);
+  EXPECT_FALSE(PathExists(JoinPath(env, "lock.mdb")));
+}
+
+TEST(LmdbTest, MissingKeyIsCorruptionNamingTheShard) {
+  TempDir dir;
+  std::string env = JoinPath(dir.path(), "gap");
+  WriteLmdb(env, {{{1}, "one"}, {{2}, "two"}, {{3}, "three"}});
+  // Delete the middle key with LMDB itself.
+  MDB_env* handle;
+  ASSERT_EQ(mdb_env_create(&handle), 0);
+  ASSERT_EQ(mdb_env_open(handle, env.c_str(), 0, 0644), 0);
+  MDB_txn* txn;
+  MDB_dbi dbi;
+  ASSERT_EQ(mdb_txn_begin(handle, nullptr, 0, &txn), 0);
+  ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
+  std::string key = LmdbKeyFor(1);
+  MDB_val k{key.size(), key.data()};
+  ASSERT_EQ(mdb_del(txn, dbi, &k, nullptr), 0);
+  // Keep the count at 3 so that open succeeds: add a key past the end.
+  std::string extra = LmdbKeyFor(9);
+  std::string value(24, '\0');
+  MDB_val ek{extra.size(), extra.data()}, ev{value.size(), value.data()};
+  ASSERT_EQ(mdb_put(txn, dbi, &ek, &ev, 0), 0);
+  ASSERT_EQ(mdb_txn_commit(txn), 0);
+  mdb_env_close(handle);
+  std::unique_ptr<Dataset> dataset;
+  ASSERT_TRUE(Dataset::Open(env, {}, &dataset).ok());
+  Record record;
+  Status status = dataset->Read(1, &record);
+  EXPECT_TRUE(status.IsCorruption()) << status.ToString();
+  EXPECT_NE(status.message().find(env), std::string::npos);
+  EXPECT_NE(status.message().find("sample 1"), std::string::npos);
+}
+
+TEST(LmdbTest, ShortValueIsCorruptionNamingKey) {
+  TempDir dir;
+  std::string env = JoinPath(dir.path(), "short");
+  WriteLmdb(env, {{{1}, "one"}});
+  MDB_env* handle;
+  ASSERT_EQ(mdb_env_create(&handle), 0);
+  ASSERT_EQ(mdb_env_open(handle, env.c_str(), 0, 0644), 0);
+  MDB_txn* txn;
+  MDB_dbi dbi;
+  ASSERT_EQ(mdb_txn_begin(handle, nullptr, 0, &txn), 0);
+  ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
+  std::string key = LmdbKeyFor(0), value = std::string(10, '\0');
+  MDB_val k{key.size(), key.data()}, v{value.size(), value.data()};
+  ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
+  ASSERT_EQ(mdb_txn_commit(txn), 0);
+  mdb_env_close(handle);
+  std::unique_ptr<Dataset> dataset;
+  ASSERT_TRUE(Dataset::Open(env, {}, &dataset).ok());
+  Record record;
+  Status status = dataset->Read(0, &record);
+  EXPECT_TRUE(status.IsCorruption()) << status.ToString();
+  EXPECT_NE(status.message().find("0000000000"), std::string::npos) << status.ToString();
+}
+
+}  // namespace
+}  // namespace gpufeed
