@@ -11,6 +11,7 @@
 #ifndef GPUFEED_WRITER_H_
 #define GPUFEED_WRITER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -82,6 +83,9 @@ struct PackOptions {
   bool overwrite = false;
   // Called from the calling thread after each record with (done, total).
   std::function<void(uint64_t, uint64_t)> progress;
+  // When set and it becomes true, Pack stops and returns Cancelled. Like any
+  // failed Pack, it removes the shards it wrote and writes no manifest.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct PackSummary {
@@ -95,7 +99,9 @@ struct PackSummary {
 // `source` is an ImageFolder directory (labels = class indices, the class
 // names recorded) or a list file of lines "path<TAB>label[,label...]"
 // (relative paths resolved against the list file's directory; lines starting
-// with '#' and blank lines ignored). Records keep the source order.
+// with '#' and blank lines ignored; MXNet .lst lines "index<TAB>label...<TAB>path"
+// are accepted too). Records keep the source order. On failure the shards
+// written so far are removed and no manifest is written.
 GPUFEED_EXPORT Status Pack(const std::string& source, const std::string& destination,
                            const PackOptions& options, PackSummary* summary);
 

@@ -184,6 +184,68 @@ class OrderedReader {
   bool stop_ = false;
 };
 
+// Writes the shards and the manifest; the caller cleans up on failure.
+Status PackInto(const std::vector<PackSource>& sources, const std::string& destination_path,
+                const PackOptions& options, Manifest* manifest_out) {
+  Manifest& manifest = *manifest_out;
+  int workers = options.workers > 0
+                    ? options.workers
+                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  OrderedReader reader(sources, workers);
+
+  std::unique_ptr<ShardWriter> writer;
+  std::string shard_path;
+  ManifestShard current;
+  auto finish_shard = [&]() -> Status {
+    if (!writer) return Status::OK();
+    GPUFEED_RETURN_IF_ERROR(writer->Finish());
+    current.records = writer->records();
+    std::string data_file = options.format == ShardFormat::kLmdb
+                                ? JoinPath(shard_path, "data.mdb")
+                                : shard_path;
+    GPUFEED_RETURN_IF_ERROR(FileSizeOf(data_file, &current.bytes));
+    uint64_t digest = 0;
+    GPUFEED_RETURN_IF_ERROR(FileXxh64(data_file, &digest));
+    current.xxh64 = Xxh64Hex(digest);
+    manifest.shards.push_back(current);
+    writer.reset();
+    return Status::OK();
+  };
+
+  std::string data;
+  for (size_t index = 0; index < sources.size(); ++index) {
+    if (options.cancel != nullptr && options.cancel->load()) {
+      return Status::Cancelled("packing stopped after " + std::to_string(index) + " records");
+    }
+    Status status = reader.Take(index, &data);
+    if (!status.ok()) return status.WithContext("packing sample " + std::to_string(index));
+    if (!writer) {
+      std::string base = ShardBaseName(manifest.shards.size());
+      current = ManifestShard();
+      if (options.format == ShardFormat::kLmdb) {
+        current.file = base;
+      } else {
+        current.file = base + ".rec";
+        current.index = base + ".idx";
+      }
+      shard_path = JoinPath(destination_path, current.file);
+      GPUFEED_RETURN_IF_ERROR(ShardWriter::Open(shard_path, options.format, &writer));
+    }
+    SampleToWrite sample;
+    sample.index = index;
+    sample.labels = sources[index].labels;
+    sample.data = data;
+    GPUFEED_RETURN_IF_ERROR(writer->Append(sample));
+    if (writer->bytes() >= options.shard_size) GPUFEED_RETURN_IF_ERROR(finish_shard());
+    if (options.progress) options.progress(index + 1, sources.size());
+  }
+  GPUFEED_RETURN_IF_ERROR(finish_shard());
+  manifest.records = sources.size();
+  GPUFEED_RETURN_IF_ERROR(WriteManifest(JoinPath(destination_path, kManifestName), manifest));
+
+  return Status::OK();
+}
+
 }  // namespace
 
 Status Pack(const std::string& source, const std::string& destination, const PackOptions& options,
@@ -218,58 +280,17 @@ Status Pack(const std::string& source, const std::string& destination, const Pac
     }
   }
   GPUFEED_RETURN_IF_ERROR(PrepareDestination(destination_path, options.overwrite));
-
-  int workers = options.workers > 0
-                    ? options.workers
-                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  OrderedReader reader(sources, workers);
-
-  std::unique_ptr<ShardWriter> writer;
-  std::string shard_path;
-  ManifestShard current;
-  auto finish_shard = [&]() -> Status {
-    if (!writer) return Status::OK();
-    GPUFEED_RETURN_IF_ERROR(writer->Finish());
-    current.records = writer->records();
-    std::string data_file = options.format == ShardFormat::kLmdb
-                                ? JoinPath(shard_path, "data.mdb")
-                                : shard_path;
-    GPUFEED_RETURN_IF_ERROR(FileSizeOf(data_file, &current.bytes));
-    uint64_t digest = 0;
-    GPUFEED_RETURN_IF_ERROR(FileXxh64(data_file, &digest));
-    current.xxh64 = Xxh64Hex(digest);
-    manifest.shards.push_back(current);
-    writer.reset();
-    return Status::OK();
-  };
-
-  std::string data;
-  for (size_t index = 0; index < sources.size(); ++index) {
-    Status status = reader.Take(index, &data);
-    if (!status.ok()) return status.WithContext("packing sample " + std::to_string(index));
-    if (!writer) {
-      std::string base = ShardBaseName(manifest.shards.size());
-      current = ManifestShard();
-      if (options.format == ShardFormat::kLmdb) {
-        current.file = base;
-      } else {
-        current.file = base + ".rec";
-        current.index = base + ".idx";
+  Status status = PackInto(sources, destination_path, options, &manifest);
+  if (!status.ok()) {
+    // Leave nothing that could be mistaken for a complete dataset.
+    std::vector<DirectoryEntry> entries;
+    if (ListDirectory(destination_path, &entries).ok()) {
+      for (const DirectoryEntry& entry : entries) {
+        if (StartsWith(entry.name, "part-")) RemoveRecursively(JoinPath(destination_path, entry.name));
       }
-      shard_path = JoinPath(destination_path, current.file);
-      GPUFEED_RETURN_IF_ERROR(ShardWriter::Open(shard_path, options.format, &writer));
     }
-    SampleToWrite sample;
-    sample.index = index;
-    sample.labels = sources[index].labels;
-    sample.data = data;
-    GPUFEED_RETURN_IF_ERROR(writer->Append(sample));
-    if (writer->bytes() >= options.shard_size) GPUFEED_RETURN_IF_ERROR(finish_shard());
-    if (options.progress) options.progress(index + 1, sources.size());
+    return status;
   }
-  GPUFEED_RETURN_IF_ERROR(finish_shard());
-  manifest.records = sources.size();
-  GPUFEED_RETURN_IF_ERROR(WriteManifest(JoinPath(destination_path, kManifestName), manifest));
 
   if (summary != nullptr) {
     summary->records = manifest.records;
@@ -279,7 +300,7 @@ Status Pack(const std::string& source, const std::string& destination, const Pac
     summary->seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
-  Log().info("packed {} records into {} {} shard(s) under {}", manifest.records,
+  Log().debug("packed {} records into {} {} shard(s) under {}", manifest.records,
              manifest.shards.size(), FormatName(manifest.format), destination_path);
   return Status::OK();
 }

@@ -1,0 +1,68 @@
+"""gpufeed: keeps GPUs fed during training.
+
+Packed shards (MXNet-compatible RecordIO, LMDB; Caffe LMDB and ImageFolder
+read as they are), read with many I/Os in flight and decoded on a C++ thread
+pool. See docs/python_api.md.
+
+    >>> import gpufeed
+    >>> ds = gpufeed.open_dataset("/data/train-packed")
+    >>> len(ds), ds[0].label
+"""
+
+from ._errors import (AlreadyExistsError, CancelledError, CorruptRecordError, Error,
+                      InvalidArgumentError, NotFoundError, NotSupportedError, OutOfRangeError,
+                      PermissionDeniedError, StorageIOError)
+from ._core import build_info as _build_info
+from .dataset import FORMATS, Dataset, Record, open_dataset
+from .pack import PackSummary, pack, parse_size
+
+__version__ = _build_info()["version"]
+
+
+def build_info() -> dict:
+    """The version and the features this build has (CUDA, io_uring)."""
+    return dict(_build_info())
+
+
+def verify(path, format: str = "auto") -> dict:
+    """Checks the framing of every record and each shard's xxh64 against the
+    manifest. Returns a dict with ``problems`` (empty when all is well),
+    ``records_checked``, ``shards_checked`` and ``checksums_checked``."""
+    import os
+    from . import _core
+    return dict(_core.verify(os.fspath(path), format))
+
+
+def write_index(rec_path, idx_path=None) -> int:
+    """Scans a ``.rec`` file and writes its ``.idx``; returns the record count."""
+    import os
+    from . import _core
+    rec_path = os.fspath(rec_path)
+    if idx_path is None:
+        idx_path = rec_path[:-4] + ".idx" if rec_path.endswith(".rec") else rec_path + ".idx"
+    return _core.write_index(rec_path, os.fspath(idx_path))
+
+
+__all__ = [
+    "__version__",
+    "build_info",
+    "open_dataset",
+    "Dataset",
+    "Record",
+    "FORMATS",
+    "pack",
+    "PackSummary",
+    "parse_size",
+    "verify",
+    "write_index",
+    "Error",
+    "CorruptRecordError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "InvalidArgumentError",
+    "OutOfRangeError",
+    "NotSupportedError",
+    "AlreadyExistsError",
+    "StorageIOError",
+    "CancelledError",
+]

@@ -1,0 +1,148 @@
+"""The ``gpufeed`` command line.
+
+    gpufeed pack SRC DST [--format recordio|lmdb] [--shard-size 256MiB] [--workers N] [--overwrite]
+    gpufeed inspect PATH [--format F] [--json]
+    gpufeed verify PATH [--format F] [--json]
+    gpufeed index FILE.rec [--output FILE.idx]
+
+Exit status: 0 success, 1 failure (or problems found by verify), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import List, Optional
+
+from . import _errors
+from .dataset import FORMATS, open_dataset
+from .pack import pack, parse_size
+
+
+def _human_bytes(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}" if unit != "B" else f"{int(value)} B"
+        value /= 1024
+    return f"{count} B"
+
+
+def _cmd_pack(args) -> int:
+    summary = pack(args.src, args.dst, format=args.format, shard_size=args.shard_size,
+                   workers=args.workers, progress=not args.quiet, overwrite=args.overwrite)
+    print(summary)
+    return 0
+
+
+def _cmd_inspect(args) -> int:
+    dataset = open_dataset(args.path, format=args.format)
+    shards = dataset.shards
+    total_bytes = sum(shard["bytes"] for shard in shards)
+    info = {
+        "path": dataset.path,
+        "format": dataset.format,
+        "records": len(dataset),
+        "shards": len(shards),
+        "bytes": total_bytes,
+        "classes": dataset.classes,
+        "shard_list": shards,
+    }
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"path:     {info['path']}")
+    print(f"format:   {info['format']}")
+    print(f"records:  {info['records']}")
+    print(f"shards:   {info['shards']}" + (f"  ({_human_bytes(total_bytes)})" if total_bytes else ""))
+    if shards and len(shards) > 1:
+        sizes = sorted(shard["bytes"] for shard in shards)
+        print(f"          shard size min/median/max: {_human_bytes(sizes[0])} / "
+              f"{_human_bytes(sizes[len(sizes) // 2])} / {_human_bytes(sizes[-1])}")
+    classes = dataset.classes
+    if classes:
+        shown = ", ".join(classes[:10]) + (", ..." if len(classes) > 10 else "")
+        print(f"classes:  {len(classes)} ({shown})")
+    else:
+        print("classes:  none recorded")
+    if len(dataset) > 0:
+        first = dataset[0]
+        print(f"first:    {first!r}")
+    return 0
+
+
+def _cmd_verify(args) -> int:
+    from . import verify
+    report = verify(args.path, format=args.format)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"checked {report['records_checked']} records in {report['shards_checked']} "
+              f"shard(s), {report['checksums_checked']} checksum(s)")
+        for problem in report["problems"]:
+            print(f"PROBLEM: {problem}")
+        print("OK" if not report["problems"] else f"{len(report['problems'])} problem(s) found")
+    return 0 if not report["problems"] else 1
+
+
+def _cmd_index(args) -> int:
+    from . import write_index
+    count = write_index(args.rec, args.output)
+    target = args.output or (args.rec[:-4] + ".idx" if args.rec.endswith(".rec")
+                             else args.rec + ".idx")
+    print(f"indexed {count} records of {args.rec} -> {target}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpufeed",
+                                     description="gpufeed: keeps GPUs fed during training.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("pack", help="pack an ImageFolder or a list file into shards")
+    p.add_argument("src", help="ImageFolder directory or list file (path<TAB>label[,label...])")
+    p.add_argument("dst", help="output directory")
+    p.add_argument("--format", choices=("recordio", "lmdb"), default="recordio")
+    p.add_argument("--shard-size", type=parse_size, default=256 * 2**20,
+                   help="bytes per shard, e.g. 256MiB (default)")
+    p.add_argument("--workers", type=int, default=None, help="reader threads (default: cores)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing pack in DST")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=_cmd_pack)
+
+    p = sub.add_parser("inspect", help="format, records, shards, classes and sizes of a dataset")
+    p.add_argument("path")
+    p.add_argument("--format", choices=FORMATS, default="auto")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_cmd_inspect)
+
+    p = sub.add_parser("verify", help="check every record's framing and the shard checksums")
+    p.add_argument("path")
+    p.add_argument("--format", choices=FORMATS, default="auto")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_cmd_verify)
+
+    p = sub.add_parser("index", help="write the .idx of a .rec file by scanning it")
+    p.add_argument("rec", help="the .rec file")
+    p.add_argument("--output", default=None, help="index path (default: beside, .idx)")
+    p.set_defaults(run=_cmd_index)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:
+        print("gpufeed: interrupted", file=sys.stderr)
+        return 130
+    except (_errors.Error, OSError, ValueError) as error:
+        print(f"gpufeed {args.command}: error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

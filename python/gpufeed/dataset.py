@@ -1,0 +1,136 @@
+"""Random access to the samples of a dataset: :func:`open_dataset`."""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator, List, Optional, Tuple, Union
+
+from . import _core
+from ._errors import OutOfRangeError
+
+__all__ = ["Dataset", "Record", "open_dataset", "FORMATS"]
+
+#: Names accepted by ``format=``.
+FORMATS = ("auto", "recordio", "lmdb", "caffe_lmdb", "imagefolder")
+
+
+class Record:
+    """One stored sample.
+
+    Attributes:
+        data: the sample bytes (an encoded image, or raw CHW uint8 pixels for
+            raw Caffe Datum records).
+        label: a float for RecordIO/LMDB records with one label, an int for
+            Caffe LMDB and ImageFolder (and packs made from an ImageFolder),
+            None for multi-label records.
+        labels: all labels as floats, always a list.
+        key: the ``.idx`` key, LMDB key or path relative to the ImageFolder root.
+        id: the IRHeader id (RecordIO/LMDB), else the sample index.
+        shape: ``(channels, height, width)`` for raw Caffe records, else None.
+    """
+
+    __slots__ = ("data", "label", "labels", "key", "id", "shape")
+
+    def __init__(self, data: bytes, label, labels: List[float], key: str, id: int,
+                 shape: Optional[Tuple[int, int, int]]):
+        self.data = data
+        self.label = label
+        self.labels = labels
+        self.key = key
+        self.id = id
+        self.shape = shape
+
+    @property
+    def encoded(self) -> bool:
+        """False only for raw (pixel) Caffe Datum records."""
+        return self.shape is None
+
+    def __repr__(self) -> str:
+        return (f"Record(key={self.key!r}, label={self.label!r}, bytes={len(self.data)}"
+                + (f", shape={self.shape}" if self.shape is not None else "") + ")")
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Record):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+
+class Dataset:
+    """A dataset opened by :func:`open_dataset`: ``len(ds)``, ``ds[i]``.
+
+    Reads are thread-safe and release the GIL, so a thread pool reading one
+    Dataset scales with the storage.
+    """
+
+    def __init__(self, path: Union[str, os.PathLike], format: str = "auto"):
+        if format not in FORMATS:
+            raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
+        self._native = _core.Dataset(os.fspath(path), format)
+        self._integer_labels = self._native.integer_labels
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        try:
+            index = int(index.__index__())
+        except AttributeError:
+            raise TypeError(f"dataset indices must be integers or slices, not "
+                            f"{type(index).__name__}") from None
+        size = len(self)
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise OutOfRangeError(f"dataset index out of range (size {size})")
+        data, labels, key, record_id, shape, _ = self._native.read(index)
+        if len(labels) != 1:
+            label = None
+        elif self._integer_labels:
+            label = int(labels[0])
+        else:
+            label = labels[0]
+        return Record(data, label, labels, key, record_id, shape)
+
+    def __iter__(self) -> Iterator[Record]:
+        for index in range(len(self)):
+            yield self[index]
+
+    @property
+    def format(self) -> str:
+        """"recordio", "lmdb", "caffe_lmdb" or "imagefolder"."""
+        return self._native.format
+
+    @property
+    def path(self) -> str:
+        return self._native.path
+
+    @property
+    def classes(self) -> Optional[List[str]]:
+        """Class names in label order, or None when the dataset has none."""
+        classes = self._native.classes
+        return list(classes) if classes else None
+
+    @property
+    def shards(self) -> List[dict]:
+        """Per shard: path, first_record, records, bytes, xxh64 (or None)."""
+        return self._native.shards
+
+    def __repr__(self) -> str:
+        return (f"gpufeed.Dataset({self.path!r}, format={self.format!r}, records={len(self)}, "
+                f"shards={len(self.shards)})")
+
+
+def open_dataset(path: Union[str, os.PathLike], format: str = "auto") -> Dataset:
+    """Opens a dataset: a ``.rec`` file, a directory of shards (with or without
+    ``gpufeed.json``), an LMDB or Caffe LMDB environment, or an ImageFolder.
+
+    Raises:
+        FileNotFoundError (gpufeed.NotFoundError): no such path, or a shard or
+            index named by the manifest is missing.
+        PermissionError (gpufeed.PermissionDeniedError): unreadable files.
+        gpufeed.CorruptRecordError: malformed framing, index or manifest.
+        ValueError (gpufeed.InvalidArgumentError): empty or undetectable dataset.
+    """
+    return Dataset(path, format)

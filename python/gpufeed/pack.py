@@ -1,0 +1,120 @@
+"""Packing an ImageFolder or a list file into shards: :func:`pack`."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from typing import Optional, Union
+
+from . import _core
+
+__all__ = ["pack", "PackSummary", "parse_size"]
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6,
+          "mib": 2**20, "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12,
+          "tib": 2**40}
+
+
+def parse_size(size: Union[int, str]) -> int:
+    """``256MiB`` -> 268435456; plain integers are bytes."""
+    if isinstance(size, int):
+        value = size
+    else:
+        match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", str(size))
+        if not match or match.group(2).lower() not in _UNITS:
+            raise ValueError(f"cannot parse size {size!r} (examples: 1048576, 256MiB, 1GB)")
+        value = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    if value <= 0:
+        raise ValueError(f"size must be positive, got {size!r}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class PackSummary:
+    """What :func:`pack` wrote."""
+    records: int
+    shards: int
+    bytes: int
+    seconds: float
+    destination: str
+    format: str
+
+    def __str__(self) -> str:
+        rate = self.records / self.seconds if self.seconds > 0 else float("inf")
+        return (f"packed {self.records} records into {self.shards} {self.format} shard(s) "
+                f"({self.bytes / 1e6:.1f} MB) in {self.seconds:.2f} s ({rate:.0f} records/s) "
+                f"-> {self.destination}")
+
+
+def pack(src: Union[str, os.PathLike], dst: Union[str, os.PathLike], format: str = "recordio",
+         shard_size: Union[int, str] = 256 * 2**20, workers: Optional[int] = None,
+         progress: bool = True, overwrite: bool = False) -> PackSummary:
+    """Packs ``src`` into shards under ``dst`` and writes ``dst/gpufeed.json``.
+
+    Args:
+        src: an ImageFolder (``root/<class>/<file>``; labels are class indices)
+            or a list file of ``path<TAB>label[,label...]`` lines (paths
+            relative to the list file; MXNet ``.lst`` lines are accepted too).
+        dst: output directory; must be empty or missing unless ``overwrite``.
+        format: "recordio" (``part-NNNNN.rec`` + ``.idx``, MXNet/DALI
+            compatible) or "lmdb" (``part-NNNNN/`` environments).
+        shard_size: bytes per shard (int or a string such as "256MiB").
+        workers: threads reading the sources (default: one per core).
+        progress: show a progress bar (tqdm when installed) on stderr.
+        overwrite: replace shards and manifest of a non-empty ``dst``.
+
+    Returns:
+        A :class:`PackSummary`. Output order is deterministic: ImageFolder
+        order (classes, then files, sorted) or list-file order.
+    """
+    if format not in ("recordio", "lmdb"):
+        raise ValueError(f'format must be "recordio" or "lmdb", not {format!r}')
+    if workers is not None and workers < 1:
+        raise ValueError("workers must be at least 1")
+    bar = None
+    callback = None
+    if progress:
+        bar = _make_progress_bar(os.fspath(src))
+        callback = bar.update_to
+    try:
+        result = _core.pack(os.fspath(src), os.fspath(dst), format, parse_size(shard_size),
+                            workers or 0, bool(overwrite), callback)
+    finally:
+        if bar is not None:
+            bar.close()
+    return PackSummary(records=result["records"], shards=result["shards"], bytes=result["bytes"],
+                       seconds=result["seconds"], destination=os.path.abspath(os.fspath(dst)),
+                       format=format)
+
+
+class _TextProgress:
+    """A minimal progress line for machines without tqdm."""
+
+    def __init__(self, label: str):
+        self._label = label
+        self._last_percent = -1
+
+    def update_to(self, done: int, total: int) -> None:
+        percent = done * 100 // max(total, 1)
+        if percent // 10 != self._last_percent // 10 or done == total:
+            self._last_percent = percent
+            import sys
+            print(f"{self._label}: {done}/{total} ({percent}%)", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+def _make_progress_bar(source: str):
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _TextProgress(f"packing {source}")
+
+    class _Bar(tqdm):
+        def update_to(self, done: int, total: int) -> None:
+            self.total = total
+            self.update(done - self.n)
+
+    return _Bar(desc="packing", unit="rec", unit_scale=True, leave=True)
