@@ -1,0 +1,290 @@
+"""Every kind of bad input ends in a clear error that names the file and the
+byte offset (gpufeed.CorruptRecordError) or the missing path — never a crash,
+a hang or silently wrong bytes."""
+
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+import gpufeed
+
+MAGIC = 0xCED7230A
+
+
+def frame(payload: bytes, cflag: int = 0, magic: int = MAGIC, length=None) -> bytes:
+    """One RecordIO part with an explicit header, padded to 4 bytes."""
+    length = len(payload) if length is None else length
+    pad = (-len(payload)) % 4
+    return struct.pack("<II", magic, (cflag << 29) | length) + payload + b"\0" * pad
+
+
+def ir_payload(data: bytes, label: float = 1.0, id: int = 0) -> bytes:
+    return struct.pack("<IfQQ", 0, label, id, 0) + data
+
+
+@pytest.fixture
+def rec_dataset(tmp_path):
+    """Three good records written by gpufeed, returned with their offsets."""
+    files = tmp_path / "src"
+    files.mkdir()
+    lines = []
+    for i, data in enumerate([b"first-record", b"second-record", b"third-record"]):
+        (files / f"{i}.bin").write_bytes(data)
+        lines.append(f"src/{i}.bin\t{i}")
+    (tmp_path / "list.txt").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "packed"
+    gpufeed.pack(tmp_path / "list.txt", out, progress=False)
+    rec = out / "part-00000.rec"
+    idx = out / "part-00000.idx"
+    offsets = [int(line.split("\t")[1]) for line in idx.read_text().splitlines()]
+    return out, rec, idx, offsets
+
+
+def read_all(path, **kwargs):
+    ds = gpufeed.open_dataset(path, **kwargs)
+    return [ds[i] for i in range(len(ds))]
+
+
+def assert_corrupt(excinfo, path, *needles):
+    message = str(excinfo.value)
+    assert isinstance(excinfo.value, gpufeed.CorruptRecordError)
+    assert isinstance(excinfo.value, gpufeed.Error)
+    assert str(path) in message, message
+    assert "offset" in message, message
+    for needle in needles:
+        assert needle in message, message
+
+
+def test_truncated_mid_header(tmp_path):
+    rec = tmp_path / "t.rec"
+    rec.write_bytes(frame(ir_payload(b"abc")) + frame(ir_payload(b"def"))[:5])
+    with pytest.raises(gpufeed.CorruptRecordError) as excinfo:
+        read_all(rec)
+    assert_corrupt(excinfo, rec, "truncated in a record header", "byte offset 36")
+
+
+def test_truncated_mid_payload(tmp_path):
+    rec = tmp_path / "t.rec"
+    rec.write_bytes(frame(ir_payload(b"abc")) + frame(ir_payload(b"defghij"))[:20])
+    with pytest.raises(gpufeed.CorruptRecordError) as excinfo:
+        read_all(rec)
+    assert_corrupt(excinfo, rec, "runs past the end")
+
+
+def test_truncated_shard_with_index_is_caught(rec_dataset):
+    out, rec, idx, offsets = rec_dataset
+    data = rec.read_bytes()
+    rec.write_bytes(data[: offsets[2] + 12])  # the last record loses its tail
+    with pytest.raises(gpufeed.CorruptRecordError) as excinfo:
+        read_all(out)
+    # The manifest's count still matches; the read of sample 2 names it all.
+    assert_corrupt(excinfo, rec, "sample 2", f"byte offset {offsets[2]}")
+
+
+def test_wrong_magic(rec_dataset):
+    out, rec, idx, offsets = rec_dataset
+    data = bytearray(rec.read_bytes())
+    data[offsets[1]] ^= 0xFF
+    rec.write_bytes(bytes(data))
+    ds = gpufeed.open_dataset(out)
+    assert ds[0].data == b"first-record"  # the good records stay readable
+    with pytest.raises(gpufeed.CorruptRecordError) as excinfo:
+        ds[1]
+    assert_corrupt(excinfo, rec, "bad magic", "sample 1", f"byte offset {offsets[1]}")
+
+
+def test_pre_2016_magic_is_named(tmp_path):
+    rec = tmp_path / "old.rec"
+    rec.write_bytes(frame(ir_payload(b"abc"), magic=0x3ED7230A))
+    with pytest.raises(gpufeed.CorruptRecordError) as excinfo:
+        read_all(rec)
+    assert_corrupt(excinfo, rec, "pre-2016")
+
+
+def test_length_past_end_of_file_is_not_allocated(tmp_path):
+    rec = tmp_path / "huge.rec"
+    # 500 MiB claimed (under the 29-bit limit) in a 1 KiB file.
+    rec.write_bytes(struct.pack("<II", MAGIC, 500 * 2**20) + b"x" * 1016)
+    with pytest.raises(gpufeed.CorruptRecordError) as excinfo:
+        read_all(rec)
+    assert_corrupt(excinfo, rec, "runs past the end", "byte offset 0")
+
+
+def test_continuation_without_start(tmp_path):
+    rec = tmp_path / "c.rec"
+    rec.write_bytes(frame(ir_payload(b"ok")) + frame(b"orphan part", cflag=3))
+    with pytest.raises(gpufeed.CorruptRecordError) as excinfo:
+        read_all(rec)
+    assert_corrupt(excinfo, rec, "without a start part", "byte offset 36")
+
+
+def test_new_record_inside_multipart_record(tmp_path):
+    rec = tmp_path / "m.rec"
+    rec.write_bytes(frame(ir_payload(b"abcd"), cflag=1) + frame(b"next", cflag=0))
+    with pytest.raises(gpufeed.CorruptRecordError) as excinfo:
+        read_all(rec)
+    assert_corrupt(excinfo, rec, "before the multi-part record")
+
+
+def test_index_offset_past_the_end(rec_dataset):
+    out, rec, idx, offsets = rec_dataset
+    idx.write_text(f"0\t0\n1\t{offsets[1]}\n2\t999999\n")
+    with pytest.raises(gpufeed.CorruptRecordError) as excinfo:
+        gpufeed.open_dataset(out)
+    assert_corrupt(excinfo, idx, "line 3", "past the end")
+
+
+def test_index_offset_not_at_record_boundary(rec_dataset):
+    out, rec, idx, offsets = rec_dataset
+    inside = offsets[1] + 8  # 4-aligned, but inside record 1
+    idx.write_text(f"0\t0\n1\t{inside}\n2\t{offsets[2]}\n")
+    ds = gpufeed.open_dataset(out)
+    with pytest.raises(gpufeed.CorruptRecordError) as excinfo:
+        ds[1]
+    assert_corrupt(excinfo, rec, "not at a record boundary", f"{idx} line 2")
+    idx.write_text(f"0\t0\n1\t{offsets[1] + 2}\n2\t{offsets[2]}\n")
+    with pytest.raises(gpufeed.CorruptRecordError) as excinfo:
+        gpufeed.open_dataset(out)
+    assert_corrupt(excinfo, idx, "not at a record boundary")
+
+
+def test_index_count_disagrees_with_manifest(rec_dataset):
+    out, rec, idx, offsets = rec_dataset
+    idx.write_text(f"0\t0\n1\t{offsets[1]}\n")
+    with pytest.raises(gpufeed.CorruptRecordError, match="manifest says 3"):
+        gpufeed.open_dataset(out)
+
+
+def test_missing_index_named_by_manifest(rec_dataset):
+    out, rec, idx, offsets = rec_dataset
+    idx.unlink()
+    with pytest.raises(FileNotFoundError) as excinfo:
+        gpufeed.open_dataset(out)
+    assert isinstance(excinfo.value, gpufeed.Error)
+    assert str(idx) in str(excinfo.value)
+    assert "gpufeed index" in str(excinfo.value)
+
+
+def test_missing_shard_named_by_manifest(rec_dataset):
+    out, rec, idx, offsets = rec_dataset
+    rec.unlink()
+    with pytest.raises(FileNotFoundError) as excinfo:
+        gpufeed.open_dataset(out)
+    assert str(rec) in str(excinfo.value)
+    assert "manifest" in str(excinfo.value)
+
+
+def test_missing_lmdb_shard(tmp_path, image_folder):
+    import shutil
+    out = tmp_path / "lmdb"
+    gpufeed.pack(image_folder, out, format="lmdb", progress=False)
+    shutil.rmtree(out / "part-00000")
+    with pytest.raises(FileNotFoundError, match="part-00000"):
+        gpufeed.open_dataset(out)
+
+
+def test_corrupt_manifest(rec_dataset):
+    out, rec, idx, offsets = rec_dataset
+    (out / "gpufeed.json").write_text('{"format": "recordio", "format_version": 1, ')
+    with pytest.raises(gpufeed.CorruptRecordError, match="gpufeed.json.*not valid JSON"):
+        gpufeed.open_dataset(out)
+
+
+@pytest.mark.parametrize("fmt", ["recordio", "lmdb"])
+def test_flipped_payload_byte_is_caught_by_verify(tmp_path, image_folder, fmt):
+    out = tmp_path / "p"
+    gpufeed.pack(image_folder, out, format=fmt, progress=False)
+    target = out / ("part-00000.rec" if fmt == "recordio" else "part-00000/data.mdb")
+    data = bytearray(target.read_bytes())
+    at = data.find(b"moth-3-moth-3")
+    assert at > 0
+    data[at + 5] ^= 0x01
+    target.write_bytes(bytes(data))
+    # The framing is intact, so a plain read returns the (wrong) bytes...
+    assert gpufeed.open_dataset(out)[8].data != gpufeed.open_dataset(image_folder)[8].data
+    # ...and verify is what catches it, through the shard checksum.
+    report = gpufeed.verify(out)
+    assert report["problems"], report
+    assert "xxh64" in report["problems"][0] and str(target) in report["problems"][0]
+
+
+def test_verify_reports_framing_problems(rec_dataset):
+    out, rec, idx, offsets = rec_dataset
+    data = bytearray(rec.read_bytes())
+    data[offsets[2]] ^= 0xFF
+    rec.write_bytes(bytes(data))
+    report = gpufeed.verify(out)
+    joined = "\n".join(report["problems"])
+    assert f"byte offset {offsets[2]}" in joined and "bad magic" in joined
+    assert "xxh64" in joined
+
+
+def test_empty_datasets(tmp_path):
+    (tmp_path / "empty.rec").write_bytes(b"")
+    with pytest.raises(ValueError, match="empty"):
+        gpufeed.open_dataset(tmp_path / "empty.rec")
+    empty_dir = tmp_path / "nothing"
+    empty_dir.mkdir()
+    with pytest.raises(ValueError, match="empty"):
+        gpufeed.open_dataset(empty_dir)
+    (tmp_path / "list.txt").write_text("# only a comment\n")
+    with pytest.raises(ValueError, match="nothing to pack"):
+        gpufeed.pack(tmp_path / "list.txt", tmp_path / "out", progress=False)
+
+
+def test_missing_path():
+    with pytest.raises(FileNotFoundError, match="/no/such/dataset"):
+        gpufeed.open_dataset("/no/such/dataset")
+
+
+def test_unknown_file_type(tmp_path):
+    (tmp_path / "data.csv").write_text("a,b\n")
+    with pytest.raises(ValueError, match="cannot tell the dataset format"):
+        gpufeed.open_dataset(tmp_path / "data.csv")
+
+
+_UNREADABLE_CHECK = r"""
+import sys, gpufeed
+try:
+    gpufeed.open_dataset(sys.argv[1])
+except PermissionError as error:
+    assert isinstance(error, gpufeed.Error), type(error)
+    assert sys.argv[1] in str(error), str(error)
+    print("PermissionError:", error)
+    sys.exit(0)
+print("no PermissionError raised")
+sys.exit(1)
+"""
+
+
+def test_unreadable_file_raises_permission_error():
+    # Root reads everything, so the check runs as "nobody" when we are root.
+    base = tempfile.mkdtemp(prefix="gpufeed-perm-")
+    try:
+        os.chmod(base, 0o755)
+        rec = os.path.join(base, "secret.rec")
+        with open(rec, "wb") as f:
+            f.write(frame(ir_payload(b"abc")))
+        os.chmod(rec, 0)
+        preexec = None
+        if os.geteuid() == 0:
+            def preexec():
+                os.setgid(65534)
+                os.setuid(65534)
+        import gpufeed as package
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.path.dirname(os.path.dirname(package.__file__))
+        result = subprocess.run([sys.executable, "-c", _UNREADABLE_CHECK, rec],
+                                preexec_fn=preexec, capture_output=True, text=True, env=env,
+                                timeout=60)
+        if result.returncode != 0 and "Permission denied" in result.stderr and \
+                "gpufeed" not in result.stderr:
+            pytest.skip(f"cannot run the check as an unprivileged user: {result.stderr[-200:]}")
+        assert result.returncode == 0, result.stdout + result.stderr
+    finally:
+        import shutil
+        shutil.rmtree(base, ignore_errors=True)

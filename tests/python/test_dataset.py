@@ -1,0 +1,172 @@
+"""open_dataset / pack round trips for every writable format, ImageFolder
+reading, and the Record/Dataset Python semantics."""
+
+import struct
+
+import pytest
+
+import gpufeed
+from conftest import MAGIC, tricky_payloads
+
+
+def f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+@pytest.mark.parametrize("fmt", ["recordio", "lmdb"])
+def test_round_trip_tricky_payloads(tmp_path, write_list, fmt):
+    payloads = tricky_payloads()
+    samples = [(data, [index * 0.5]) for index, data in enumerate(payloads)]
+    samples.append((b"multi" + MAGIC, [0.1, 2.0, -3.5]))
+    samples.append((b"", [1.0, 2.0]))  # multi-label with empty data
+    list_path = write_list(samples)
+    out = tmp_path / "packed"
+    summary = gpufeed.pack(list_path, out, format=fmt, shard_size=64 * 1024, progress=False)
+    assert summary.records == len(samples)
+    assert summary.shards >= 2  # the 200 KB payload alone exceeds one shard
+    ds = gpufeed.open_dataset(out)
+    assert ds.format == fmt
+    assert len(ds) == len(samples)
+    assert ds.classes is None
+    for index, (data, labels) in enumerate(samples):
+        record = ds[index]
+        assert record.data == data, index
+        assert record.labels == [f32(x) for x in labels]
+        assert record.id == index
+        assert record.shape is None and record.encoded
+        if len(labels) == 1:
+            assert isinstance(record.label, float) and record.label == f32(labels[0])
+        else:
+            assert record.label is None
+    assert ds[-1] == ds[len(ds) - 1]
+    assert [r.id for r in ds[2:5]] == [2, 3, 4]
+    with pytest.raises(IndexError):
+        ds[len(ds)]
+    with pytest.raises(IndexError):
+        ds[-len(ds) - 1]
+    with pytest.raises(TypeError):
+        ds["0"]
+    assert gpufeed.verify(out)["problems"] == []
+
+
+@pytest.mark.parametrize("fmt", ["recordio", "lmdb"])
+def test_pack_image_folder_keeps_order_classes_and_int_labels(tmp_path, image_folder, fmt):
+    out = tmp_path / "packed"
+    summary = gpufeed.pack(image_folder, out, format=fmt, workers=3, progress=False)
+    folder = gpufeed.open_dataset(image_folder)
+    packed = gpufeed.open_dataset(out)
+    assert folder.format == "imagefolder"
+    assert folder.classes == ["ant", "moth", "zebra"] == packed.classes
+    assert summary.records == len(folder) == len(packed) == 15
+    for i in range(len(folder)):
+        assert packed[i].data == folder[i].data
+        assert packed[i].label == folder[i].label
+        assert isinstance(packed[i].label, int)
+    assert folder[0].key == "ant/img_000.jpg"
+    assert [folder[i].label for i in range(len(folder))] == [0] * 5 + [1] * 5 + [2] * 5
+
+
+def test_image_folder_matches_torchvision_order(tmp_path):
+    torchvision = pytest.importorskip("torchvision")
+    root = tmp_path / "tv"
+    for cls in ["b", "a", "C"]:
+        (root / cls / "sub").mkdir(parents=True)
+        for name in ["z.jpg", "A.JPEG", "m.png", "skip.txt", "sub/q.webp"]:
+            (root / cls / name).write_bytes(name.encode())
+    reference = torchvision.datasets.ImageFolder(str(root), loader=lambda p: p)
+    ds = gpufeed.open_dataset(root)
+    assert ds.classes == reference.classes
+    assert len(ds) == len(reference.samples)
+    for i, (path, target) in enumerate(reference.samples):
+        assert ds[i].label == target
+        assert str(root / ds[i].key) == path
+
+
+def test_format_override_and_unknown_format(tmp_path, image_folder):
+    ds = gpufeed.open_dataset(image_folder, format="imagefolder")
+    assert ds.format == "imagefolder"
+    with pytest.raises(ValueError):
+        gpufeed.open_dataset(image_folder, format="tfrecord")
+    out = tmp_path / "packed"
+    gpufeed.pack(image_folder, out, progress=False)
+    with pytest.raises(ValueError, match="describes a recordio dataset"):
+        gpufeed.open_dataset(out, format="lmdb")
+    # A single .rec file and the manifest path itself also open.
+    assert len(gpufeed.open_dataset(out / "part-00000.rec")) == 15
+    assert len(gpufeed.open_dataset(out / "gpufeed.json")) == 15
+
+
+def test_directory_of_lmdb_shards_without_manifest(tmp_path, image_folder):
+    out = tmp_path / "packed"
+    gpufeed.pack(image_folder, out, format="lmdb", shard_size=500, progress=False)
+    (out / "gpufeed.json").unlink()
+    ds = gpufeed.open_dataset(out)
+    assert ds.format == "lmdb"
+    assert len(ds) == 15
+    assert ds[14].data == gpufeed.open_dataset(image_folder)[14].data
+    # Without the manifest the labels are plain floats.
+    assert isinstance(ds[0].label, float)
+
+
+def test_pack_refuses_non_empty_destination(tmp_path, image_folder):
+    out = tmp_path / "packed"
+    out.mkdir()
+    (out / "keep.txt").write_text("user data")
+    with pytest.raises(FileExistsError, match="overwrite"):
+        gpufeed.pack(image_folder, out, progress=False)
+    summary = gpufeed.pack(image_folder, out, progress=False, overwrite=True)
+    assert summary.records == 15
+    assert (out / "keep.txt").read_text() == "user data"  # only our files are replaced
+
+
+def test_pack_summary_and_sizes(tmp_path, image_folder):
+    summary = gpufeed.pack(image_folder, tmp_path / "p", shard_size="1KiB", progress=False)
+    assert summary.shards > 1
+    assert summary.bytes == sum(p.stat().st_size for p in (tmp_path / "p").glob("*.rec"))
+    assert summary.seconds >= 0
+    assert "15 records" in str(summary)
+    assert gpufeed.parse_size("256MiB") == 256 * 2**20
+    assert gpufeed.parse_size("1GB") == 10**9
+    with pytest.raises(ValueError):
+        gpufeed.parse_size("lots")
+
+
+def test_pack_with_progress_bar(tmp_path, image_folder, capsys):
+    gpufeed.pack(image_folder, tmp_path / "p", progress=True)
+    assert "15" in capsys.readouterr().err
+
+
+def test_pack_failure_leaves_no_partial_dataset(tmp_path, write_list):
+    list_path = write_list([(b"one", [1]), (b"two", [2])])
+    (tmp_path / "files" / "00001.bin").unlink()
+    out = tmp_path / "out"
+    with pytest.raises(FileNotFoundError, match="00001.bin"):
+        gpufeed.pack(list_path, out, progress=False)
+    assert list(out.iterdir()) == []
+
+
+def test_mxnet_lst_lines_are_accepted(tmp_path):
+    (tmp_path / "a.jpg").write_bytes(b"AAA")
+    (tmp_path / "b.jpg").write_bytes(b"BBB")
+    (tmp_path / "train.lst").write_text("0\t3.000000\ta.jpg\n1\t1.0\t2.0\tb.jpg\n")
+    gpufeed.pack(tmp_path / "train.lst", tmp_path / "out", progress=False)
+    ds = gpufeed.open_dataset(tmp_path / "out")
+    assert ds[0].label == 3.0 and ds[0].data == b"AAA"
+    assert ds[1].labels == [1.0, 2.0] and ds[1].label is None
+
+
+def test_dataset_reads_from_many_threads(tmp_path, write_list):
+    from concurrent.futures import ThreadPoolExecutor
+    samples = [(bytes([i % 256]) * (i * 37 % 5000), [i]) for i in range(300)]
+    gpufeed.pack(write_list(samples), tmp_path / "p", shard_size=100_000, progress=False)
+    ds = gpufeed.open_dataset(tmp_path / "p")
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda i: ds[i].data, range(len(ds))))
+    assert results == [data for data, _ in samples]
+
+
+def test_build_info_and_version():
+    info = gpufeed.build_info()
+    assert info["version"] == gpufeed.__version__
+    assert isinstance(info["with_io_uring"], bool)
+    assert set(gpufeed.__all__) <= set(dir(gpufeed))

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds, runs the C++ tests
+# (ctest) and the Python tests (pytest against the pip-installed package).
+#
+#   ./tests/run.sh            everything
+#   ./tests/run.sh --cpp      C++ tests only
+#   ./tests/run.sh --python   Python tests only
+#   extra arguments after -- go to pytest, e.g. ./tests/run.sh --python -- -k caffe
+#
+# Exits non-zero on any failure.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${GPUFEED_TEST_BUILD_DIR:-$ROOT/build/release}
+VENV=$BUILD_DIR/venv
+run_cpp=1
+run_python=1
+pytest_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --cpp) run_python=0 ;;
+    --python) run_cpp=0 ;;
+    --) shift; pytest_args=("$@"); break ;;
+    *) echo "unknown argument: $1 (see the header of $0)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# shellcheck source=tests/deps.sh
+source "$ROOT/tests/deps.sh"
+started=$(date +%s)
+gpufeed_install_packages
+echo "== build ($BUILD_DIR)"
+gpufeed_build_and_install "$ROOT" "$BUILD_DIR" "$VENV"
+
+status=0
+if [ "$run_cpp" = 1 ]; then
+  echo "== C++ tests (ctest)"
+  (cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)") || status=1
+fi
+if [ "$run_python" = 1 ]; then
+  echo "== Python tests (pytest, installed package in $VENV)"
+  # Run from outside the source tree so that the installed package is imported.
+  (cd "$BUILD_DIR" && GPUFEED_REPO_ROOT="$ROOT" GPUFEED_BUILD_DIR="$BUILD_DIR" \
+     "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python" "${pytest_args[@]}") || status=1
+fi
+echo "== tests/run.sh finished in $(( $(date +%s) - started )) s: $([ $status = 0 ] && echo PASS || echo FAIL)"
+exit $status
