@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,9 +32,12 @@ enum class ShardFormat : int {
 };
 
 // A sample to append. The payload written is MXNet's IRHeader (flag, label,
-// id = index, id2), then the labels when there are several, then `data`.
+// id, id2), then the labels when there are several, then `data`.
 struct SampleToWrite {
-  uint64_t index = 0;         // global sample index: .idx key, LMDB key, IRHeader id
+  uint64_t index = 0;         // global sample index: the LMDB key
+  // IRHeader id and RecordIO .idx key, as im2rec writes them (the .lst index);
+  // unset means `index`.
+  std::optional<uint64_t> id;
   std::vector<float> labels;  // one label: IRHeader.label; several: flag = count
   std::string_view data;      // the sample bytes; not owned, must outlive Append
   uint64_t id2 = 0;

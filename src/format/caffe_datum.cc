@@ -148,21 +148,33 @@ Status DecodeCaffeDatum(std::string_view message, CaffeDatum* datum) {
       }
     }
   }
-  if (!datum->encoded) {
-    if (datum->channels < 0 || datum->height < 0 || datum->width < 0) {
-      return reader.Error(0, "negative shape");
-    }
-    uint64_t pixels = static_cast<uint64_t>(datum->channels) * datum->height * datum->width;
-    if (!datum->data.empty() && pixels != datum->data.size()) {
-      return reader.Error(0, "shape " + std::to_string(datum->channels) + "x" +
-                                 std::to_string(datum->height) + "x" +
-                                 std::to_string(datum->width) + " needs " +
-                                 std::to_string(pixels) + " bytes of data, the datum has " +
-                                 std::to_string(datum->data.size()));
-    }
-    if (datum->data.empty() && datum->float_data_count != 0 && pixels != datum->float_data_count) {
-      return reader.Error(0, "shape does not match the float_data count");
-    }
+  if (datum->encoded) {
+    if (datum->data.empty()) return reader.Error(0, "an encoded Datum without data bytes");
+    return Status::OK();
+  }
+  if (datum->channels < 0 || datum->height < 0 || datum->width < 0) {
+    return reader.Error(0, "negative shape");
+  }
+  // 128-bit product: three int32 dimensions cannot overflow it.
+  unsigned __int128 pixels = static_cast<unsigned __int128>(datum->channels) *
+                             static_cast<unsigned __int128>(datum->height) *
+                             static_cast<unsigned __int128>(datum->width);
+  std::string shape = std::to_string(datum->channels) + "x" + std::to_string(datum->height) +
+                      "x" + std::to_string(datum->width);
+  if (datum->data.empty() && datum->float_data_count == 0) {
+    return reader.Error(0, pixels == 0 ? std::string("a raw Datum without data")
+                                       : "shape " + shape + " but no data bytes");
+  }
+  if (!datum->data.empty() && pixels != datum->data.size()) {
+    return reader.Error(0, "shape " + shape + " needs " +
+                               (pixels > UINT64_MAX ? std::string("more than 2^64")
+                                                    : std::to_string(static_cast<uint64_t>(pixels))) +
+                               " bytes of data, the datum has " +
+                               std::to_string(datum->data.size()));
+  }
+  if (datum->data.empty() && pixels != datum->float_data_count) {
+    return reader.Error(0, "shape " + shape + " does not match the " +
+                               std::to_string(datum->float_data_count) + " float_data values");
   }
   return Status::OK();
 }

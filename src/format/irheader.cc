@@ -36,7 +36,8 @@ void AppendIRPayload(const SampleToWrite& sample, std::string* out) {
   char header[kIRHeaderSize];
   std::memcpy(header, &flag, 4);
   std::memcpy(header + 4, &label, 4);
-  std::memcpy(header + 8, &sample.index, 8);
+  uint64_t id = sample.id.value_or(sample.index);
+  std::memcpy(header + 8, &id, 8);
   std::memcpy(header + 16, &sample.id2, 8);
   out->append(header, kIRHeaderSize);
   if (flag > 0) {

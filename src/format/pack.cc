@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "format/datasets.h"
@@ -22,7 +23,15 @@ namespace {
 struct PackSource {
   std::string path;  // absolute
   std::vector<float> labels;
+  std::optional<uint64_t> id;  // the index column of an MXNet .lst line
 };
+
+std::string Trim(const std::string& text) {
+  size_t begin = text.find_first_not_of(" \t\r");
+  if (begin == std::string::npos) return "";
+  size_t end = text.find_last_not_of(" \t\r");
+  return text.substr(begin, end - begin + 1);
+}
 
 std::string ShardBaseName(uint64_t shard) {
   char name[32];
@@ -36,8 +45,10 @@ bool IsUnsignedInteger(const std::string& text) {
 
 Status ParseLabel(const std::string& text, float* label, const std::string& where) {
   try {
+    // Through double first, as im2rec does (Python float, then float32), so
+    // that labels written with many digits round exactly as MXNet's do.
     size_t used = 0;
-    *label = std::stof(text, &used);
+    *label = static_cast<float>(std::stod(text, &used));
     if (used == text.size()) return Status::OK();
   } catch (const std::exception&) {
   }
@@ -69,12 +80,15 @@ Status ReadListFile(const std::string& list_path, std::vector<PackSource>* sourc
     if (line.find_first_not_of(" \t") == std::string::npos || line[0] == '#') continue;
     std::string where = list_path + " line " + std::to_string(line_number);
     std::vector<std::string> fields = Split(line, '\t');
+    for (std::string& field : fields) field = Trim(field);
     PackSource source;
     std::vector<std::string> label_texts;
     if (fields.size() == 2) {
       source.path = fields[0];
       label_texts = Split(fields[1], ',');
-    } else if (fields.size() >= 3 && IsUnsignedInteger(fields[0])) {
+      for (std::string& label_text : label_texts) label_text = Trim(label_text);
+    } else if (fields.size() >= 3 && IsUnsignedInteger(fields[0]) && fields[0].size() <= 19) {
+      source.id = std::stoull(fields[0]);
       source.path = fields.back();
       label_texts.assign(fields.begin() + 1, fields.end() - 1);
     } else {
@@ -233,6 +247,7 @@ Status PackInto(const std::vector<PackSource>& sources, const std::string& desti
     }
     SampleToWrite sample;
     sample.index = index;
+    sample.id = sources[index].id;
     sample.labels = sources[index].labels;
     sample.data = data;
     GPUFEED_RETURN_IF_ERROR(writer->Append(sample));

@@ -43,7 +43,8 @@ class RecordIOShardWriter final : public ShardWriter {
                                      " is " + std::to_string(payload_.size()) +
                                      " bytes; RecordIO records must be under 2^29 bytes");
     }
-    index_text_ += std::to_string(sample.index) + "\t" + std::to_string(offset_) + "\n";
+    index_text_ += std::to_string(sample.id.value_or(sample.index)) + "\t" +
+                   std::to_string(offset_) + "\n";
     size_t before = buffer_.size();
     EncodeRecordIO(payload_, &buffer_);
     offset_ += buffer_.size() - before;

@@ -106,6 +106,10 @@ void VerifyLmdbShard(const std::string& directory, bool caffe, int64_t expected_
     if (caffe) {
       CaffeDatum datum;
       check = DecodeCaffeDatum(value, &datum);
+      if (check.ok() && !datum.encoded && datum.data.empty()) {
+        check = Status::NotSupported("a Datum with float_data instead of uint8 data (byte offset 0 "
+                                     "of the value); gpufeed reads uint8 and encoded Datums only");
+      }
     } else {
       ParsedPayload parsed;
       check = ParseIRPayload(value, &labels, &parsed);

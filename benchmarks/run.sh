@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The main job: build gpufeed, make the demo dataset, pack it, read it back,
+# and print the figures. Later issues add the loader, GPU and cache benches.
+#
+#   ./benchmarks/run.sh            about 2,000 ImageNet-shaped JPEGs
+#   ./benchmarks/run.sh --quick    500 images, one pass each
+#
+# Results: a table on stdout and benchmarks/results/read.json.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${GPUFEED_BENCH_BUILD_DIR:-$ROOT/build/release}
+VENV=$BUILD_DIR/venv
+DATA=${GPUFEED_BENCH_DATA:-$ROOT/benchmarks/data}
+RESULTS=$ROOT/benchmarks/results
+images=2000
+passes=3
+for arg in "$@"; do
+  case "$arg" in
+    --quick) images=500; passes=1 ;;
+    *) echo "unknown argument: $arg (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+
+# shellcheck source=tests/deps.sh
+source "$ROOT/tests/deps.sh"
+gpufeed_install_packages
+echo "== build ($BUILD_DIR)"
+gpufeed_build_and_install "$ROOT" "$BUILD_DIR" "$VENV" >/dev/null
+PY=$VENV/bin/python
+BENCH=$BUILD_DIR/benchmarks/gpufeed_read_bench
+THREADS=$(nproc)
+mkdir -p "$DATA" "$RESULTS"
+
+echo "== demo dataset ($images JPEGs)"
+FOLDER=$DATA/demo-imagefolder-$images
+"$PY" "$ROOT/benchmarks/make_demo_dataset.py" "$FOLDER" --images "$images" --classes 10 --seed 0
+
+echo "== pack"
+declare -A PACK_SECONDS
+for fmt in recordio lmdb; do
+  out=$DATA/demo-$fmt-$images
+  start=$EPOCHREALTIME
+  "$VENV/bin/gpufeed" pack "$FOLDER" "$out" --format "$fmt" --shard-size 64MiB --overwrite
+  PACK_SECONDS[$fmt]=$("$PY" -c "print(round($EPOCHREALTIME - $start, 3))")
+  "$VENV/bin/gpufeed" verify "$out" | tail -1
+done
+
+# Drops the page cache when allowed (root, not in a locked-down container).
+drop_caches() {
+  sync
+  if [ -w /proc/sys/vm/drop_caches ] && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then
+    return 0
+  fi
+  return 1
+}
+
+echo "== read every record back ($THREADS threads)"
+results_file=$(mktemp)
+for name in imagefolder recordio lmdb; do
+  if [ "$name" = imagefolder ]; then path=$FOLDER; else path=$DATA/demo-$name-$images; fi
+  if drop_caches; then
+    line=$("$BENCH" "$path" --threads "$THREADS" --passes 1 | grep '^RESULT')
+    echo "$name cold $line" | tee -a "$results_file"
+  else
+    echo "$name cold: skipped (cannot drop the page cache here: not root or /proc/sys read-only)"
+  fi
+  line=$("$BENCH" "$path" --threads "$THREADS" --passes "$passes" | grep '^RESULT')
+  echo "$name warm $line" | tee -a "$results_file"
+done
+
+"$PY" - "$results_file" "$RESULTS/read.json" "$images" "${PACK_SECONDS[recordio]}" "${PACK_SECONDS[lmdb]}" <<'PYEOF'
+import json, platform, os, sys
+rows = []
+for line in open(sys.argv[1]):
+    name, cache, _, *fields = line.split()
+    values = dict(field.split("=") for field in fields)
+    rows.append({"dataset": name, "cache": cache,
+                 "records": int(values["records"]), "bytes": int(values["bytes"]),
+                 "threads": int(values["threads"]), "passes": int(values["passes"]),
+                 "records_per_s": float(values["median_records_per_s"]),
+                 "mb_per_s": float(values["median_mb_per_s"])})
+result = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+          "images": int(sys.argv[3]),
+          "pack_seconds": {"recordio": float(sys.argv[4] or 0), "lmdb": float(sys.argv[5] or 0)},
+          "read": rows}
+json.dump(result, open(sys.argv[2], "w"), indent=2)
+print()
+print(f"{'dataset':<12} {'cache':<6} {'records':>8} {'records/s':>11} {'MB/s':>9}")
+for row in rows:
+    print(f"{row['dataset']:<12} {row['cache']:<6} {row['records']:>8} "
+          f"{row['records_per_s']:>11.0f} {row['mb_per_s']:>9.1f}")
+print(f"pack: recordio {result['pack_seconds']['recordio']:.1f} s, "
+      f"lmdb {result['pack_seconds']['lmdb']:.1f} s for {result['images']} images")
+print(f"(medians over the passes; JSON in {sys.argv[2]})")
+PYEOF
+rm -f "$results_file"
