@@ -8,6 +8,7 @@ GPUFEED_DEBIAN_PACKAGES=(
   nlohmann-json3-dev libdlpack-dev pybind11-dev libgtest-dev libbenchmark-dev
   python3-dev python3-venv python3-pip python3-setuptools python3-wheel
   python3-numpy python3-pil python3-pytest python3-tqdm python3-lmdb python3-protobuf
+  python3-torch python3-torchvision python3-matplotlib
   protobuf-compiler
 )
 
