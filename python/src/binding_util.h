@@ -4,6 +4,9 @@
 
 #include <pybind11/pybind11.h>
 
+#include <string>
+#include <vector>
+
 #include "gpufeed/status.h"
 
 namespace gpufeed::python {
@@ -11,6 +14,18 @@ namespace gpufeed::python {
 // Raises the gpufeed exception matching status.code() (classes defined in
 // gpufeed/_errors.py). REQUIRES: the GIL is held and !status.ok().
 [[noreturn]] void RaiseStatus(const Status& status);
+
+// A Python str from bytes that may not be UTF-8 (paths, keys and messages
+// come from disk): invalid bytes become backslash escapes, never an error.
+inline pybind11::str LossyStr(const std::string& text) {
+  return pybind11::reinterpret_steal<pybind11::str>(
+      PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "backslashreplace"));
+}
+inline pybind11::list LossyList(const std::vector<std::string>& texts) {
+  pybind11::list out;
+  for (const std::string& text : texts) out.append(LossyStr(text));
+  return out;
+}
 
 inline void ThrowIfError(const Status& status) {
   if (!status.ok()) RaiseStatus(status);

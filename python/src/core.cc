@@ -26,7 +26,7 @@ void RaiseStatus(const Status& status) {
   }
   py::object errors = py::module_::import("gpufeed._errors");
   py::object type = errors.attr(name);
-  PyErr_SetObject(type.ptr(), py::str(status.message()).ptr());
+  PyErr_SetObject(type.ptr(), LossyStr(status.message()).ptr());
   throw py::error_already_set();
 }
 

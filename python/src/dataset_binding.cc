@@ -50,21 +50,20 @@ class PyDataset {
     py::object shape = py::none();
     if (!record.shape.empty()) shape = py::tuple(py::cast(record.shape));
     // Keys are bytes on disk; undecodable ones are shown with escapes.
-    py::str key = py::reinterpret_steal<py::str>(
-        PyUnicode_DecodeUTF8(record.key.data(), record.key.size(), "backslashreplace"));
+    py::str key = LossyStr(record.key);
     return py::make_tuple(py::bytes(record.data), py::cast(record.labels), key, record.id, shape,
                           record.encoded);
   }
 
   std::string format() const { return FormatName(dataset_->format()); }
-  std::string path() const { return dataset_->path(); }
-  std::vector<std::string> classes() const { return dataset_->classes(); }
+  py::str path() const { return LossyStr(dataset_->path()); }
+  py::list classes() const { return LossyList(dataset_->classes()); }
   bool integer_labels() const { return dataset_->integer_labels(); }
   py::list shards() const {
     py::list out;
     for (const ShardInfo& shard : dataset_->shards()) {
       py::dict entry;
-      entry["path"] = shard.path;
+      entry["path"] = LossyStr(shard.path);
       entry["first_record"] = shard.first_record;
       entry["records"] = shard.records;
       entry["bytes"] = shard.bytes;
@@ -149,7 +148,7 @@ py::dict VerifyBinding(const std::string& path, const std::string& format) {
   out["records_checked"] = report.records_checked;
   out["shards_checked"] = report.shards_checked;
   out["checksums_checked"] = report.checksums_checked;
-  out["problems"] = report.problems;
+  out["problems"] = LossyList(report.problems);
   return out;
 }
 

@@ -12,7 +12,7 @@ using Json = nlohmann::json;
 
 // A shard name must stay inside the dataset directory.
 bool IsPlainRelativeName(const std::string& name) {
-  if (name.empty() || name.front() == '/') return false;
+  if (name.empty() || name.front() == '/' || name.find('\0') != std::string::npos) return false;
   size_t start = 0;
   while (start <= name.size()) {
     size_t slash = name.find('/', start);
@@ -40,9 +40,22 @@ Status ParseManifest(const std::string& text, const std::string& path, Manifest*
   auto bad = [&](const std::string& what) {
     return Status::Corruption(path + ": invalid manifest: " + what);
   };
-  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return bad("not valid JSON");
+  Json json;
+  try {
+    json = Json::parse(text);
+  } catch (const Json::parse_error& error) {
+    return bad("not valid JSON at byte offset " + std::to_string(error.byte) + " (" +
+               error.what() + ")");
+  }
   if (!json.is_object()) return bad("the top level is not an object");
+  auto count_field = [&](const Json& object, const char* name, uint64_t* value) -> Status {
+    const Json& field = object.at(name);
+    if (!field.is_number_unsigned() && !(field.is_number_integer() && field.get<int64_t>() >= 0)) {
+      return bad(std::string("\"") + name + "\" must be a non-negative integer");
+    }
+    *value = field.get<uint64_t>();
+    return Status::OK();
+  };
   try {
     std::string format = json.at("format").get<std::string>();
     if (format == "recordio") {
@@ -52,13 +65,15 @@ Status ParseManifest(const std::string& text, const std::string& path, Manifest*
     } else {
       return bad("unknown format \"" + format + "\"");
     }
-    manifest->format_version = json.at("format_version").get<int>();
-    if (manifest->format_version != kManifestFormatVersion) {
-      return bad("format_version " + std::to_string(manifest->format_version) +
+    if (!json.at("format_version").is_number_integer()) return bad("format_version must be an integer");
+    int64_t version = json.at("format_version").get<int64_t>();
+    manifest->format_version = version == kManifestFormatVersion ? kManifestFormatVersion : -1;
+    if (version != kManifestFormatVersion) {
+      return bad("format_version " + std::to_string(version) +
                  " is not supported by this gpufeed (it reads version " +
                  std::to_string(kManifestFormatVersion) + ")");
     }
-    manifest->records = json.at("records").get<uint64_t>();
+    GPUFEED_RETURN_IF_ERROR(count_field(json, "records", &manifest->records));
     manifest->integer_labels = json.value("label_kind", "float") == "class_index";
     if (json.contains("classes") && !json["classes"].is_null()) {
       manifest->classes = json["classes"].get<std::vector<std::string>>();
@@ -71,8 +86,8 @@ Status ParseManifest(const std::string& text, const std::string& path, Manifest*
       ManifestShard shard;
       shard.file = entry.at("file").get<std::string>();
       shard.index = entry.value("index", "");
-      shard.records = entry.at("records").get<uint64_t>();
-      shard.bytes = entry.value("bytes", uint64_t{0});
+      GPUFEED_RETURN_IF_ERROR(count_field(entry, "records", &shard.records));
+      if (entry.contains("bytes")) GPUFEED_RETURN_IF_ERROR(count_field(entry, "bytes", &shard.bytes));
       shard.xxh64 = entry.value("xxh64", "");
       std::string where = "shard " + std::to_string(i) + " (\"" + shard.file + "\")";
       if (!IsPlainRelativeName(shard.file) ||
@@ -121,7 +136,8 @@ std::string SerializeManifest(const Manifest& manifest) {
     shards.push_back(std::move(entry));
   }
   json["shards"] = std::move(shards);
-  return json.dump(2) + "\n";
+  // Names that are not valid UTF-8 are written with U+FFFD, never a throw.
+  return json.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 Status WriteManifest(const std::string& path, const Manifest& manifest) {

@@ -1,5 +1,8 @@
 // Pack: ImageFolder or list file -> shards + gpufeed.json.
 #include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <regex>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -48,11 +51,15 @@ Status ParseLabel(const std::string& text, float* label, const std::string& wher
     // Through double first, as im2rec does (Python float, then float32), so
     // that labels written with many digits round exactly as MXNet's do.
     size_t used = 0;
-    *label = static_cast<float>(std::stod(text, &used));
-    if (used == text.size()) return Status::OK();
+    double value = std::stod(text, &used);
+    if (used == text.size() && std::isfinite(value) && std::fabs(value) <= FLT_MAX) {
+      *label = static_cast<float>(value);
+      return Status::OK();
+    }
   } catch (const std::exception&) {
   }
-  return Status::InvalidArgument(where + ": label \"" + text + "\" is not a number");
+  return Status::InvalidArgument(where + ": label \"" + text +
+                                 "\" is not a finite number in float32 range");
 }
 
 std::vector<std::string> Split(const std::string& text, char separator) {
@@ -95,6 +102,9 @@ Status ReadListFile(const std::string& list_path, std::vector<PackSource>* sourc
       return Status::InvalidArgument(where + ": expected \"path<TAB>label[,label...]\"");
     }
     if (source.path.empty()) return Status::InvalidArgument(where + ": empty path");
+    if (line.find('\0') != std::string::npos) {
+      return Status::InvalidArgument(where + ": contains a NUL byte");
+    }
     for (const std::string& label_text : label_texts) {
       float label = 0;
       GPUFEED_RETURN_IF_ERROR(ParseLabel(label_text, &label, where));
@@ -104,6 +114,20 @@ Status ReadListFile(const std::string& list_path, std::vector<PackSource>* sourc
     sources->push_back(std::move(source));
   }
   return Status::OK();
+}
+
+// Names Pack writes: part-NNNNN.rec, part-NNNNN.idx, part-NNNNN/ (LMDB).
+bool IsPackOutputName(const std::string& name) {
+  static const std::regex pattern("part-[0-9]{5,}(\\.rec|\\.idx)?");
+  return std::regex_match(name, pattern);
+}
+
+void RemovePackOutput(const std::string& destination) {
+  std::vector<DirectoryEntry> entries;
+  if (!ListDirectory(destination, &entries).ok()) return;
+  for (const DirectoryEntry& entry : entries) {
+    if (IsPackOutputName(entry.name)) RemoveRecursively(JoinPath(destination, entry.name));
+  }
 }
 
 // Refuses a non-empty destination unless overwriting; when overwriting
@@ -122,7 +146,7 @@ Status PrepareDestination(const std::string& destination, bool overwrite) {
                                  " entries); pass overwrite=True (--overwrite) to replace it");
   }
   for (const DirectoryEntry& entry : entries) {
-    if (entry.name == kManifestName || StartsWith(entry.name, "part-")) {
+    if (entry.name == kManifestName || IsPackOutputName(entry.name)) {
       GPUFEED_RETURN_IF_ERROR(RemoveRecursively(JoinPath(destination, entry.name)));
     }
   }
@@ -135,8 +159,16 @@ class OrderedReader {
  public:
   OrderedReader(const std::vector<PackSource>& sources, int workers)
       : sources_(sources), window_(static_cast<size_t>(workers) * 4), slots_(window_) {
-    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { Work(); });
+    for (int i = 0; i < workers; ++i) {
+      try {
+        threads_.emplace_back([this] { Work(); });
+      } catch (const std::system_error&) {
+        break;  // fewer threads than asked (thread limit): still correct
+      }
+    }
   }
+
+  bool started() const { return !threads_.empty(); }
 
   ~OrderedReader() {
     {
@@ -177,7 +209,13 @@ class OrderedReader {
         changed_.wait(lock, [&] { return stop_ || index < consumed_ + window_; });
         if (stop_) return;
       }
-      Status status = ReadFileToString(sources_[index].path, &data);
+      Status status;
+      try {
+        // A sample must fit one RecordIO record (29-bit length).
+        status = ReadFileToString(sources_[index].path, &data, (1u << 29) - 1024);
+      } catch (const std::exception& error) {
+        status = Status::IOError(sources_[index].path + ": " + error.what());
+      }
       std::lock_guard<std::mutex> lock(mutex_);
       Slot& slot = slots_[index % window_];
       slot.data.swap(data);
@@ -203,9 +241,10 @@ Status PackInto(const std::vector<PackSource>& sources, const std::string& desti
                 const PackOptions& options, Manifest* manifest_out) {
   Manifest& manifest = *manifest_out;
   int workers = options.workers > 0
-                    ? options.workers
+                    ? std::min(options.workers, 512)
                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   OrderedReader reader(sources, workers);
+  if (!reader.started()) return Status::IOError("cannot start any pack worker thread");
 
   std::unique_ptr<ShardWriter> writer;
   std::string shard_path;
@@ -270,6 +309,10 @@ Status Pack(const std::string& source, const std::string& destination, const Pac
   std::string source_path = AbsolutePath(source);
   std::string destination_path = AbsolutePath(destination);
   if (!PathExists(source_path)) return Status::FromErrno(ENOENT, source_path);
+  if (source_path == destination_path || StartsWith(source_path, destination_path + "/")) {
+    return Status::InvalidArgument(source_path + ": the source lies inside the destination " +
+                                   destination_path);
+  }
 
   Manifest manifest;
   manifest.format =
@@ -295,15 +338,15 @@ Status Pack(const std::string& source, const std::string& destination, const Pac
     }
   }
   GPUFEED_RETURN_IF_ERROR(PrepareDestination(destination_path, options.overwrite));
-  Status status = PackInto(sources, destination_path, options, &manifest);
+  Status status;
+  try {
+    status = PackInto(sources, destination_path, options, &manifest);
+  } catch (const std::exception& error) {
+    status = Status::Internal(std::string("pack failed: ") + error.what());
+  }
   if (!status.ok()) {
     // Leave nothing that could be mistaken for a complete dataset.
-    std::vector<DirectoryEntry> entries;
-    if (ListDirectory(destination_path, &entries).ok()) {
-      for (const DirectoryEntry& entry : entries) {
-        if (StartsWith(entry.name, "part-")) RemoveRecursively(JoinPath(destination_path, entry.name));
-      }
-    }
+    RemovePackOutput(destination_path);
     return status;
   }
 

@@ -40,8 +40,14 @@ void EncodeRecordIO(std::string_view payload, std::string* out) {
 }
 
 RecordIOCursor::RecordIOCursor(int fd, const std::string& path, uint64_t file_size,
-                               size_t read_size)
-    : fd_(fd), path_(path), file_size_(file_size), read_size_(read_size) {}
+                               size_t read_size, std::string* window)
+    : fd_(fd),
+      path_(path),
+      file_size_(file_size),
+      read_size_(read_size),
+      window_(window != nullptr ? *window : own_window_) {
+  window_.clear();
+}
 
 Status RecordIOCursor::Fetch(uint64_t offset, size_t length, const char** data) {
   if (offset >= window_start_ && offset + length <= window_start_ + window_.size()) {

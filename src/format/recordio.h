@@ -37,7 +37,10 @@ class RecordIOCursor {
  public:
   // `read_size`: bytes to read ahead on a miss (a record's size hint for
   // random access, a few MiB for scans). Does not own `fd`.
-  RecordIOCursor(int fd, const std::string& path, uint64_t file_size, size_t read_size);
+  // `window` (optional) is a caller-owned buffer reused across cursors, so
+  // that a warm reader allocates nothing per record.
+  RecordIOCursor(int fd, const std::string& path, uint64_t file_size, size_t read_size,
+                 std::string* window = nullptr);
 
   // Decodes the record that starts at `offset` into *payload (parts joined)
   // and stores the offset just past it (padding included) in *next_offset.
@@ -57,7 +60,8 @@ class RecordIOCursor {
   const std::string& path_;
   uint64_t file_size_;
   size_t read_size_;
-  std::string window_;
+  std::string own_window_;
+  std::string& window_;
   uint64_t window_start_ = 0;
 };
 

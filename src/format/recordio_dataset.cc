@@ -17,6 +17,9 @@ namespace {
 constexpr size_t kScanReadSize = 4 << 20;
 // Size hint for a record whose end the index does not tell.
 constexpr size_t kDefaultRecordHint = 256 << 10;
+// A hint is only a guess (an index need not be sorted): never read more
+// than this ahead for one record; a larger record is fetched as needed.
+constexpr size_t kMaxRecordHint = 4 << 20;
 
 struct RecordIOShard {
   std::string rec_path;
@@ -111,9 +114,11 @@ Status RecordIODataset::Read(uint64_t index, Record* record) const {
   } else if (local + 1 == shard.offsets.size()) {
     hint = shard.file_size - offset;
   }
-  // One scratch buffer per thread: no allocation per read once warm.
+  hint = std::min<uint64_t>(hint, kMaxRecordHint);
+  // Scratch buffers per thread: no allocation per read once warm.
   thread_local std::string payload;
-  RecordIOCursor cursor(shard.fd.get(), shard.rec_path, shard.file_size, hint);
+  thread_local std::string window;
+  RecordIOCursor cursor(shard.fd.get(), shard.rec_path, shard.file_size, hint, &window);
   uint64_t next_offset = 0;
   Status status = cursor.ReadRecord(offset, &payload, &next_offset);
   if (status.ok()) {
@@ -175,16 +180,30 @@ Status ReadRecordIOIndex(const std::string& idx_path, uint64_t rec_size,
     auto bad = [&](const std::string& what) {
       return Status::Corruption(idx_path + " line " + std::to_string(line_number) + ": " + what);
     };
-    // "key<TAB>offset"; DALI also accepts spaces, so do we.
-    size_t separator = line.find_last_of(" \t");
-    if (separator == std::string::npos || separator == 0) {
+    // "key<TAB>offset": MXNet splits on tabs and takes columns 0 and 1,
+    // DALI reads two whitespace-separated tokens; either way extra columns
+    // and surrounding blanks are ignored, and so they are here.
+    std::vector<std::string> tokens;
+    size_t position = 0;
+    while (tokens.size() < 2) {
+      size_t start = line.find_first_not_of(" \t", position);
+      if (start == std::string::npos) break;
+      size_t end = line.find_first_of(" \t", start);
+      tokens.push_back(line.substr(start, end == std::string::npos ? std::string::npos : end - start));
+      if (end == std::string::npos) break;
+      position = end;
+    }
+    if (tokens.size() < 2) {
       return bad("expected \"key<TAB>offset\", got \"" + line.substr(0, 80) + "\"");
     }
-    std::string key = line.substr(0, line.find_last_not_of(" \t", separator) + 1);
-    std::string number = line.substr(separator + 1);
-    if (number.empty() || number.size() > 19 ||
-        number.find_first_not_of("0123456789") != std::string::npos) {
+    std::string key = tokens[0];
+    std::string number = tokens[1];
+    if (number.empty() || number.find_first_not_of("0123456789") != std::string::npos) {
       return bad("offset \"" + number.substr(0, 40) + "\" is not a non-negative integer");
+    }
+    if (number.size() > 19) {
+      return bad("offset " + number.substr(0, 40) + " is past the end of the .rec file (" +
+                 std::to_string(rec_size) + " bytes)");
     }
     uint64_t offset = std::stoull(number);
     if (offset + 8 > rec_size) {

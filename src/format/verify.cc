@@ -101,8 +101,24 @@ void VerifyLmdbShard(const std::string& directory, bool caffe, int64_t expected_
   uint64_t count = 0;
   std::vector<float> labels;
   size_t reported = 0;
+  uint64_t key_base = 0;
   status = reader.ForEach([&](std::string_view key, std::string_view value) {
     Status check;
+    if (!caffe) {
+      // Reads look keys up as first key + position: they must be consecutive.
+      bool decimal = !key.empty() && key.size() <= 19 &&
+                     key.find_first_not_of("0123456789") == std::string_view::npos;
+      uint64_t number = decimal ? std::stoull(std::string(key)) : 0;
+      if (count == 0) key_base = number;
+      if (!decimal || number != key_base + count) {
+        if (reported++ < 100) {
+          report->problems.push_back(directory + "/data.mdb: key \"" + std::string(key) +
+                                     "\" at position " + std::to_string(count) +
+                                     " is not the consecutive sample index " +
+                                     std::to_string(key_base + count));
+        }
+      }
+    }
     if (caffe) {
       CaffeDatum datum;
       check = DecodeCaffeDatum(value, &datum);

@@ -26,12 +26,23 @@ void UniqueFd::reset(int fd) {
 }
 
 Status OpenForRead(const std::string& path, UniqueFd* fd) {
-  int raw;
-  do {
-    raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  } while (raw < 0 && errno == EINTR);
+  if (path.find('\0') != std::string::npos) {
+    return Status::InvalidArgument("path contains a NUL byte: " + path.substr(0, path.find('\0')));
+  }
+  // O_NONBLOCK: opening a FIFO must not wait for a writer that never comes.
+  int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (raw < 0) return Status::FromErrno(errno, path);
-  fd->reset(raw);
+  UniqueFd owned(raw);
+  struct stat st;
+  if (::fstat(raw, &st) != 0) return Status::FromErrno(errno, path);
+  if (!S_ISREG(st.st_mode)) {
+    return Status::InvalidArgument(path + ": not a regular file (" +
+                                   (S_ISDIR(st.st_mode) ? "a directory" : "a FIFO, socket or device") +
+                                   ")");
+  }
+  int flags = ::fcntl(raw, F_GETFL);
+  if (flags >= 0) ::fcntl(raw, F_SETFL, flags & ~O_NONBLOCK);
+  *fd = std::move(owned);
   return Status::OK();
 }
 
@@ -81,12 +92,20 @@ Status FileSizeOf(const std::string& path, uint64_t* size) {
   return Status::OK();
 }
 
-Status ReadFileToString(const std::string& path, std::string* contents) {
+Status ReadFileToString(const std::string& path, std::string* contents, uint64_t max_size) {
   UniqueFd fd;
   GPUFEED_RETURN_IF_ERROR(OpenForRead(path, &fd));
   uint64_t size = 0;
   GPUFEED_RETURN_IF_ERROR(FileSizeOf(fd.get(), path, &size));
-  contents->resize(size);
+  if (size > max_size) {
+    return Status::InvalidArgument(path + ": " + std::to_string(size) + " bytes, more than the " +
+                                   std::to_string(max_size) + " allowed here");
+  }
+  try {
+    contents->resize(size);
+  } catch (const std::bad_alloc&) {
+    return Status::IOError(path + ": out of memory for " + std::to_string(size) + " bytes");
+  }
   size_t got = 0;
   GPUFEED_RETURN_IF_ERROR(PreadFull(fd.get(), contents->data(), size, 0, path, &got));
   contents->resize(got);

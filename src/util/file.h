@@ -37,7 +37,9 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-// open(path, O_RDONLY | O_CLOEXEC).
+// Opens a regular file read-only (O_CLOEXEC). A FIFO, socket, device or
+// directory is refused with InvalidArgument instead of blocking or failing
+// later; a path with a NUL byte likewise.
 Status OpenForRead(const std::string& path, UniqueFd* fd);
 
 // Reads up to `length` bytes at `offset`, retrying short reads and EINTR;
@@ -51,7 +53,10 @@ Status WriteFull(int fd, const void* data, size_t length, const std::string& pat
 Status FileSizeOf(int fd, const std::string& path, uint64_t* size);
 Status FileSizeOf(const std::string& path, uint64_t* size);
 
-Status ReadFileToString(const std::string& path, std::string* contents);
+// Reads a whole regular file. InvalidArgument when it is larger than
+// `max_size` (the default is no practical limit).
+Status ReadFileToString(const std::string& path, std::string* contents,
+                        uint64_t max_size = uint64_t{1} << 40);
 
 // Writes `contents` to a temporary file beside `path`, fsyncs it, renames it
 // over `path` and fsyncs the directory: readers see the old or the new file,

@@ -288,3 +288,94 @@ def test_unreadable_file_raises_permission_error():
     finally:
         import shutil
         shutil.rmtree(base, ignore_errors=True)
+
+
+# ---- regressions from the code review of the format layer -----------------
+
+def test_fifo_is_refused_not_waited_on(tmp_path):
+    fifo = tmp_path / "f.rec"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        gpufeed.open_dataset(fifo)
+    folder = tmp_path / "folder" / "a"
+    folder.mkdir(parents=True)
+    (folder / "x.jpg").write_bytes(b"x")
+    os.mkfifo(folder / "y.jpg")
+    ds = gpufeed.open_dataset(tmp_path / "folder")
+    with pytest.raises(ValueError, match="y.jpg.*not a regular file"):
+        ds[1]
+    with pytest.raises(ValueError, match="not a regular file"):
+        gpufeed.pack(tmp_path / "folder", tmp_path / "out", progress=False)
+
+
+def test_overwrite_removes_only_pack_output(tmp_path, image_folder):
+    out = tmp_path / "out"
+    gpufeed.pack(image_folder, out, progress=False)
+    (out / "part-notes.txt").write_text("mine")
+    (out / "part-train").mkdir()
+    gpufeed.pack(image_folder, out, progress=False, overwrite=True, format="lmdb")
+    assert (out / "part-notes.txt").read_text() == "mine"
+    assert (out / "part-train").is_dir()
+    assert not (out / "part-00000.rec").exists()
+    with pytest.raises(ValueError, match="inside the destination"):
+        gpufeed.pack(out / "part-train", out, progress=False, overwrite=True)
+
+
+def test_undecodable_bytes_in_messages_and_names(tmp_path):
+    rec = tmp_path / "d.rec"
+    rec.write_bytes(frame(ir_payload(b"abc")))
+    (tmp_path / "d.idx").write_bytes(b"\xff\xfe\n")
+    with pytest.raises(gpufeed.CorruptRecordError, match="line 1"):
+        gpufeed.open_dataset(rec)
+    root = tmp_path / "folder"
+    (root / os.fsdecode(b"cl\xe9")).mkdir(parents=True)
+    (root / os.fsdecode(b"cl\xe9") / "a.jpg").write_bytes(b"a")
+    ds = gpufeed.open_dataset(root)
+    assert ds.classes == ["cl\\xe9"]
+
+
+def test_verify_finds_gaps_in_lmdb_keys(tmp_path, image_folder):
+    lmdb = pytest.importorskip("lmdb")
+    out = tmp_path / "l"
+    gpufeed.pack(image_folder, out, format="lmdb", progress=False)
+    env = lmdb.open(str(out / "part-00000"))
+    with env.begin(write=True) as txn:
+        value = txn.get(b"0000000002")
+        txn.delete(b"0000000002")
+        txn.put(b"0000000099", value)
+    env.close()
+    report = gpufeed.verify(out)
+    assert any("not the consecutive sample index 2" in p for p in report["problems"]), report
+
+
+@pytest.mark.parametrize("records", ['3.7', '"3"', '-1', '1e30'])
+def test_manifest_counts_must_be_integers(rec_dataset, records):
+    out, rec, idx, offsets = rec_dataset
+    manifest = (out / "gpufeed.json").read_text()
+    import re
+    (out / "gpufeed.json").write_text(re.sub(r'"records": 3,', f'"records": {records},', manifest, 1))
+    with pytest.raises(gpufeed.CorruptRecordError, match="records"):
+        gpufeed.open_dataset(out)
+
+
+def test_manifest_json_error_names_byte_offset(rec_dataset):
+    out, rec, idx, offsets = rec_dataset
+    (out / "gpufeed.json").write_text('{"format": "recordio",, }')
+    with pytest.raises(gpufeed.CorruptRecordError, match="byte offset 23"):
+        gpufeed.open_dataset(out)
+
+
+def test_idx_with_extra_columns_and_blanks_reads_like_mxnet(rec_dataset):
+    out, rec, idx, offsets = rec_dataset
+    idx.write_text("".join(f" {i}\t{o} \textra\n" for i, o in enumerate(offsets)))
+    ds = gpufeed.open_dataset(out)
+    assert [ds[i].data for i in range(3)] == [b"first-record", b"second-record", b"third-record"]
+    assert ds[0].key == "0"
+
+
+def test_non_finite_labels_are_refused(tmp_path):
+    (tmp_path / "a.bin").write_bytes(b"a")
+    for label in ["nan", "inf", "1e39"]:
+        (tmp_path / "l.txt").write_text(f"a.bin\t{label}\n")
+        with pytest.raises(ValueError, match="finite"):
+            gpufeed.pack(tmp_path / "l.txt", tmp_path / f"out-{label}", progress=False)

@@ -1,0 +1,96 @@
+// BufferPool: the read buffers of a ReadEngine, bounded by a byte budget.
+//
+// One page-aligned arena of `budget` bytes is carved first-fit in 4 KiB
+// units, so no read allocates on the hot path, every buffer is aligned for
+// O_DIRECT, and the whole arena can be registered with io_uring once. A
+// request larger than the budget gets a dedicated allocation, but only when
+// nothing else is in use: memory stays bounded by max(budget, one request).
+#ifndef GPUFEED_IO_BUFFER_POOL_H_
+#define GPUFEED_IO_BUFFER_POOL_H_
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace gpufeed {
+
+constexpr size_t kBufferAlignment = 4096;
+
+class BufferPool {
+ public:
+  struct Allocation {
+    char* data = nullptr;
+    size_t capacity = 0;
+    bool in_arena = false;
+  };
+
+  explicit BufferPool(size_t budget);
+  ~BufferPool();
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
+
+  // Allocates `size` bytes (rounded up to 4 KiB); false when the budget has
+  // no room right now (the caller retries after a Release). Thread-safe.
+  bool TryAcquire(size_t size, Allocation* allocation);
+  void Release(const Allocation& allocation);
+
+  // Called (outside the lock) after every Release: engines wake up their
+  // threads that wait for buffers. REQUIRES: before the first TryAcquire.
+  void AddReleaseListener(std::function<void()> listener);
+
+  char* arena() const { return arena_; }
+  size_t arena_size() const { return arena_size_; }
+  size_t bytes_in_use() const;
+  size_t buffers_outstanding() const;
+
+ private:
+  char* arena_ = nullptr;
+  size_t arena_size_ = 0;
+  mutable std::mutex mutex_;
+  std::map<size_t, size_t> free_blocks_;  // offset -> length, coalesced
+  size_t bytes_in_use_ = 0;
+  size_t outstanding_ = 0;
+  size_t oversize_outstanding_ = 0;
+  std::vector<std::function<void()>> listeners_;
+};
+
+// The bytes of one completed read: a slice of a pool allocation. Move-only;
+// the allocation returns to the pool when the buffer is destroyed or reset.
+class ReadBuffer {
+ public:
+  ReadBuffer() = default;
+  ReadBuffer(std::shared_ptr<BufferPool> pool, BufferPool::Allocation allocation)
+      : pool_(std::move(pool)), allocation_(allocation) {}
+  ReadBuffer(ReadBuffer&& other) noexcept { *this = std::move(other); }
+  ReadBuffer& operator=(ReadBuffer&& other) noexcept;
+  ReadBuffer(const ReadBuffer&) = delete;
+  ReadBuffer& operator=(const ReadBuffer&) = delete;
+  ~ReadBuffer() { reset(); }
+
+  const char* data() const { return allocation_.data + slice_offset_; }
+  size_t size() const { return slice_size_; }
+  bool empty() const { return slice_size_ == 0; }
+  void reset();
+
+  // Engine side: where the read lands, and which part of it was asked for.
+  char* raw() const { return allocation_.data; }
+  size_t capacity() const { return allocation_.capacity; }
+  const BufferPool::Allocation& allocation() const { return allocation_; }
+  void set_slice(size_t offset, size_t size) {
+    slice_offset_ = offset;
+    slice_size_ = size;
+  }
+
+ private:
+  std::shared_ptr<BufferPool> pool_;
+  BufferPool::Allocation allocation_;
+  size_t slice_offset_ = 0;
+  size_t slice_size_ = 0;
+};
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_IO_BUFFER_POOL_H_

@@ -1,0 +1,302 @@
+#include "io/read_engine.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "util/logging.h"
+
+namespace gpufeed {
+
+const char* IoBackendName(IoBackend backend) {
+  switch (backend) {
+    case IoBackend::kAuto: return "auto";
+    case IoBackend::kIoUring: return "io_uring";
+    case IoBackend::kPread: return "pread";
+  }
+  return "unknown";
+}
+
+// ---------------------------------------------------------------- queue
+
+void CompletionQueue::Push(ReadCompletion completion) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    completions_.push_back(std::move(completion));
+  }
+  available_.notify_all();
+}
+
+void CompletionQueue::Wait(size_t min_count, std::vector<ReadCompletion>* out, size_t max_count) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  available_.wait(lock, [&] { return completions_.size() >= min_count; });
+  size_t take = completions_.size();
+  if (max_count != 0) take = std::min(take, std::max(max_count, min_count));
+  for (size_t i = 0; i < take; ++i) {
+    out->push_back(std::move(completions_.front()));
+    completions_.pop_front();
+  }
+}
+
+size_t CompletionQueue::ready() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completions_.size();
+}
+
+// ---------------------------------------------------------------- engine
+
+ReadEngine::ReadEngine(const IoOptions& options)
+    : options_(options),
+      pool_(std::make_shared<BufferPool>(options.inflight_bytes)),
+      waiters_(std::make_shared<BufferWaiters>()) {
+  pool_->AddReleaseListener([waiters = waiters_] {
+    if (waiters->waiting.load(std::memory_order_acquire) == 0) return;
+    std::lock_guard<std::mutex> lock(waiters->mutex);
+    if (waiters->wake) waiters->wake();
+  });
+}
+
+void ReadEngine::SetBufferWake(std::function<void()> wake) {
+  std::lock_guard<std::mutex> lock(waiters_->mutex);
+  waiters_->wake = std::move(wake);
+}
+
+ReadEngine::~ReadEngine() {
+  std::lock_guard<std::mutex> lock(files_mutex_);
+  for (auto& file : files_) {
+    if (!file) continue;
+    if (file->fd >= 0) ::close(file->fd);
+    if (file->buffered_fd >= 0 && file->buffered_fd != file->fd) ::close(file->buffered_fd);
+  }
+}
+
+Status ReadEngine::Create(const IoOptions& options, std::unique_ptr<ReadEngine>* engine) {
+  if (options.queue_depth < 1 || options.queue_depth > 4096) {
+    return Status::InvalidArgument("queue_depth must be between 1 and 4096, got " +
+                                   std::to_string(options.queue_depth));
+  }
+  if (options.threads < 0 || options.threads > 1024) {
+    return Status::InvalidArgument("threads must be between 0 and 1024");
+  }
+  if (options.backend == IoBackend::kPread) return CreatePreadEngine(options, engine);
+  Status status = CreateUringEngine(options, engine);
+  if (status.ok() || options.backend == IoBackend::kIoUring) return status;
+  Status pool = CreatePreadEngine(options, engine);
+  if (pool.ok()) {
+    (*engine)->fallback_reason_ = status.message();
+    Log().info("io_uring unavailable ({}); reading with a pool of pread threads instead",
+               status.message());
+  }
+  return pool;
+}
+
+Status ReadEngine::OpenFile(const std::string& path, FileId* file) {
+  auto entry = std::make_shared<OpenFileEntry>();
+  entry->path = path;
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return Status::FromErrno(errno, path);
+  entry->buffered_fd = fd;
+  entry->fd = fd;
+  if (options_.direct_io) {
+    int direct = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (direct >= 0) {
+      entry->fd = direct;
+      entry->direct = true;
+      entry->alignment = DirectIoAlignment(direct, path);
+    } else if (errno == EINVAL) {
+      // tmpfs and some FUSE filesystems refuse O_DIRECT: read buffered.
+      static std::once_flag logged;
+      std::call_once(logged, [&] {
+        Log().info("{}: O_DIRECT refused by the filesystem (EINVAL); using buffered reads", path);
+      });
+    } else {
+      Status status = Status::FromErrno(errno, path + " (O_DIRECT)");
+      ::close(fd);
+      return status;
+    }
+  }
+  std::lock_guard<std::mutex> lock(files_mutex_);
+  *file = static_cast<FileId>(files_.size());
+  files_.push_back(std::move(entry));
+  return Status::OK();
+}
+
+Status ReadEngine::CloseFile(FileId file) {
+  std::shared_ptr<const OpenFileEntry> entry;
+  {
+    std::lock_guard<std::mutex> lock(files_mutex_);
+    if (file >= files_.size() || !files_[file]) {
+      return Status::InvalidArgument("CloseFile: unknown file id " + std::to_string(file));
+    }
+    entry = std::move(files_[file]);
+  }
+  // Descriptors close when the last in-flight user lets go of the entry.
+  std::shared_ptr<OpenFileEntry> owned = std::const_pointer_cast<OpenFileEntry>(entry);
+  if (owned.use_count() == 1) {
+    if (owned->fd >= 0) ::close(owned->fd);
+    if (owned->buffered_fd >= 0 && owned->buffered_fd != owned->fd) ::close(owned->buffered_fd);
+    owned->fd = owned->buffered_fd = -1;
+  }
+  return Status::OK();
+}
+
+Status ReadEngine::Submit(std::vector<ReadRequest> requests, CompletionQueue* queue) {
+  if (queue == nullptr) return Status::InvalidArgument("Submit: no completion queue");
+  std::vector<PendingRequest> pending;
+  pending.reserve(requests.size());
+  {
+    std::lock_guard<std::mutex> lock(files_mutex_);
+    for (ReadRequest& request : requests) {
+      PendingRequest item;
+      if (request.path.empty()) {
+        if (request.file >= files_.size() || !files_[request.file]) {
+          return Status::InvalidArgument("Submit: unknown or closed file id " +
+                                         std::to_string(request.file));
+        }
+        item.file = files_[request.file];
+      }
+      item.request = std::move(request);
+      item.queue = queue;
+      pending.push_back(std::move(item));
+    }
+  }
+  if (!pending.empty()) Enqueue(std::move(pending));
+  return Status::OK();
+}
+
+Status ReadEngine::ReadAll(std::vector<ReadRequest> requests,
+                           std::vector<ReadCompletion>* completions) {
+  size_t count = requests.size();
+  // All buffers are held until the last read completes, so the batch must
+  // fit the budget (a single request of any size is fine).
+  uint64_t total = 0;
+  for (const ReadRequest& request : requests) {
+    if (request.path.empty()) total += (request.length + 2 * kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+  }
+  if (count > 1 && total > pool_->arena_size()) {
+    return Status::InvalidArgument(
+        "ReadAll: the batch needs " + std::to_string(total) + " bytes of buffers at once, more "
+        "than inflight_bytes (" + std::to_string(pool_->arena_size()) +
+        "); Submit and consume completions as they arrive instead");
+  }
+  for (size_t i = 0; i < count; ++i) requests[i].tag = i;
+  CompletionQueue queue;
+  GPUFEED_RETURN_IF_ERROR(Submit(std::move(requests), &queue));
+  std::vector<ReadCompletion> unordered;
+  queue.Wait(count, &unordered);
+  completions->clear();
+  completions->resize(count);
+  for (ReadCompletion& completion : unordered) {
+    (*completions)[completion.tag] = std::move(completion);
+  }
+  return Status::OK();
+}
+
+ReadEngine::ReadPlan ReadEngine::PlanFor(const PendingRequest& pending) {
+  ReadPlan plan;
+  const ReadRequest& request = pending.request;
+  plan.offset = request.offset;
+  plan.length = request.length;
+  if (pending.file && pending.file->direct) {
+    uint64_t alignment = pending.file->alignment;
+    plan.offset = request.offset / alignment * alignment;
+    uint64_t end = (request.offset + request.length + alignment - 1) / alignment * alignment;
+    plan.length = end - plan.offset;
+    plan.slice_offset = request.offset - plan.offset;
+  }
+  return plan;
+}
+
+void ReadEngine::Complete(PendingRequest& pending, Status status, ReadBuffer buffer,
+                          size_t slice_offset, size_t bytes_read) {
+  ReadCompletion completion;
+  completion.tag = pending.request.tag;
+  if (status.ok()) {
+    size_t available = bytes_read > slice_offset ? bytes_read - slice_offset : 0;
+    size_t wanted = pending.request.path.empty() ? pending.request.length : bytes_read;
+    buffer.set_slice(slice_offset, std::min<size_t>(available, wanted));
+    completion.buffer = std::move(buffer);
+  } else {
+    buffer.reset();
+  }
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.requests += 1;
+    stats_.bytes += completion.buffer.size();
+    if (!status.ok()) stats_.errors += 1;
+  }
+  completion.status = std::move(status);
+  pending.file.reset();
+  pending.queue->Push(std::move(completion));
+}
+
+void ReadEngine::SampleInflight(size_t inflight, bool submitted) {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  inflight_samples_sum_ += static_cast<double>(inflight);
+  inflight_samples_ += 1;
+  if (submitted) stats_.submit_calls += 1;
+}
+
+IoStats ReadEngine::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  IoStats out = stats_;
+  out.mean_inflight = inflight_samples_ ? inflight_samples_sum_ / inflight_samples_ : 0;
+  return out;
+}
+
+Status ReadEngine::ErrorFor(const PendingRequest& pending, int error_number, const char* what) {
+  const ReadRequest& request = pending.request;
+  std::string where;
+  if (!request.path.empty()) {
+    where = request.path + " (" + what + " of the whole file)";
+  } else {
+    where = pending.file->path + " (" + what + " of " + std::to_string(request.length) +
+            " bytes at offset " + std::to_string(request.offset) + ")";
+  }
+  return Status::FromErrno(error_number, where);
+}
+
+int ReadEngine::PreadInto(int fd, uint64_t offset, size_t length, char* destination, size_t* done) {
+  *done = 0;
+  while (*done < length) {
+    ssize_t n = ::pread(fd, destination + *done, length - *done, static_cast<off_t>(offset + *done));
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return errno;
+    }
+    if (n == 0) break;
+    *done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+Status ReadEngine::PreadPlanned(const PendingRequest& pending, const ReadPlan& plan,
+                                size_t already_done, char* destination, size_t* done) {
+  const OpenFileEntry& file = *pending.file;
+  size_t more = 0;
+  int error = 0;
+  bool aligned = (plan.offset + already_done) % file.alignment == 0;
+  if (file.direct && aligned) {
+    error = PreadInto(file.fd, plan.offset + already_done, plan.length - already_done,
+                      destination + already_done, &more);
+  }
+  if (!file.direct || !aligned || error == EINVAL) {
+    // Buffered: the file is not O_DIRECT, or O_DIRECT refused this range.
+    if (file.direct) {
+      std::lock_guard<std::mutex> lock(stats_mutex_);
+      stats_.pread_fallbacks += 1;
+    }
+    error = PreadInto(file.buffered_fd, plan.offset + already_done, plan.length - already_done,
+                      destination + already_done, &more);
+  }
+  *done = already_done + more;
+  if (error != 0) return ErrorFor(pending, error, "read");
+  return Status::OK();
+}
+}  // namespace gpufeed

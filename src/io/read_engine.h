@@ -1,0 +1,205 @@
+// ReadEngine: stage 1 of the pipeline. Takes (file, offset, length) requests
+// and keeps many reads in flight; completed buffers come back through the
+// submitter's CompletionQueue, in completion order.
+//
+// Protocol: OpenFile once per file -> Submit batches of requests with a
+// CompletionQueue -> Wait on that queue for completions -> destroy each
+// ReadBuffer when done with it (that returns its memory to the budget).
+//
+//   std::unique_ptr<ReadEngine> engine;
+//   GPUFEED_RETURN_IF_ERROR(ReadEngine::Create(options, &engine));
+//   FileId file;
+//   GPUFEED_RETURN_IF_ERROR(engine->OpenFile("/lustre/x/part-00000.rec", &file));
+//   CompletionQueue done;
+//   engine->Submit({{file, 0, 1 << 20, /*tag=*/7}}, &done);
+//   std::vector<ReadCompletion> out;
+//   done.Wait(1, &out);
+//
+// Backends: io_uring (one ring per engine thread, batched submission,
+// registered buffers and files) and a pread thread pool. See IoOptions.
+//
+// Thread safety: every method may be called from any thread; any number of
+// requesters may share one engine, each with its own CompletionQueue (or a
+// shared one). Requests of one Submit complete independently and in any
+// order; each completes exactly once. Destroying the engine waits for the
+// reads in flight; buffers already handed out stay valid (the pool lives
+// until the last ReadBuffer is gone).
+#ifndef GPUFEED_IO_READ_ENGINE_H_
+#define GPUFEED_IO_READ_ENGINE_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gpufeed/options.h"
+#include "gpufeed/status.h"
+#include "io/buffer_pool.h"
+
+namespace gpufeed {
+
+using FileId = uint32_t;
+
+struct ReadRequest {
+  FileId file = 0;
+  uint64_t offset = 0;
+  // Bytes wanted. Fewer come back only at end of file.
+  uint64_t length = 0;
+  // The caller's identifier, returned with the completion.
+  uint64_t tag = 0;
+  // Small-file mode: when non-empty, `file`, `offset` and `length` are
+  // ignored and the whole file at `path` is opened, sized, read and closed
+  // with every step in flight at once (io_uring openat + statx, read, close).
+  std::string path;
+};
+
+struct ReadCompletion {
+  uint64_t tag = 0;
+  // On failure: names the file, offset, length and errno.
+  Status status;
+  ReadBuffer buffer;  // the bytes, when status.ok()
+};
+
+// Where completions are delivered. Thread-safe.
+class CompletionQueue {
+ public:
+  // Moves at least `min_count` completions into *out (all that are ready,
+  // and no more than `max_count` when it is nonzero), waiting as needed.
+  void Wait(size_t min_count, std::vector<ReadCompletion>* out, size_t max_count = 0);
+  void Push(ReadCompletion completion);
+  size_t ready() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable available_;
+  std::deque<ReadCompletion> completions_;
+};
+
+struct IoStats {
+  uint64_t requests = 0;        // completed requests
+  uint64_t bytes = 0;           // bytes returned to requesters
+  uint64_t submit_calls = 0;    // io_uring_enter calls that submitted work
+  double mean_inflight = 0;     // mean reads in flight, sampled at each submission
+  double wait_seconds = 0;      // time engine threads waited for completions
+  uint64_t short_reads = 0;     // resubmitted remainders
+  uint64_t retries = 0;         // -EAGAIN / -EINTR resubmissions
+  uint64_t pread_fallbacks = 0;  // requests served by pread after retries
+  uint64_t errors = 0;
+};
+
+class ReadEngine {
+ public:
+  // Creates the engine chosen by options.backend (auto: io_uring, else the
+  // pread pool, with one log line saying why). NotSupported with the reason
+  // when io_uring is asked for explicitly and cannot be used.
+  static Status Create(const IoOptions& options, std::unique_ptr<ReadEngine>* engine);
+
+  virtual ~ReadEngine();
+
+  // Opens `path` for reading (O_DIRECT when asked and allowed).
+  Status OpenFile(const std::string& path, FileId* file);
+  // REQUIRES: no request for `file` in flight.
+  Status CloseFile(FileId file);
+
+  // Queues the requests; returns at once. InvalidArgument for an unknown
+  // file id (nothing of the batch is queued then).
+  Status Submit(std::vector<ReadRequest> requests, CompletionQueue* queue);
+
+  // Convenience: submits, waits for all, returns completions ordered like
+  // `requests`. Every buffer is held until the last read completes, so the
+  // batch must fit in inflight_bytes (InvalidArgument otherwise; one request
+  // of any size is fine). Small-file requests are not counted (their size is
+  // unknown until they are opened).
+  Status ReadAll(std::vector<ReadRequest> requests, std::vector<ReadCompletion>* completions);
+
+  virtual const char* backend_name() const = 0;
+  // Why auto mode fell back to pread (empty otherwise).
+  const std::string& fallback_reason() const { return fallback_reason_; }
+  IoStats stats() const;
+  const std::shared_ptr<BufferPool>& pool() const { return pool_; }
+  const IoOptions& options() const { return options_; }
+
+ protected:
+  struct OpenFileEntry {
+    std::string path;
+    int fd = -1;           // O_DIRECT when direct, else buffered
+    int buffered_fd = -1;  // always buffered: retries, unaligned tails
+    bool direct = false;
+    uint32_t alignment = 1;  // O_DIRECT offset/length alignment
+  };
+
+  struct PendingRequest {
+    ReadRequest request;
+    CompletionQueue* queue = nullptr;
+    std::shared_ptr<const OpenFileEntry> file;  // null in small-file mode
+  };
+
+  // The byte range actually read: the request widened to the O_DIRECT
+  // alignment when the file is opened with O_DIRECT.
+  struct ReadPlan {
+    uint64_t offset = 0;
+    size_t length = 0;
+    size_t slice_offset = 0;  // where the requested bytes start in the buffer
+  };
+  static ReadPlan PlanFor(const PendingRequest& pending);
+
+  explicit ReadEngine(const IoOptions& options);
+  virtual void Enqueue(std::vector<PendingRequest> requests) = 0;
+
+  // Shared by the backends: complete a request with a buffer sliced to what
+  // was asked for, or with an error naming everything.
+  // `bytes_read`: bytes that landed in the buffer from its start.
+  void Complete(PendingRequest& pending, Status status, ReadBuffer buffer, size_t slice_offset,
+                size_t bytes_read);
+  void SampleInflight(size_t inflight, bool submitted);
+  static Status ErrorFor(const PendingRequest& pending, int error_number, const char* what);
+  // Synchronous pread of [offset, offset + length) into `destination`,
+  // retrying short reads, EINTR and EAGAIN; stops at end of file. Returns 0
+  // or the errno. Used by the pool and as io_uring's last resort.
+  static int PreadInto(int fd, uint64_t offset, size_t length, char* destination, size_t* done);
+  // PreadInto through the file's O_DIRECT descriptor, and through the
+  // buffered one when O_DIRECT refuses the range (EINVAL).
+  Status PreadPlanned(const PendingRequest& pending, const ReadPlan& plan, size_t already_done,
+                      char* destination, size_t* done);
+
+  // Wakes engine threads that wait for buffer budget. The pool can outlive
+  // the engine (buffers still held by a consumer), so its release listener
+  // reaches the engine only through this object, which the engine's
+  // destructor disconnects first.
+  struct BufferWaiters {
+    std::mutex mutex;
+    std::function<void()> wake;
+    std::atomic<int> waiting{0};
+  };
+  void SetBufferWake(std::function<void()> wake);
+
+  IoOptions options_;
+  std::shared_ptr<BufferPool> pool_;
+  std::shared_ptr<BufferWaiters> waiters_;
+  std::string fallback_reason_;
+  mutable std::mutex stats_mutex_;
+  IoStats stats_;
+  double inflight_samples_sum_ = 0;
+  uint64_t inflight_samples_ = 0;
+
+ private:
+  mutable std::mutex files_mutex_;
+  std::vector<std::shared_ptr<const OpenFileEntry>> files_;
+};
+
+// Backends (read_engine_uring.cc, read_engine_pread.cc).
+Status CreateUringEngine(const IoOptions& options, std::unique_ptr<ReadEngine>* engine);
+Status CreatePreadEngine(const IoOptions& options, std::unique_ptr<ReadEngine>* engine);
+
+// The alignment O_DIRECT needs for `fd` (statx STATX_DIOALIGN, else the
+// block device's logical block size, else 4096).
+uint32_t DirectIoAlignment(int fd, const std::string& path);
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_IO_READ_ENGINE_H_
