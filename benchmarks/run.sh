@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The main job: build gpufeed, make the demo dataset, pack it, read it back,
-# and print the figures. Later issues add the loader, GPU and cache benches.
+# and compare the read engine with fio. Later issues add the loader, GPU and
+# cache benches.
 #
-#   ./benchmarks/run.sh            about 2,000 ImageNet-shaped JPEGs
-#   ./benchmarks/run.sh --quick    500 images, one pass each
+#   ./benchmarks/run.sh            about 2,000 ImageNet-shaped JPEGs, a 1 GiB raw file
+#   ./benchmarks/run.sh --quick    500 images, a 256 MiB raw file, one run per case
 #
-# Results: a table on stdout and benchmarks/results/read.json.
+# Results: tables on stdout, benchmarks/results/read.json and io.json.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${GPUFEED_BENCH_BUILD_DIR:-$ROOT/build/release}
@@ -14,16 +15,18 @@ DATA=${GPUFEED_BENCH_DATA:-$ROOT/benchmarks/data}
 RESULTS=$ROOT/benchmarks/results
 images=2000
 passes=3
+raw_size=1GiB
+quick=()
 for arg in "$@"; do
   case "$arg" in
-    --quick) images=500; passes=1 ;;
+    --quick) images=500; passes=1; raw_size=256MiB; quick=(--quick) ;;
     *) echo "unknown argument: $arg (see the header of $0)" >&2; exit 2 ;;
   esac
 done
 
 # shellcheck source=tests/deps.sh
 source "$ROOT/tests/deps.sh"
-gpufeed_install_packages
+gpufeed_install_packages fio
 echo "== build ($BUILD_DIR)"
 gpufeed_build_and_install "$ROOT" "$BUILD_DIR" "$VENV" >/dev/null
 PY=$VENV/bin/python
@@ -94,3 +97,9 @@ print(f"pack: recordio {result['pack_seconds']['recordio']:.1f} s, "
 print(f"(medians over the passes; JSON in {sys.argv[2]})")
 PYEOF
 rm -f "$results_file"
+
+echo
+echo "== read engine vs fio (io_uring and pread backends, buffered and O_DIRECT)"
+"$PY" "$ROOT/benchmarks/io_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_io_bench" \
+  --raw "$DATA/raw-$raw_size.bin" --raw-size "$raw_size" \
+  --shard "$DATA/demo-recordio-$images/part-00000.rec" --json "$RESULTS/io.json" "${quick[@]}"

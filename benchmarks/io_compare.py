@@ -1,0 +1,228 @@
+#!/usr/bin/python3
+"""The read engine against fio, on the same files, in the same run.
+
+    io_compare.py --bench build/release/benchmarks/gpufeed_io_bench \
+        --raw benchmarks/data/raw-1g.bin --shard benchmarks/data/demo-recordio-2000/part-00000.rec \
+        [--raw-size 1GiB] [--seconds 1.5] [--repeats 3] [--quick] [--json out.json]
+
+Each case runs gpufeed_io_bench and fio with matching parameters (fio's
+io_uring engine against our io_uring backend, fio psync with numjobs = N
+against our pread pool of N threads), alternating the order between repeats;
+the figures are medians over the repeats. Cold cases drop the page cache
+before every run when this runs as root (O_DIRECT cases bypass it anyway).
+The table prints MB/s, IOPS and the ratio ours/fio, and the targets of the
+read-engine issue next to the measured ratios.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+def parse_size(text):
+    units = {"k": KIB, "kib": KIB, "m": MIB, "mib": MIB, "g": 1024 * MIB, "gib": 1024 * MIB}
+    text = str(text).strip().lower()
+    for suffix, factor in sorted(units.items(), key=lambda item: -len(item[0])):
+        if text.endswith(suffix):
+            return int(float(text[: -len(suffix)]) * factor)
+    return int(text)
+
+
+def human(size):
+    return f"{size // MIB}M" if size >= MIB else f"{size // KIB}K"
+
+
+def make_raw_file(path, size):
+    """Random bytes (no filesystem can compress or dedupe them), written once."""
+    if os.path.exists(path) and os.path.getsize(path) == size:
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    print(f"writing {size / 1e9:.1f} GB of random data to {path}", flush=True)
+    chunk = os.urandom(16 * MIB)
+    with open(path + ".tmp", "wb") as out:
+        written = 0
+        while written < size:
+            piece = chunk[: min(len(chunk), size - written)]
+            # Vary the chunk so that no two blocks are equal.
+            out.write(written.to_bytes(8, "little") + piece[8:])
+            written += len(piece)
+        out.flush()
+        os.fsync(out.fileno())
+    os.rename(path + ".tmp", path)
+
+
+def can_drop_caches():
+    return os.geteuid() == 0 and os.access("/proc/sys/vm/drop_caches", os.W_OK)
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as control:
+        control.write("3\n")
+
+
+def warm(path):
+    with open(path, "rb") as source:
+        while source.read(64 * MIB):
+            pass
+
+
+def run_ours(bench, case, seconds):
+    command = [bench, "--file", case["file"], "--backend", case["backend"],
+               "--direct", "1" if case["direct"] else "0", "--pattern", case["pattern"],
+               "--bs", str(case["bs"]), "--qd", str(case["qd"]), "--seconds", str(seconds)]
+    if case["backend"] == "pread":
+        command += ["--threads", str(case["qd"])]
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    line = next(l for l in output.splitlines() if l.startswith("RESULT"))
+    values = dict(field.split("=", 1) for field in line.split()[1:])
+    return float(values["mb_per_s"]), float(values["iops"]), float(values["mean_inflight"])
+
+
+def run_fio(case, seconds):
+    psync = case["backend"] == "pread"
+    command = ["fio", "--name=gpufeed", f"--filename={case['file']}",
+               f"--rw={'randread' if case['pattern'] == 'rand' else 'read'}",
+               f"--bs={case['bs']}", f"--direct={1 if case['direct'] else 0}",
+               f"--runtime={seconds}", "--time_based", "--group_reporting",
+               "--output-format=json", f"--size={os.path.getsize(case['file'])}",
+               "--invalidate=0"]
+    if psync:
+        command += ["--ioengine=psync", f"--numjobs={case['qd']}", "--iodepth=1"]
+    else:
+        command += ["--ioengine=io_uring", f"--iodepth={case['qd']}", "--numjobs=1"]
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    job = json.loads(output[output.index("{"):])["jobs"][0]["read"]
+    return job["bw_bytes"] / 1e6, job["iops"]
+
+
+def build_cases(raw, shard, quick):
+    def case(name, backend, direct, pattern, bs, qd, cache, file=raw, target=None):
+        return dict(name=name, backend=backend, direct=direct, pattern=pattern, bs=bs, qd=qd,
+                    cache=cache, file=file, target=target)
+
+    cases = [
+        # The issue's targets.
+        case("seq 1M qd32 O_DIRECT", "io_uring", True, "seq", MIB, 32, "cold",
+             target=("bw", 0.90)),
+        case("rand 128K qd32 O_DIRECT", "io_uring", True, "rand", 128 * KIB, 32, "cold",
+             target=("bw", 0.90)),
+        case("rand 4K qd64 O_DIRECT", "io_uring", True, "rand", 4 * KIB, 64, "cold",
+             target=("iops", 0.85)),
+        case("pread x8 rand 128K O_DIRECT", "pread", True, "rand", 128 * KIB, 8, "cold",
+             target=("bw", 0.80)),
+    ]
+    if not quick:
+        for qd in (1, 8, 32, 128):
+            cases.append(case(f"rand 4K qd{qd} O_DIRECT", "io_uring", True, "rand", 4 * KIB, qd,
+                              "cold"))
+        for bs in (4 * KIB, 64 * KIB):
+            cases.append(case(f"seq {human(bs)} qd32 O_DIRECT", "io_uring", True, "seq", bs, 32,
+                              "cold"))
+        cases += [
+            case("seq 1M qd32 buffered", "io_uring", False, "seq", MIB, 32, "cold"),
+            case("seq 1M qd32 buffered", "io_uring", False, "seq", MIB, 32, "warm"),
+            case("rand 128K qd32 buffered", "io_uring", False, "rand", 128 * KIB, 32, "warm"),
+            case("pread x8 rand 128K buffered", "pread", False, "rand", 128 * KIB, 8, "warm"),
+        ]
+    if shard:
+        cases += [
+            case("shard seq 1M qd32 O_DIRECT", "io_uring", True, "seq", MIB, 32, "cold", shard),
+            case("shard rand 128K qd32 O_DIRECT", "io_uring", True, "rand", 128 * KIB, 32, "cold",
+                 shard),
+        ]
+    return cases
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bench", required=True)
+    parser.add_argument("--raw", required=True)
+    parser.add_argument("--raw-size", default="1GiB")
+    parser.add_argument("--shard", default=None)
+    parser.add_argument("--seconds", type=float, default=1.5)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    if shutil.which("fio") is None:
+        print("fio is not installed (apt-get install fio): skipping the comparison")
+        return 0
+    if args.quick:
+        args.repeats, args.seconds = 1, 1.0
+    make_raw_file(args.raw, parse_size(args.raw_size))
+    cold_possible = can_drop_caches()
+    if not cold_possible:
+        print("note: not root (or /proc/sys read-only): 'cold' buffered cases run warm")
+    cases = build_cases(args.raw, args.shard, args.quick)
+    try:
+        from tqdm import tqdm
+        progress = tqdm(total=len(cases) * args.repeats * 2, desc="io vs fio", unit="run",
+                        file=sys.stderr)
+    except ImportError:
+        progress = None
+
+    rows = []
+    for case in cases:
+        ours, theirs = [], []
+        for repeat in range(args.repeats):
+            order = ("ours", "fio") if repeat % 2 == 0 else ("fio", "ours")
+            for tool in order:
+                if case["cache"] == "cold" and cold_possible:
+                    drop_caches()
+                elif case["cache"] == "warm":
+                    warm(case["file"])
+                if tool == "ours":
+                    ours.append(run_ours(args.bench, case, args.seconds))
+                else:
+                    theirs.append(run_fio(case, args.seconds))
+                if progress:
+                    progress.update()
+        row = dict(case)
+        row["ours_mb_per_s"] = statistics.median(r[0] for r in ours)
+        row["ours_iops"] = statistics.median(r[1] for r in ours)
+        row["ours_mean_inflight"] = statistics.median(r[2] for r in ours)
+        row["fio_mb_per_s"] = statistics.median(r[0] for r in theirs)
+        row["fio_iops"] = statistics.median(r[1] for r in theirs)
+        metric = row["target"][0] if row["target"] else "bw"
+        ours_value = row["ours_iops"] if metric == "iops" else row["ours_mb_per_s"]
+        fio_value = row["fio_iops"] if metric == "iops" else row["fio_mb_per_s"]
+        row["ratio"] = ours_value / fio_value if fio_value else float("nan")
+        row["file"] = os.path.basename(row["file"])
+        rows.append(row)
+    if progress:
+        progress.close()
+
+    print()
+    print(f"{'case':<31} {'file':<16} {'cache':<5} {'ours MB/s':>10} {'fio MB/s':>9} "
+          f"{'ours IOPS':>10} {'fio IOPS':>9} {'ratio':>6}  target")
+    for row in rows:
+        target = ""
+        if row["target"]:
+            metric, wanted = row["target"]
+            verdict = "met" if row["ratio"] >= wanted else "MISSED"
+            target = f">= {wanted:.0%} of fio {'IOPS' if metric == 'iops' else 'MB/s'}: {verdict}"
+        print(f"{row['name']:<31} {row['file'][:16]:<16} {row['cache']:<5} "
+              f"{row['ours_mb_per_s']:>10.1f} {row['fio_mb_per_s']:>9.1f} "
+              f"{row['ours_iops']:>10.0f} {row['fio_iops']:>9.0f} {row['ratio']:>6.2f}  {target}")
+    print(f"(medians of {args.repeats} run(s) of {args.seconds:g} s each; io_uring cases vs fio "
+          f"--ioengine=io_uring, pread xN vs fio psync --numjobs=N)")
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as out:
+            json.dump({"cold_possible": cold_possible, "repeats": args.repeats,
+                       "seconds": args.seconds, "cases": rows,
+                       "when": time.strftime("%Y-%m-%d %H:%M:%S")}, out, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
