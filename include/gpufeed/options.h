@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace gpufeed {
 
@@ -50,6 +51,11 @@ struct IoOptions {
   // Testing hook: when nonzero, the io_uring probe fails with this errno,
   // as it would in a container that forbids io_uring.
   int fail_io_uring_probe_for_testing = 0;
+  // Testing hook (fault injection): called with the request's tag before a
+  // range read completes; a nonzero errno replaces the read's result, as if
+  // the kernel had returned it (EAGAIN, EINTR, EIO, ...). Faults that real
+  // files cannot produce on demand are tested through it.
+  std::function<int(uint64_t tag)> inject_read_error_for_testing;
 };
 
 }  // namespace gpufeed

@@ -115,6 +115,21 @@ class PreadEngine final : public ReadEngine {
     ReadBuffer buffer;
     Status status = Acquire(plan.length, &buffer);
     size_t done = 0;
+    if (status.ok() && options_.inject_read_error_for_testing) {
+      // Like a pread that fails: EAGAIN/EINTR are retried (as the pool's
+      // pread loop does), anything else fails the request.
+      for (int attempt = 0;; ++attempt) {
+        int injected = options_.inject_read_error_for_testing(pending.request.tag);
+        if (injected == 0) break;
+        if ((injected == EAGAIN || injected == EINTR) && attempt < 1000) {
+          std::lock_guard<std::mutex> lock(stats_mutex_);
+          stats_.retries += 1;
+          continue;
+        }
+        status = ErrorFor(pending, injected, "read");
+        break;
+      }
+    }
     if (status.ok()) status = PreadPlanned(pending, plan, 0, buffer.raw(), &done);
     Complete(pending, std::move(status), std::move(buffer), plan.slice_offset, done);
   }

@@ -513,6 +513,13 @@ class UringEngine final : public ReadEngine {
     void HandleRead(size_t slot, int result) {
       Op& op = ops[slot];
       PendingRequest& pending = pendings[slot];
+      if (result >= 0 && engine->options_.inject_read_error_for_testing) {
+        int injected = engine->options_.inject_read_error_for_testing(pending.request.tag);
+        if (injected != 0) {
+          result = -injected;
+          // The injected failure replaces a read that did happen: forget it.
+        }
+      }
       bool small = !pending.request.path.empty();
       const ReadPlan& plan = plans[slot];
       if (result == -EAGAIN || result == -EINTR) {

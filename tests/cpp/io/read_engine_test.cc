@@ -338,3 +338,85 @@ TEST(ReadEngineFallbackTest, DestroyingTheEngineKeepsHandedOutBuffersValid) {
 
 }  // namespace
 }  // namespace gpufeed
+
+namespace gpufeed {
+namespace {
+
+// EAGAIN, EINTR and EIO cannot be produced on demand with real files: the
+// engine's fault-injection hook stands in for the kernel there.
+class ReadEngineFaultTest : public ::testing::TestWithParam<IoBackend> {
+ protected:
+  void SetUp() override {
+    path_ = JoinPath(dir_.path(), "f");
+    bytes_ = RandomBytes(1 << 20, 5);
+    WriteBytes(path_, bytes_);
+  }
+  std::unique_ptr<ReadEngine> Make(std::function<int(uint64_t)> hook) {
+    IoOptions options;
+    options.backend = GetParam();
+    options.inject_read_error_for_testing = std::move(hook);
+    std::unique_ptr<ReadEngine> engine;
+    Status status = ReadEngine::Create(options, &engine);
+    if (!status.ok()) return nullptr;
+    return engine;
+  }
+  TempDir dir_;
+  std::string path_, bytes_;
+};
+
+TEST_P(ReadEngineFaultTest, TransientErrorsAreRetriedThenServed) {
+  std::atomic<int> calls{0};
+  auto engine = Make([&](uint64_t) { return calls++ < 2 ? EAGAIN : 0; });
+  if (!engine) GTEST_SKIP() << "backend unavailable";
+  FileId file;
+  ASSERT_TRUE(engine->OpenFile(path_, &file).ok());
+  std::vector<ReadCompletion> completions;
+  ASSERT_TRUE(engine->ReadAll({{file, 100, 5000}}, &completions).ok());
+  ASSERT_TRUE(completions[0].status.ok()) << completions[0].status.ToString();
+  EXPECT_EQ(std::string(completions[0].buffer.data(), completions[0].buffer.size()),
+            bytes_.substr(100, 5000));
+  EXPECT_GE(engine->stats().retries, 2u);
+}
+
+TEST_P(ReadEngineFaultTest, PersistentEagainEndsInPreadFallback) {
+  if (GetParam() != IoBackend::kIoUring) GTEST_SKIP() << "the pool retries pread itself";
+  auto engine = Make([](uint64_t) { return EINTR; });
+  if (!engine) GTEST_SKIP() << "io_uring unavailable";
+  FileId file;
+  ASSERT_TRUE(engine->OpenFile(path_, &file).ok());
+  std::vector<ReadCompletion> completions;
+  ASSERT_TRUE(engine->ReadAll({{file, 7, 300000}}, &completions).ok());
+  ASSERT_TRUE(completions[0].status.ok()) << completions[0].status.ToString();
+  EXPECT_EQ(std::string(completions[0].buffer.data(), completions[0].buffer.size()),
+            bytes_.substr(7, 300000));
+  EXPECT_EQ(engine->stats().pread_fallbacks, 1u);
+  EXPECT_EQ(engine->stats().retries, 3u);
+}
+
+TEST_P(ReadEngineFaultTest, EioIsAStatusNamingFileOffsetLengthAndErrno) {
+  auto engine = Make([](uint64_t tag) { return tag == 1 ? EIO : 0; });
+  if (!engine) GTEST_SKIP() << "backend unavailable";
+  FileId file;
+  ASSERT_TRUE(engine->OpenFile(path_, &file).ok());
+  std::vector<ReadCompletion> completions;
+  ASSERT_TRUE(engine->ReadAll({{file, 0, 10}, {file, 4096, 8192}, {file, 10, 10}}, &completions).ok());
+  EXPECT_TRUE(completions[0].status.ok());
+  EXPECT_TRUE(completions[2].status.ok());
+  const Status& status = completions[1].status;
+  EXPECT_TRUE(status.IsIOError()) << status.ToString();
+  for (const char* needle : {"/f", "offset 4096", "8192 bytes", "Input/output error"}) {
+    EXPECT_NE(status.message().find(needle), std::string::npos) << status.ToString();
+  }
+  completions.clear();
+  EXPECT_EQ(engine->pool()->buffers_outstanding(), 0u);
+  EXPECT_EQ(engine->stats().errors, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ReadEngineFaultTest,
+                         ::testing::Values(IoBackend::kIoUring, IoBackend::kPread),
+                         [](const auto& info) {
+                           return info.param == IoBackend::kIoUring ? "IoUring" : "Pread";
+                         });
+
+}  // namespace
+}  // namespace gpufeed
