@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   int queue_depth = 32, threads = 0;
   double seconds = 3;
   uint32_t seed = 1;
+  bool register_buffers = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--file") file = value;
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
     else if (flag == "--qd") queue_depth = std::atoi(value.c_str());
     else if (flag == "--threads") threads = std::atoi(value.c_str());
     else if (flag == "--seconds") seconds = std::atof(value.c_str());
+    else if (flag == "--register") register_buffers = value == "1";
     else if (flag == "--seed") seed = static_cast<uint32_t>(std::atoi(value.c_str()));
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
@@ -53,6 +55,8 @@ int main(int argc, char** argv) {
   options.direct_io = direct;
   options.queue_depth = queue_depth;
   options.threads = threads;
+  options.register_buffers = register_buffers;
+  options.register_files = register_buffers;
   options.inflight_bytes = std::max<uint64_t>(64ull << 20, block * (queue_depth + 2) + (1 << 20));
   std::unique_ptr<ReadEngine> engine;
   Status status = ReadEngine::Create(options, &engine);

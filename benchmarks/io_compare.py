@@ -152,6 +152,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--cold", action="store_true",
+                        help="drop the page cache before every run, warm cases included")
     args = parser.parse_args()
     if shutil.which("fio") is None:
         print("fio is not installed (apt-get install fio): skipping the comparison")
@@ -165,15 +167,20 @@ def main():
     cases = build_cases(args.raw, args.shard, args.quick)
     try:
         from tqdm import tqdm
-        progress = tqdm(total=len(cases) * args.repeats * 2, desc="io vs fio", unit="run",
+        progress = tqdm(total=sum(args.repeats if args.quick or not c["target"]
+                                  else max(args.repeats, 5) for c in cases) * 2, desc="io vs fio", unit="run",
                         file=sys.stderr)
     except ImportError:
         progress = None
 
     rows = []
     for case in cases:
+        if args.cold:
+            case["cache"] = "cold"
         ours, theirs = [], []
-        for repeat in range(args.repeats):
+        # The targets get more runs: this is where a verdict hangs on a median.
+        repeats = args.repeats if args.quick or not case["target"] else max(args.repeats, 5)
+        for repeat in range(repeats):
             order = ("ours", "fio") if repeat % 2 == 0 else ("fio", "ours")
             for tool in order:
                 if case["cache"] == "cold" and cold_possible:
@@ -187,6 +194,7 @@ def main():
                 if progress:
                     progress.update()
         row = dict(case)
+        row["repeats"] = repeats
         row["ours_mb_per_s"] = statistics.median(r[0] for r in ours)
         row["ours_iops"] = statistics.median(r[1] for r in ours)
         row["ours_mean_inflight"] = statistics.median(r[2] for r in ours)
@@ -213,8 +221,9 @@ def main():
         print(f"{row['name']:<31} {row['file'][:16]:<16} {row['cache']:<5} "
               f"{row['ours_mb_per_s']:>10.1f} {row['fio_mb_per_s']:>9.1f} "
               f"{row['ours_iops']:>10.0f} {row['fio_iops']:>9.0f} {row['ratio']:>6.2f}  {target}")
-    print(f"(medians of {args.repeats} run(s) of {args.seconds:g} s each; io_uring cases vs fio "
-          f"--ioengine=io_uring, pread xN vs fio psync --numjobs=N)")
+    print(f"(medians of {args.repeats} run(s) of {args.seconds:g} s each, target cases "
+          f"{args.repeats if args.quick else max(args.repeats, 5)}, alternating which tool goes first; "
+          f"io_uring cases vs fio --ioengine=io_uring, pread xN vs fio psync --numjobs=N)")
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as out:

@@ -49,11 +49,18 @@ class PreadEngine final : public ReadEngine {
 
  protected:
   void Enqueue(std::vector<PendingRequest> requests) override {
+    size_t count = requests.size();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (PendingRequest& request : requests) queue_.push_back(std::move(request));
     }
-    work_available_.notify_all();
+    // Wake as many workers as there are new requests: waking all of them for
+    // one request only makes them fight over the lock (a thundering herd).
+    if (count >= workers_.size()) {
+      work_available_.notify_all();
+    } else {
+      for (size_t i = 0; i < count; ++i) work_available_.notify_one();
+    }
   }
 
  private:
