@@ -1,0 +1,113 @@
+#include "pipeline/sampler.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+namespace gpufeed {
+
+namespace {
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+constexpr uint64_t kEpochSalt = 0x6770756665656400ull;  // "gpufeed\0"
+
+uint64_t Mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+template <typename It>
+void Shuffle(It begin, It end, SampleRng* rng) {
+  uint64_t length = static_cast<uint64_t>(end - begin);
+  for (uint64_t i = length; i > 1; --i) {
+    uint64_t j = rng->Bounded(i);
+    std::swap(begin[i - 1], begin[j]);
+  }
+}
+}  // namespace
+
+uint64_t SplitMix64(uint64_t value) { return Mix(value + kGolden); }
+
+SampleRng::SampleRng(uint64_t seed, uint64_t epoch)
+    : state_(SplitMix64(seed) ^ SplitMix64(epoch ^ kEpochSalt)) {}
+
+uint64_t SampleRng::Next() {
+  state_ += kGolden;
+  return Mix(state_);
+}
+
+uint64_t SampleRng::Bounded(uint64_t bound) {
+  // Lemire, "Fast Random Integer Generation in an Interval" (2019).
+  unsigned __int128 product = static_cast<unsigned __int128>(Next()) * bound;
+  uint64_t low = static_cast<uint64_t>(product);
+  if (low < bound) {
+    uint64_t threshold = (0 - bound) % bound;
+    while (low < threshold) {
+      product = static_cast<unsigned __int128>(Next()) * bound;
+      low = static_cast<uint64_t>(product);
+    }
+  }
+  return static_cast<uint64_t>(product >> 64);
+}
+
+std::vector<uint64_t> EpochOrder(const std::vector<uint64_t>& shard_sizes,
+                                 const SamplerOptions& options, uint64_t epoch) {
+  uint64_t total = std::accumulate(shard_sizes.begin(), shard_sizes.end(), uint64_t{0});
+  std::vector<uint64_t> order;
+  order.reserve(total);
+  SampleRng rng(options.seed, epoch);
+  if (options.shuffle == ShuffleMode::kBlock && shard_sizes.size() > 0) {
+    std::vector<uint64_t> first(shard_sizes.size());
+    std::exclusive_scan(shard_sizes.begin(), shard_sizes.end(), first.begin(), uint64_t{0});
+    std::vector<uint64_t> shards(shard_sizes.size());
+    std::iota(shards.begin(), shards.end(), uint64_t{0});
+    Shuffle(shards.begin(), shards.end(), &rng);
+    uint64_t window = std::max<uint32_t>(1, options.window_shards);
+    for (size_t begin = 0; begin < shards.size(); begin += window) {
+      size_t window_start = order.size();
+      for (size_t k = begin; k < std::min<size_t>(shards.size(), begin + window); ++k) {
+        for (uint64_t i = 0; i < shard_sizes[shards[k]]; ++i) order.push_back(first[shards[k]] + i);
+      }
+      Shuffle(order.begin() + window_start, order.end(), &rng);
+    }
+    return order;
+  }
+  order.resize(total);
+  std::iota(order.begin(), order.end(), uint64_t{0});
+  if (options.shuffle == ShuffleMode::kGlobal) Shuffle(order.begin(), order.end(), &rng);
+  return order;
+}
+
+uint64_t SamplesPerRank(uint64_t remaining, const SamplerOptions& options) {
+  uint64_t world = std::max<uint32_t>(1, options.world_size);
+  if (options.drop_last) {
+    uint64_t per_rank = remaining / world;
+    uint64_t batch = std::max<uint32_t>(1, options.batch_size);
+    return per_rank / batch * batch;
+  }
+  return (remaining + world - 1) / world;
+}
+
+Status RankSamples(const std::vector<uint64_t>& epoch_order, uint64_t start,
+                   const SamplerOptions& options, std::vector<uint64_t>* samples) {
+  if (options.world_size == 0 || options.rank >= options.world_size) {
+    return Status::InvalidArgument("rank " + std::to_string(options.rank) +
+                                   " is not below world_size " +
+                                   std::to_string(options.world_size));
+  }
+  if (options.batch_size == 0) return Status::InvalidArgument("batch_size must be positive");
+  samples->clear();
+  uint64_t size = epoch_order.size();
+  if (start >= size) return Status::OK();
+  uint64_t remaining = size - start;
+  uint64_t per_rank = SamplesPerRank(remaining, options);
+  samples->reserve(per_rank);
+  for (uint64_t j = 0; j < per_rank; ++j) {
+    uint64_t position = options.rank + j * options.world_size;
+    // Padding wraps around the remaining positions, as DistributedSampler.
+    samples->push_back(epoch_order[start + position % remaining]);
+  }
+  return Status::OK();
+}
+
+}  // namespace gpufeed

@@ -1,0 +1,95 @@
+// Sampler: the order in which an epoch visits the samples, split across the
+// ranks of a distributed job, resumable from "samples consumed".
+//
+// The order depends only on (seed, epoch, shuffle settings, shard sizes):
+// the same on every machine, compiler and thread count. The generator is
+// specified exactly (docs/sampler.md) so other tools can reproduce it:
+//
+//   splitmix64(x): x += 0x9E3779B97F4A7C15; z = x;
+//                  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9;
+//                  z = (z ^ (z >> 27)) * 0x94D049BB133111EB; return z ^ (z >> 31)
+//   stream state  = splitmix64(seed) ^ splitmix64(epoch ^ 0x6770756665656400 /* "gpufeed\0" */)
+//   next()        = splitmix64 step on the state (state += golden; mix; return)
+//   bounded(n)    = Lemire's multiply-shift with rejection: unbiased in [0, n)
+//   shuffle(a)    = for i = len-1 .. 1: swap(a[i], a[bounded(i + 1)])
+//
+// Shuffle modes:
+//   kNone    samples in storage order.
+//   kGlobal  one Fisher-Yates permutation of all sample ids.
+//   kBlock   the shard order is shuffled, then samples are shuffled within
+//            windows of `window_shards` consecutive shards of that order:
+//            reads stay within a few shards at a time (spinning disks,
+//            object stores, a cache smaller than the dataset).
+//
+// Distributed split (as torch's DistributedSampler): rank r of w takes
+// positions r, r + w, r + 2w, ... of the epoch order (from `start`, the
+// samples already consumed). Without drop_last the remaining positions are
+// padded by wrapping around to a multiple of w, so every rank gets the same
+// count; with drop_last the tail is dropped instead, down to whole batches.
+//
+// Thread safety: a Sampler is immutable after construction.
+#ifndef GPUFEED_PIPELINE_SAMPLER_H_
+#define GPUFEED_PIPELINE_SAMPLER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "gpufeed/status.h"
+
+namespace gpufeed {
+
+enum class ShuffleMode : int { kNone = 0, kGlobal = 1, kBlock = 2 };
+
+struct SamplerOptions {
+  ShuffleMode shuffle = ShuffleMode::kGlobal;
+  uint64_t seed = 0;
+  // kBlock: shards shuffled together in one window.
+  uint32_t window_shards = 4;
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+  uint32_t batch_size = 1;
+  bool drop_last = false;
+};
+
+// Where an epoch stands: enough to continue exactly, with any world size.
+struct SamplerState {
+  uint64_t seed = 0;
+  uint64_t epoch = 0;
+  // Positions of the epoch order consumed by all ranks together.
+  uint64_t consumed = 0;
+  ShuffleMode shuffle = ShuffleMode::kGlobal;
+  uint32_t window_shards = 4;
+};
+
+// The deterministic generator described above.
+class SampleRng {
+ public:
+  SampleRng(uint64_t seed, uint64_t epoch);
+  uint64_t Next();
+  // Uniform in [0, bound). REQUIRES: bound > 0.
+  uint64_t Bounded(uint64_t bound);
+
+ private:
+  uint64_t state_;
+};
+
+uint64_t SplitMix64(uint64_t value);
+
+// The epoch order of all samples (before the rank split).
+// `shard_sizes` gives the samples per shard in storage order (kBlock uses
+// it; the other modes only need the total).
+std::vector<uint64_t> EpochOrder(const std::vector<uint64_t>& shard_sizes,
+                                 const SamplerOptions& options, uint64_t epoch);
+
+// This rank's samples for the rest of an epoch: positions start, start + w,
+// ... of the padded (or trimmed) remaining order. InvalidArgument for
+// rank >= world_size, world_size 0 or batch_size 0.
+Status RankSamples(const std::vector<uint64_t>& epoch_order, uint64_t start,
+                   const SamplerOptions& options, std::vector<uint64_t>* samples);
+
+// Samples each rank gets for the rest of the epoch (equal on all ranks).
+uint64_t SamplesPerRank(uint64_t remaining, const SamplerOptions& options);
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_PIPELINE_SAMPLER_H_
