@@ -36,10 +36,7 @@ class CaffeLmdbDataset final : public DatasetBase {
   uint64_t size() const override { return key_ends_.size(); }
 
   Status Read(uint64_t index, Record* record) const override {
-    if (index >= key_ends_.size()) {
-      return Status::OutOfRange("sample " + std::to_string(index) + " is past the end of " +
-                                path_ + " (" + std::to_string(key_ends_.size()) + " samples)");
-    }
+    GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
     size_t begin = index == 0 ? 0 : key_ends_[index - 1];
     std::string_view key(key_blob_.data() + begin, key_ends_[index] - begin);
     thread_local std::string value;

@@ -19,6 +19,13 @@ namespace gpufeed {
 class DatasetBase : public Dataset {
  protected:
   using Dataset::Dataset;
+
+  // OutOfRange naming the index, the dataset and its size.
+  Status CheckIndex(uint64_t index) const {
+    if (index < size()) return Status::OK();
+    return Status::OutOfRange("sample " + std::to_string(index) + " is past the end of " + path_ +
+                              " (" + std::to_string(size()) + " samples)");
+  }
 };
 
 struct RecordIOShardSpec {

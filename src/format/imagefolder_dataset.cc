@@ -59,10 +59,7 @@ class ImageFolderDataset final : public DatasetBase {
   uint64_t size() const override { return entries_.size(); }
 
   Status Read(uint64_t index, Record* record) const override {
-    if (index >= entries_.size()) {
-      return Status::OutOfRange("sample " + std::to_string(index) + " is past the end of " +
-                                path_ + " (" + std::to_string(entries_.size()) + " samples)");
-    }
+    GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
     const ImageFolderEntry& entry = entries_[index];
     std::string file = JoinPath(path_, entry.relative_path);
     Status status = ReadFileToString(file, &record->data);

@@ -98,10 +98,7 @@ Status RecordIODataset::AddShard(const RecordIOShardSpec& spec) {
 }
 
 Status RecordIODataset::Read(uint64_t index, Record* record) const {
-  if (index >= total_) {
-    return Status::OutOfRange("sample " + std::to_string(index) + " is past the end of " + path_ +
-                              " (" + std::to_string(total_) + " samples)");
-  }
+  GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
   size_t shard_index =
       std::upper_bound(first_records_.begin(), first_records_.end(), index) -
       first_records_.begin() - 1;
