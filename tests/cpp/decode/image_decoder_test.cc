@@ -1,0 +1,205 @@
+// Image decoding: region and DCT-scaled decodes against full decodes of the
+// same real JPEGs (encoded here with libjpeg), PNG, color spaces, bad input.
+#include "decode/image_decoder.h"
+
+#include <gtest/gtest.h>
+#include <png.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include <jpeglib.h>
+
+namespace gpufeed {
+namespace {
+
+// A photographic-ish test image: gradients, texture and noise.
+std::vector<uint8_t> MakePixels(int width, int height, int channels, uint32_t seed) {
+  std::mt19937 generator(seed);
+  std::vector<uint8_t> pixels(static_cast<size_t>(width) * height * channels);
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      for (int c = 0; c < channels; ++c) {
+        double value = 128 + 60 * std::sin(x * 0.05 + c) + 40 * std::cos(y * 0.07 * (c + 1)) +
+                       static_cast<int>(generator() % 20) - 10;
+        pixels[(static_cast<size_t>(y) * width + x) * channels + c] =
+            static_cast<uint8_t>(std::clamp(value, 0.0, 255.0));
+      }
+    }
+  }
+  return pixels;
+}
+
+std::string EncodeJpeg(int width, int height, J_COLOR_SPACE space, int quality = 90) {
+  int channels = space == JCS_GRAYSCALE ? 1 : space == JCS_CMYK ? 4 : 3;
+  std::vector<uint8_t> pixels = MakePixels(width, height, channels, 1);
+  jpeg_compress_struct info;
+  jpeg_error_mgr error;
+  info.err = jpeg_std_error(&error);
+  jpeg_create_compress(&info);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&info, &buffer, &size);
+  info.image_width = width;
+  info.image_height = height;
+  info.input_components = channels;
+  info.in_color_space = space;
+  jpeg_set_defaults(&info);
+  jpeg_set_quality(&info, quality, TRUE);
+  jpeg_start_compress(&info, TRUE);
+  for (int y = 0; y < height; ++y) {
+    JSAMPROW row = pixels.data() + static_cast<size_t>(y) * width * channels;
+    jpeg_write_scanlines(&info, &row, 1);
+  }
+  jpeg_finish_compress(&info);
+  std::string out(reinterpret_cast<char*>(buffer), size);
+  jpeg_destroy_compress(&info);
+  free(buffer);
+  return out;
+}
+
+const uint8_t* Bytes(const std::string& s) { return reinterpret_cast<const uint8_t*>(s.data()); }
+
+Image Decode(const std::string& data, CropRect crop = {}, int min_w = 0, int min_h = 0,
+             int* denominator = nullptr) {
+  Image image;
+  Status status = DecodeRegion(Bytes(data), data.size(), crop, min_w, min_h, &image, denominator);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  return image;
+}
+
+TEST(ImageDecoderTest, HeaderAndFullDecode) {
+  std::string jpeg = EncodeJpeg(500, 375, JCS_RGB);
+  ImageHeader header;
+  ASSERT_TRUE(ReadImageHeader(Bytes(jpeg), jpeg.size(), &header).ok());
+  EXPECT_EQ(header.format, ImageFormat::kJpeg);
+  EXPECT_EQ(header.width, 500);
+  EXPECT_EQ(header.height, 375);
+  Image full = Decode(jpeg);
+  EXPECT_EQ(full.width, 500);
+  EXPECT_EQ(full.height, 375);
+  // Close to the source pixels (quality 90).
+  std::vector<uint8_t> source = MakePixels(500, 375, 3, 1);
+  double error = 0;
+  for (size_t i = 0; i < source.size(); ++i) error += std::abs(source[i] - full.pixels[i]);
+  EXPECT_LT(error / source.size(), 6.0);
+}
+
+TEST(ImageDecoderTest, RegionDecodeMatchesTheSameRegionOfAFullDecode) {
+  std::string jpeg = EncodeJpeg(500, 375, JCS_RGB);
+  Image full = Decode(jpeg);
+  for (CropRect crop : {CropRect{0, 0, 224, 224}, CropRect{37, 91, 301, 200},
+                        CropRect{499, 374, 1, 1}, CropRect{250, 10, 250, 365}}) {
+    Image region = Decode(jpeg, crop);
+    ASSERT_EQ(region.width, crop.width);
+    ASSERT_EQ(region.height, crop.height);
+    int worst = 0;
+    for (int y = 0; y < crop.height; ++y) {
+      for (int x = 0; x < crop.width * 3; ++x) {
+        worst = std::max(worst, std::abs(region.row(y)[x] - full.row(crop.y + y)[crop.x * 3 + x]));
+      }
+    }
+    // Chroma upsampling near the cut may differ by a few levels at most.
+    EXPECT_LE(worst, 6) << crop.x << "," << crop.y;
+  }
+}
+
+TEST(ImageDecoderTest, DctScalingPicksTheLargestFactorThatKeepsTheSize) {
+  std::string jpeg = EncodeJpeg(640, 480, JCS_RGB);
+  int denominator = 0;
+  Image quarter = Decode(jpeg, {0, 0, 640, 480}, 150, 110, &denominator);
+  EXPECT_EQ(denominator, 4);
+  EXPECT_EQ(quarter.width, 160);
+  EXPECT_EQ(quarter.height, 120);
+  Decode(jpeg, {0, 0, 640, 480}, 224, 224, &denominator);
+  EXPECT_EQ(denominator, 2);
+  Decode(jpeg, {100, 100, 300, 300}, 224, 224, &denominator);
+  EXPECT_EQ(denominator, 1);
+  Image eighth = Decode(jpeg, {0, 0, 640, 480}, 16, 16, &denominator);
+  EXPECT_EQ(denominator, 8);
+  // Scaled pixels approximate a box average of the full decode.
+  Image full = Decode(jpeg);
+  double error = 0;
+  for (int y = 0; y < quarter.height; ++y) {
+    for (int x = 0; x < quarter.width; ++x) {
+      for (int c = 0; c < 3; ++c) {
+        double sum = 0;
+        for (int dy = 0; dy < 4; ++dy)
+          for (int dx = 0; dx < 4; ++dx) sum += full.row(y * 4 + dy)[(x * 4 + dx) * 3 + c];
+        error += std::abs(sum / 16 - quarter.row(y)[x * 3 + c]);
+      }
+    }
+  }
+  EXPECT_LT(error / (quarter.width * quarter.height * 3), 4.0);
+}
+
+TEST(ImageDecoderTest, GrayscaleAndCmykBecomeRgb) {
+  std::string gray = EncodeJpeg(120, 80, JCS_GRAYSCALE);
+  Image image = Decode(gray);
+  ASSERT_EQ(image.pixels.size(), 120u * 80 * 3);
+  for (size_t i = 0; i < image.pixels.size(); i += 3) {
+    ASSERT_EQ(image.pixels[i], image.pixels[i + 1]);
+    ASSERT_EQ(image.pixels[i], image.pixels[i + 2]);
+  }
+  std::string cmyk = EncodeJpeg(64, 48, JCS_CMYK);
+  image = Decode(cmyk, {8, 8, 16, 16});
+  EXPECT_EQ(image.width, 16);
+  EXPECT_EQ(image.pixels.size(), 16u * 16 * 3);
+}
+
+TEST(ImageDecoderTest, PngCropIsExact) {
+  std::vector<uint8_t> pixels = MakePixels(90, 70, 4, 3);  // RGBA
+  png_image image;
+  std::memset(&image, 0, sizeof(image));
+  image.version = PNG_IMAGE_VERSION;
+  image.width = 90;
+  image.height = 70;
+  image.format = PNG_FORMAT_RGBA;
+  png_alloc_size_t size = 0;
+  ASSERT_TRUE(png_image_write_to_memory(&image, nullptr, &size, 0, pixels.data(), 0, nullptr));
+  std::string png(size, '\0');
+  ASSERT_TRUE(png_image_write_to_memory(&image, png.data(), &size, 0, pixels.data(), 0, nullptr));
+  png.resize(size);
+  Image full = Decode(png);
+  ASSERT_EQ(full.width, 90);
+  Image crop = Decode(png, {10, 20, 30, 40});
+  ASSERT_EQ(crop.width, 30);
+  ASSERT_EQ(crop.height, 40);
+  for (int y = 0; y < 40; ++y) {
+    ASSERT_EQ(std::memcmp(crop.row(y), full.row(20 + y) + 30, 90), 0);
+  }
+}
+
+TEST(ImageDecoderTest, BadInputIsAnErrorNeverACrash) {
+  std::string jpeg = EncodeJpeg(300, 200, JCS_RGB);
+  Image image;
+  // Truncated in the middle of the entropy-coded data.
+  std::string truncated = jpeg.substr(0, jpeg.size() / 2);
+  Status status = DecodeRegion(Bytes(truncated), truncated.size(), {}, 0, 0, &image);
+  EXPECT_TRUE(status.IsCorruption()) << status.ToString();
+  EXPECT_NE(status.message().find("truncated"), std::string::npos) << status.ToString();
+  // Garbage after a JPEG signature.
+  std::string garbage = "\xFF\xD8\xFF" + std::string(100, '\x42');
+  status = DecodeRegion(Bytes(garbage), garbage.size(), {}, 0, 0, &image);
+  EXPECT_TRUE(status.IsCorruption()) << status.ToString();
+  // Not an image.
+  status = DecodeRegion(Bytes(std::string("hello")), 5, {}, 0, 0, &image);
+  EXPECT_TRUE(status.IsNotSupported());
+  // A header declaring 60000 x 60000 pixels is refused before allocating.
+  std::string bomb = jpeg;
+  size_t sof = bomb.find("\xFF\xC0");
+  ASSERT_NE(sof, std::string::npos);
+  bomb[sof + 5] = static_cast<char>(0xEA);  // height 0xEA60 = 60000
+  bomb[sof + 6] = static_cast<char>(0x60);
+  bomb[sof + 7] = static_cast<char>(0xEA);  // width 60000
+  bomb[sof + 8] = static_cast<char>(0x60);
+  status = DecodeRegion(Bytes(bomb), bomb.size(), {}, 0, 0, &image);
+  EXPECT_TRUE(status.IsCorruption()) << status.ToString();
+  EXPECT_NE(status.message().find("3600000000 pixels"), std::string::npos) << status.ToString();
+}
+
+}  // namespace
+}  // namespace gpufeed
