@@ -43,4 +43,5 @@ PYBIND11_MODULE(_core, module) {
     return out;
   });
   gpufeed::python::BindDataset(module);
+  gpufeed::python::BindTransform(module);
 }

@@ -1,0 +1,87 @@
+// Image transforms of the decode pool, torchvision's semantics:
+//
+//   train:  RandomResizedCrop(size, scale, ratio) + RandomHorizontalFlip(p=0.5)
+//   eval:   Resize(shorter side = round(size / 0.875)) + CenterCrop(size)
+//   then:   ToTensor (x / 255) + Normalize(mean, std), or uint8 as is,
+//           written as NCHW or NHWC, float32 / float16 / bfloat16 / uint8.
+//
+// Random parameters come from (seed, epoch, sample id) only, so a sample's
+// output does not depend on thread count or timing. The crop is decoded as
+// a region (DCT-scaled when much larger than the output, image_decoder.h)
+// and resampled with PIL's antialiased bilinear filter over the exact,
+// fractional source box.
+#ifndef GPUFEED_DECODE_TRANSFORM_H_
+#define GPUFEED_DECODE_TRANSFORM_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "decode/image_decoder.h"
+#include "gpufeed/status.h"
+
+namespace gpufeed {
+
+enum class OutputDtype : int { kUint8 = 0, kFloat32 = 1, kFloat16 = 2, kBfloat16 = 3 };
+enum class OutputLayout : int { kNCHW = 0, kNHWC = 1 };
+
+size_t DtypeSize(OutputDtype dtype);
+
+struct ImageTransformOptions {
+  int size = 224;
+  bool train = true;
+  double scale_min = 0.08, scale_max = 1.0;
+  double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
+  bool flip = true;
+  // Eval: the shorter side is resized to round(size / crop_fraction).
+  double crop_fraction = 0.875;
+  float mean[3] = {0.485f, 0.456f, 0.406f};
+  float std[3] = {0.229f, 0.224f, 0.225f};
+  OutputDtype dtype = OutputDtype::kFloat32;
+  OutputLayout layout = OutputLayout::kNCHW;
+  // Refuse images whose header declares more pixels (PIL's default bomb limit).
+  uint64_t max_pixels = 178956970;
+};
+
+// The parameters drawn for one sample, in source pixels: reported so that
+// tests (and users) can reproduce a sample with torchvision.
+struct CropParameters {
+  double x = 0, y = 0, width = 0, height = 0;
+  bool flip = false;
+};
+
+// torchvision.transforms.RandomResizedCrop.get_params with gpufeed's
+// generator: 10 attempts, then the central fallback.
+CropParameters RandomResizedCropParameters(int width, int height,
+                                           const ImageTransformOptions& options, uint64_t seed,
+                                           uint64_t epoch, uint64_t sample_id);
+// Resize(round(size / crop_fraction)) + CenterCrop(size), as a source box.
+CropParameters CenterCropParameters(int width, int height, const ImageTransformOptions& options);
+
+// Decodes `data`, applies the transform and writes size x size x 3 values
+// of options.dtype at `destination` in options.layout. *parameters
+// (optional) gets what was drawn. Reuses `scratch` between calls.
+struct TransformScratch {
+  Image decoded;
+  Image horizontal;  // after the horizontal pass
+  Image resized;     // size x size
+};
+Status TransformImage(const uint8_t* data, size_t size, const ImageTransformOptions& options,
+                      uint64_t seed, uint64_t epoch, uint64_t sample_id, void* destination,
+                      TransformScratch* scratch, CropParameters* parameters = nullptr);
+
+// The same from already-decoded RGB HWC pixels (raw Caffe Datum records).
+Status TransformDecoded(const Image& image, const ImageTransformOptions& options, uint64_t seed,
+                        uint64_t epoch, uint64_t sample_id, void* destination,
+                        TransformScratch* scratch, CropParameters* parameters = nullptr);
+
+// PIL's Image.resize(size, BILINEAR, box) for 8-bit RGB: antialiased (the
+// filter widens when downscaling), horizontal pass then vertical pass, 22-bit
+// fixed-point weights, rounding to uint8 after each pass, as
+// libImaging/Resample.c does, so outputs match PIL's bit for bit.
+void ResampleBilinear(const Image& source, double box_x0, double box_y0, double box_x1,
+                      double box_y1, int out_width, int out_height, Image* output,
+                      Image* horizontal);
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_DECODE_TRANSFORM_H_
