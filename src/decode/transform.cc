@@ -302,8 +302,10 @@ Status TransformImage(const uint8_t* data, size_t size, const ImageTransformOpti
   region.y = std::max(0, static_cast<int>(std::floor(crop.y)) - margin_y);
   region.width = std::min(header.width, static_cast<int>(std::ceil(crop.x + crop.width)) + margin_x) - region.x;
   region.height = std::min(header.height, static_cast<int>(std::ceil(crop.y + crop.height)) + margin_y) - region.y;
-  int wanted_w = static_cast<int>(std::ceil(options.size * region.width / crop.width));
-  int wanted_h = static_cast<int>(std::ceil(options.size * region.height / crop.height));
+  // Scale in the DCT domain only while the rest of the way is still at least a
+  // 2x antialiased downscale: keeps results close to PIL (mean error < 2 levels).
+  int wanted_w = static_cast<int>(std::ceil(2.0 * options.size * region.width / crop.width));
+  int wanted_h = static_cast<int>(std::ceil(2.0 * options.size * region.height / crop.height));
   int denominator = 1;
   GPUFEED_RETURN_IF_ERROR(DecodeRegion(data, size, region, wanted_w, wanted_h, &scratch->decoded,
                                        &denominator, options.max_pixels));

@@ -3,9 +3,10 @@ the same crop parameters (the loader reports what it drew).
 
 Tolerances: evaluation (Resize + CenterCrop) decodes only the needed region
 of the JPEG, whose chroma upsampling at the cut can differ from a full decode
-by a few levels; training crops that are at least twice the output size are
-decoded with libjpeg-turbo's DCT scaling (1/2, 1/4, 1/8) instead of being
-resampled from full resolution, a different (equally valid) low-pass filter.
+by a few levels; training crops that are at least four times the output size are
+decoded with libjpeg-turbo's DCT scaling (1/2, 1/4, 1/8) down to no less than
+twice the output, then resampled: a slightly different low-pass filter (mean
+difference measured at 2.4 levels of 255 at worst on 1600x1200 images).
 Resampling itself reproduces PIL's fixed-point bilinear filter exactly: on a
 PNG (no JPEG decode differences) the outputs are bit-identical.
 """
@@ -80,8 +81,11 @@ def test_eval_transform_matches_torchvision_resize_center_crop():
         assert np.percentile(diff, 99) <= 6, (width, height)
 
 
-def test_train_crops_match_torchvision_on_the_drawn_parameters():
-    data = encode(photo(500, 375, 7))
+@pytest.mark.parametrize("width,height,limit", [(500, 375, 0.5), (1600, 1200, 3.0)])
+def test_train_crops_match_torchvision_on_the_drawn_parameters(width, height, limit):
+    # 500x375: crops are decoded at full scale (bit-exact in practice);
+    # 1600x1200: large crops go through DCT scaling first.
+    data = encode(photo(width, height, 7))
     image = PIL.open(io.BytesIO(data)).convert("RGB")
     worst = 0.0
     for sample in range(40):
@@ -89,7 +93,7 @@ def test_train_crops_match_torchvision_on_the_drawn_parameters():
         reference = torchvision_crop(image, crop)
         mean_diff = np.abs(got.astype(int) - reference.astype(int)).mean()
         worst = max(worst, mean_diff)
-    assert worst < 3.0, worst
+    assert worst < limit, worst
 
 
 def test_crop_parameters_follow_torchvision_rules():
