@@ -66,6 +66,9 @@ struct Record {
   std::vector<int64_t> shape;
   // False only for raw Caffe Datum pixels.
   bool encoded = true;
+  // Where the bytes came from, for error messages: "<file> at byte offset N"
+  // (RecordIO), "<dir>/data.mdb, key K" (LMDB), or the file (ImageFolder).
+  std::string source;
 };
 
 // One file (RecordIO) or environment (LMDB) of a dataset.

@@ -58,6 +58,46 @@ struct IoOptions {
   std::function<int(uint64_t tag)> inject_read_error_for_testing;
 };
 
+enum class ShuffleMode : int {
+  kNone = 0,    // storage order
+  kGlobal = 1,  // one permutation of all samples: the best statistics, random reads
+  kBlock = 2,   // shuffle shards, then samples within windows of shards: mostly sequential reads
+};
+
+enum class OutputDtype : int { kUint8 = 0, kFloat32 = 1, kFloat16 = 2, kBfloat16 = 3 };
+enum class OutputLayout : int { kNCHW = 0, kNHWC = 1 };
+
+// The image transform of the decode pool (torchvision semantics).
+struct ImageTransformOptions {
+  // Output is size x size x 3.
+  int size = 224;
+  // true: RandomResizedCrop(size, scale, ratio) + horizontal flip (p = 0.5);
+  // false: Resize(shorter side = round(size / crop_fraction)) + CenterCrop(size).
+  bool train = true;
+  double scale_min = 0.08, scale_max = 1.0;
+  double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
+  bool flip = true;
+  double crop_fraction = 0.875;
+  // Float outputs: (x / 255 - mean) / std, as ToTensor + Normalize.
+  float mean[3] = {0.485f, 0.456f, 0.406f};
+  float std[3] = {0.229f, 0.224f, 0.225f};
+  // uint8 is 4x fewer bytes per batch (normalize on the GPU later); float32
+  // is what torchvision's pipeline hands a model.
+  OutputDtype dtype = OutputDtype::kFloat32;
+  OutputLayout layout = OutputLayout::kNCHW;
+  // Images whose header declares more pixels are refused (PIL's default).
+  uint64_t max_pixels = 178956970;
+};
+
+// Record bytes -> a fixed-length vector (e.g. int32 tokens), padded with
+// `pad` or truncated.
+struct RawTransformOptions {
+  enum class Element : int { kUint8 = 0, kInt32 = 1, kInt64 = 2, kFloat32 = 3 };
+  Element element = Element::kUint8;
+  int64_t length = 0;
+  int64_t pad = 0;
+};
+
 }  // namespace gpufeed
 
 #endif  // GPUFEED_OPTIONS_H_

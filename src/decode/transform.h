@@ -17,30 +17,12 @@
 #include <cstdint>
 
 #include "decode/image_decoder.h"
+#include "gpufeed/options.h"
 #include "gpufeed/status.h"
 
 namespace gpufeed {
 
-enum class OutputDtype : int { kUint8 = 0, kFloat32 = 1, kFloat16 = 2, kBfloat16 = 3 };
-enum class OutputLayout : int { kNCHW = 0, kNHWC = 1 };
-
 size_t DtypeSize(OutputDtype dtype);
-
-struct ImageTransformOptions {
-  int size = 224;
-  bool train = true;
-  double scale_min = 0.08, scale_max = 1.0;
-  double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
-  bool flip = true;
-  // Eval: the shorter side is resized to round(size / crop_fraction).
-  double crop_fraction = 0.875;
-  float mean[3] = {0.485f, 0.456f, 0.406f};
-  float std[3] = {0.229f, 0.224f, 0.225f};
-  OutputDtype dtype = OutputDtype::kFloat32;
-  OutputLayout layout = OutputLayout::kNCHW;
-  // Refuse images whose header declares more pixels (PIL's default bomb limit).
-  uint64_t max_pixels = 178956970;
-};
 
 // The parameters drawn for one sample, in source pixels: reported so that
 // tests (and users) can reproduce a sample with torchvision.

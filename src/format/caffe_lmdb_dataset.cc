@@ -54,6 +54,7 @@ class CaffeLmdbDataset final : public DatasetBase {
     record->data.assign(datum.data.data(), datum.data.size());
     record->labels.assign(1, static_cast<float>(datum.label));
     record->key.assign(key);
+    record->source = path_ + "/data.mdb, key " + std::string(key);
     record->id = index;
     record->encoded = datum.encoded;
     record->shape.clear();

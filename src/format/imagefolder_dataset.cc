@@ -66,6 +66,7 @@ class ImageFolderDataset final : public DatasetBase {
     if (!status.ok()) return status.WithContext("sample " + std::to_string(index));
     record->labels.assign(1, static_cast<float>(entry.class_index));
     record->key = entry.relative_path;
+    record->source = file;
     record->id = index;
     record->shape.clear();
     record->encoded = true;

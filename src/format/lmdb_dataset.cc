@@ -108,6 +108,9 @@ Status LmdbDataset::Read(uint64_t index, Record* record) const {
   }
   if (!status.ok()) return status.WithContext("sample " + std::to_string(index));
   record->key = key;
+  record->source = shards_[shard_index].path;
+  record->source += "/data.mdb, key ";
+  record->source += key;
   record->shape.clear();
   record->encoded = true;
   return Status::OK();

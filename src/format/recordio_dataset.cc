@@ -137,6 +137,9 @@ Status RecordIODataset::Read(uint64_t index, Record* record) const {
     return status.WithContext(context + ")");
   }
   record->key = shard.keys[local];
+  record->source = shard.rec_path;
+  record->source += " at byte offset ";
+  record->source += std::to_string(offset);
   record->shape.clear();
   record->encoded = true;
   return Status::OK();

@@ -34,11 +34,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "gpufeed/options.h"
 #include "gpufeed/status.h"
 
 namespace gpufeed {
 
-enum class ShuffleMode : int { kNone = 0, kGlobal = 1, kBlock = 2 };
 
 struct SamplerOptions {
   ShuffleMode shuffle = ShuffleMode::kGlobal;

@@ -2,6 +2,8 @@
 // same real JPEGs (encoded here with libjpeg), PNG, color spaces, bad input.
 #include "decode/image_decoder.h"
 
+#include "jpeg_test_util.h"
+
 #include <gtest/gtest.h>
 #include <png.h>
 
@@ -15,51 +17,6 @@
 
 namespace gpufeed {
 namespace {
-
-// A photographic-ish test image: gradients, texture and noise.
-std::vector<uint8_t> MakePixels(int width, int height, int channels, uint32_t seed) {
-  std::mt19937 generator(seed);
-  std::vector<uint8_t> pixels(static_cast<size_t>(width) * height * channels);
-  for (int y = 0; y < height; ++y) {
-    for (int x = 0; x < width; ++x) {
-      for (int c = 0; c < channels; ++c) {
-        double value = 128 + 60 * std::sin(x * 0.05 + c) + 40 * std::cos(y * 0.07 * (c + 1)) +
-                       static_cast<int>(generator() % 20) - 10;
-        pixels[(static_cast<size_t>(y) * width + x) * channels + c] =
-            static_cast<uint8_t>(std::clamp(value, 0.0, 255.0));
-      }
-    }
-  }
-  return pixels;
-}
-
-std::string EncodeJpeg(int width, int height, J_COLOR_SPACE space, int quality = 90) {
-  int channels = space == JCS_GRAYSCALE ? 1 : space == JCS_CMYK ? 4 : 3;
-  std::vector<uint8_t> pixels = MakePixels(width, height, channels, 1);
-  jpeg_compress_struct info;
-  jpeg_error_mgr error;
-  info.err = jpeg_std_error(&error);
-  jpeg_create_compress(&info);
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&info, &buffer, &size);
-  info.image_width = width;
-  info.image_height = height;
-  info.input_components = channels;
-  info.in_color_space = space;
-  jpeg_set_defaults(&info);
-  jpeg_set_quality(&info, quality, TRUE);
-  jpeg_start_compress(&info, TRUE);
-  for (int y = 0; y < height; ++y) {
-    JSAMPROW row = pixels.data() + static_cast<size_t>(y) * width * channels;
-    jpeg_write_scanlines(&info, &row, 1);
-  }
-  jpeg_finish_compress(&info);
-  std::string out(reinterpret_cast<char*>(buffer), size);
-  jpeg_destroy_compress(&info);
-  free(buffer);
-  return out;
-}
 
 const uint8_t* Bytes(const std::string& s) { return reinterpret_cast<const uint8_t*>(s.data()); }
 

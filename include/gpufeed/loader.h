@@ -1,0 +1,142 @@
+// Loader: the pipeline in C++. Samples in sampler order are read, decoded
+// and transformed by a pool of threads, each writing its sample straight
+// into its slot of a batch buffer; whole batches come out of Next() in
+// order, up to `prefetch` ahead of the consumer.
+//
+//   std::shared_ptr<gpufeed::Dataset> dataset = ...;   // Dataset::Open
+//   gpufeed::LoaderOptions options;
+//   options.batch_size = 256;
+//   std::unique_ptr<gpufeed::Loader> loader;
+//   GPUFEED_RETURN_IF_ERROR(gpufeed::Loader::Open(dataset, options, &loader));
+//   for (int epoch = 0; epoch < 90; ++epoch) {
+//     loader->SetEpoch(epoch);
+//     gpufeed::Batch batch;
+//     while (true) {
+//       GPUFEED_RETURN_IF_ERROR(loader->Next(&batch));
+//       if (batch.end_of_epoch()) break;
+//       train(batch.data(), batch.labels());
+//     }
+//   }
+//
+// Thread safety: Next, SetEpoch, State and Restore are called by one
+// consumer thread; Stats may be called from any thread. The destructor
+// stops every thread promptly (mid-epoch, with full queues).
+#ifndef GPUFEED_LOADER_H_
+#define GPUFEED_LOADER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "gpufeed/batch.h"
+#include "gpufeed/dataset.h"
+#include "gpufeed/export.h"
+#include "gpufeed/options.h"
+#include "gpufeed/status.h"
+
+namespace gpufeed {
+
+enum class OnError : int {
+  kRaise = 0,  // Next() returns the error (file, offset, sample) of the batch it hits
+  kSkip = 1,   // the sample is replaced by the next readable one of this rank's order
+               // (batches stay full), counted in Stats and logged (rate-limited)
+};
+
+enum class TransformKind : int { kImage = 0, kRaw = 1 };
+
+struct LoaderOptions {
+  uint32_t batch_size = 32;
+  ShuffleMode shuffle = ShuffleMode::kGlobal;
+  uint64_t seed = 0;
+  // kBlock: shards shuffled together (more: better mixing, more open shards).
+  uint32_t shuffle_window_shards = 4;
+  // false: the last batch of an epoch may be short, and ranks are padded by
+  // wrapping around (every rank gets the same number of batches).
+  bool drop_last = false;
+  uint32_t rank = 0;
+  uint32_t world_size = 1;
+  // Decode threads; 0: the cores this process may use.
+  int num_threads = 0;
+  // Batches prepared ahead of the consumer (1..8). Deeper only costs
+  // memory: it absorbs bursts, not a slower stage.
+  int prefetch = 2;
+  TransformKind transform = TransformKind::kImage;
+  ImageTransformOptions image;
+  RawTransformOptions raw;
+  // Labels per sample in the label tensor: 1 gives shape (B,), more give
+  // (B, label_count) with missing labels as 0.
+  int label_count = 1;
+  OnError on_error = OnError::kRaise;
+  // Batch buffer memory (nullptr: host memory).
+  std::shared_ptr<BatchAllocator> allocator;
+};
+
+// Per-stage figures since Open (or the last ResetStats). Seconds are summed
+// over the threads of a stage.
+struct LoaderStats {
+  uint64_t batches = 0;
+  uint64_t samples = 0;
+  uint64_t bytes_read = 0;
+  uint64_t skipped = 0;          // samples replaced in on_error=skip mode
+  int threads = 0;
+  double elapsed_seconds = 0;    // wall time since the stats started
+  double read_seconds = 0;       // workers reading records (I/O)
+  double decode_seconds = 0;     // workers decoding and transforming
+  double starved_seconds = 0;    // workers with nothing to do (the window is full)
+  double consumer_wait_seconds = 0;  // Next() waiting for a batch
+  double mean_ready_batches = 0;     // batches ready when Next() was called
+  // The stage that limits throughput, with the evidence and a hint.
+  std::string verdict;
+  std::string ToString() const;
+};
+
+// Where a loader stands in its epochs (see Loader::State).
+struct LoaderState {
+  uint64_t seed = 0;
+  uint64_t epoch = 0;
+  // Positions of the epoch order consumed by all ranks together.
+  uint64_t consumed = 0;
+  ShuffleMode shuffle = ShuffleMode::kGlobal;
+  uint32_t shuffle_window_shards = 4;
+};
+
+class GPUFEED_EXPORT Loader {
+ public:
+  // The loader shares ownership of the dataset. InvalidArgument for bad
+  // options (batch_size 0, rank >= world_size, prefetch outside 1..8, a raw
+  // transform without a length).
+  static Status Open(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+                     std::unique_ptr<Loader>* loader);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // The next batch of this epoch, or an empty batch with end_of_epoch()
+  // true after the last one (the following Next starts the next epoch).
+  // In raise mode a bad record fails the call with its Status.
+  Status Next(Batch* batch);
+
+  // Restarts at the beginning of `epoch` (a new order from seed and epoch).
+  void SetEpoch(uint64_t epoch);
+
+  // {seed, epoch, samples consumed by all ranks, shuffle}: Restore continues
+  // exactly there, with this loader's rank and world size (which may differ
+  // from the one that saved it). Assumes the ranks advance together.
+  LoaderState State() const;
+  Status Restore(const LoaderState& state);
+
+  LoaderStats Stats() const;
+  // Batches this rank gets in a full epoch.
+  uint64_t batches_per_epoch() const;
+  uint64_t epoch() const;
+
+  class Impl;
+
+ private:
+  explicit Loader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_LOADER_H_

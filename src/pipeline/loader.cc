@@ -1,0 +1,676 @@
+// The C++ Loader: sampler -> read + decode pool -> ordered batches.
+//
+// Work is handed out one sample at a time in epoch order. Batch k of a run
+// lives in slot k % (prefetch + 1); a worker may start a sample of batch k
+// when its slot is assigned to k, or free (not held by the consumer, its
+// previous batch delivered) and k is within `prefetch` batches of the
+// consumer. Each worker reads its record, decodes and transforms it
+// straight into its place in the slot, and the consumer takes batches in
+// order as they complete. A Batch holds its slot until it is destroyed.
+#include "gpufeed/loader.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "decode/transform.h"
+#include "pipeline/sampler.h"
+#include "util/logging.h"
+
+namespace gpufeed {
+
+// ---------------------------------------------------------------- batch
+
+size_t TensorDtypeSize(TensorDtype dtype) {
+  switch (dtype) {
+    case TensorDtype::kUint8: return 1;
+    case TensorDtype::kFloat16:
+    case TensorDtype::kBfloat16: return 2;
+    case TensorDtype::kInt32:
+    case TensorDtype::kFloat32: return 4;
+    case TensorDtype::kInt64: return 8;
+  }
+  return 1;
+}
+
+const char* TensorDtypeName(TensorDtype dtype) {
+  switch (dtype) {
+    case TensorDtype::kUint8: return "uint8";
+    case TensorDtype::kInt32: return "int32";
+    case TensorDtype::kInt64: return "int64";
+    case TensorDtype::kFloat16: return "float16";
+    case TensorDtype::kBfloat16: return "bfloat16";
+    case TensorDtype::kFloat32: return "float32";
+  }
+  return "unknown";
+}
+
+size_t Tensor::bytes() const {
+  size_t count = 1;
+  for (int64_t dimension : shape) count *= static_cast<size_t>(dimension);
+  return count * TensorDtypeSize(dtype);
+}
+
+BatchAllocator::~BatchAllocator() = default;
+
+Batch::Batch() = default;
+Batch::~Batch() = default;
+Batch::Batch(Batch&&) noexcept = default;
+Batch& Batch::operator=(Batch&&) noexcept = default;
+
+void Batch::reset() {
+  hold_.reset();
+  data_ = Tensor();
+  labels_ = Tensor();
+  sample_ids_.clear();
+  end_of_epoch_ = false;
+}
+
+class LoaderBatchAccess {
+ public:
+  static void Fill(Batch* batch, Tensor data, Tensor labels, std::vector<uint64_t> ids,
+                   uint64_t epoch, uint64_t index, bool end, std::shared_ptr<void> hold) {
+    batch->reset();
+    batch->data_ = std::move(data);
+    batch->labels_ = std::move(labels);
+    batch->sample_ids_ = std::move(ids);
+    batch->epoch_ = epoch;
+    batch->index_ = index;
+    batch->end_of_epoch_ = end;
+    batch->hold_ = std::move(hold);
+  }
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kNoBatch = UINT64_MAX;
+// on_error=skip: substitutes tried for one bad sample before giving up.
+constexpr int kMaxSubstitutes = 16;
+
+double Seconds(Clock::duration duration) { return std::chrono::duration<double>(duration).count(); }
+
+class HostAllocator final : public BatchAllocator {
+ public:
+  void* Allocate(size_t bytes) override {
+    void* data = nullptr;
+    if (posix_memalign(&data, 4096, std::max<size_t>(bytes, 1)) != 0) return nullptr;
+    return data;
+  }
+  void Free(void* data, size_t) override { std::free(data); }
+};
+
+struct Slot {
+  void* data = nullptr;
+  void* labels = nullptr;
+  uint64_t batch = kNoBatch;  // batch number of the current run, or none
+  int samples = 0;
+  int done = 0;
+  bool held = false;  // by a consumer's Batch
+  Status error;
+  std::vector<uint64_t> sample_ids;
+};
+
+}  // namespace
+
+// State shared with the Batches handed out (they may outlive the Loader).
+struct LoaderShared {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<Slot> slots;
+  std::shared_ptr<BatchAllocator> allocator;
+  size_t data_bytes = 0;
+  size_t label_bytes = 0;
+
+  ~LoaderShared() {
+    for (Slot& slot : slots) {
+      if (slot.data) allocator->Free(slot.data, data_bytes);
+      if (slot.labels) allocator->Free(slot.labels, label_bytes);
+    }
+  }
+};
+
+class Loader::Impl {
+ public:
+  Impl(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options)
+      : dataset_(std::move(dataset)), options_(options), shared_(std::make_shared<LoaderShared>()) {}
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(shared_->mutex);
+      stopping_ = true;
+    }
+    shared_->changed.notify_all();
+    for (std::thread& worker : workers_) worker.join();
+  }
+
+  Status Start() {
+    const LoaderOptions& o = options_;
+    if (o.batch_size == 0) return Status::InvalidArgument("batch_size must be positive");
+    if (o.world_size == 0 || o.rank >= o.world_size) {
+      return Status::InvalidArgument("rank " + std::to_string(o.rank) + " is not below world_size " +
+                                     std::to_string(o.world_size));
+    }
+    if (o.prefetch < 1 || o.prefetch > 8) {
+      return Status::InvalidArgument("prefetch must be between 1 and 8, got " +
+                                     std::to_string(o.prefetch));
+    }
+    if (o.label_count < 1) return Status::InvalidArgument("label_count must be at least 1");
+    if (o.transform == TransformKind::kRaw && o.raw.length <= 0) {
+      return Status::InvalidArgument("a raw transform needs a positive length");
+    }
+    if (o.transform == TransformKind::kImage && (o.image.size <= 0 || o.image.size > 8192)) {
+      return Status::InvalidArgument("image size must be between 1 and 8192");
+    }
+    threads_ = o.num_threads > 0 ? o.num_threads
+                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    for (const ShardInfo& shard : dataset_->shards()) shard_sizes_.push_back(shard.records);
+    if (shard_sizes_.empty()) shard_sizes_.push_back(dataset_->size());
+
+    // Tensor layouts.
+    int64_t batch = o.batch_size;
+    if (o.transform == TransformKind::kImage) {
+      int64_t size = o.image.size;
+      data_dtype_ = static_cast<TensorDtype>(
+          o.image.dtype == OutputDtype::kUint8     ? TensorDtype::kUint8
+          : o.image.dtype == OutputDtype::kFloat16  ? TensorDtype::kFloat16
+          : o.image.dtype == OutputDtype::kBfloat16 ? TensorDtype::kBfloat16
+                                                    : TensorDtype::kFloat32);
+      sample_shape_ = o.image.layout == OutputLayout::kNCHW ? std::vector<int64_t>{3, size, size}
+                                                            : std::vector<int64_t>{size, size, 3};
+    } else {
+      using Element = RawTransformOptions::Element;
+      data_dtype_ = o.raw.element == Element::kInt32   ? TensorDtype::kInt32
+                    : o.raw.element == Element::kInt64 ? TensorDtype::kInt64
+                    : o.raw.element == Element::kFloat32 ? TensorDtype::kFloat32
+                                                         : TensorDtype::kUint8;
+      sample_shape_ = {o.raw.length};
+    }
+    sample_bytes_ = TensorDtypeSize(data_dtype_);
+    for (int64_t dimension : sample_shape_) sample_bytes_ *= static_cast<size_t>(dimension);
+    label_dtype_ = dataset_->integer_labels() ? TensorDtype::kInt64 : TensorDtype::kFloat32;
+    label_bytes_per_sample_ = TensorDtypeSize(label_dtype_) * static_cast<size_t>(o.label_count);
+
+    shared_->allocator = o.allocator ? o.allocator : std::make_shared<HostAllocator>();
+    shared_->data_bytes = sample_bytes_ * batch;
+    shared_->label_bytes = label_bytes_per_sample_ * batch;
+    shared_->slots.resize(static_cast<size_t>(o.prefetch) + 1);
+    for (Slot& slot : shared_->slots) {
+      // Allocated once, never on the hot path.
+      slot.data = shared_->allocator->Allocate(shared_->data_bytes);
+      slot.labels = shared_->allocator->Allocate(shared_->label_bytes);
+      if (!slot.data || !slot.labels) return Status::IOError("cannot allocate batch buffers");
+      slot.sample_ids.resize(o.batch_size);
+    }
+    started_ = Clock::now();
+    StartRun(0, 0);
+    for (int i = 0; i < threads_; ++i) workers_.emplace_back([this] { Work(); });
+    return Status::OK();
+  }
+
+  // Computes this rank's samples for (epoch, consumed) and resets the slots.
+  // REQUIRES: no worker is processing a sample (see Quiesce).
+  void StartRun(uint64_t epoch, uint64_t consumed) {
+    SamplerOptions sampler;
+    sampler.shuffle = options_.shuffle;
+    sampler.seed = options_.seed;
+    sampler.window_shards = options_.shuffle_window_shards;
+    sampler.rank = options_.rank;
+    sampler.world_size = options_.world_size;
+    sampler.batch_size = options_.batch_size;
+    sampler.drop_last = options_.drop_last;
+    std::vector<uint64_t> order = EpochOrder(shard_sizes_, sampler, epoch);
+    epoch_size_ = order.size();
+    RankSamples(order, consumed, sampler, &samples_);
+    epoch_ = epoch;
+    run_start_ = consumed;
+    batches_ = (samples_.size() + options_.batch_size - 1) / options_.batch_size;
+    next_task_ = 0;
+    delivered_ = 0;
+    delivered_samples_ = 0;
+    end_signalled_ = false;
+    run_ += 1;
+    for (Slot& slot : shared_->slots) {
+      // A held slot stays held until its Batch goes; it is free after that.
+      slot.batch = kNoBatch;
+      slot.done = 0;
+      slot.error = Status::OK();
+    }
+  }
+
+  // Waits until no worker processes a sample of the current run.
+  void Quiesce(std::unique_lock<std::mutex>& lock) {
+    accepting_ = false;
+    shared_->changed.wait(lock, [&] { return active_ == 0; });
+    accepting_ = true;
+  }
+
+  void SetEpoch(uint64_t epoch) {
+    std::unique_lock<std::mutex> lock(shared_->mutex);
+    Quiesce(lock);
+    StartRun(epoch, 0);
+    lock.unlock();
+    shared_->changed.notify_all();
+  }
+
+  LoaderState State() const {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    LoaderState state;
+    state.seed = options_.seed;
+    state.shuffle = options_.shuffle;
+    state.shuffle_window_shards = options_.shuffle_window_shards;
+    state.epoch = epoch_;
+    state.consumed = std::min<uint64_t>(epoch_size_,
+                                        run_start_ + delivered_samples_ * options_.world_size);
+    if (end_signalled_) {
+      state.epoch = epoch_ + 1;
+      state.consumed = 0;
+    }
+    return state;
+  }
+
+  Status Restore(const LoaderState& state) {
+    if (state.seed != options_.seed || state.shuffle != options_.shuffle ||
+        state.shuffle_window_shards != options_.shuffle_window_shards) {
+      return Status::InvalidArgument("the state was saved with other seed or shuffle settings");
+    }
+    std::unique_lock<std::mutex> lock(shared_->mutex);
+    Quiesce(lock);
+    StartRun(state.epoch, state.consumed);
+    lock.unlock();
+    shared_->changed.notify_all();
+    return Status::OK();
+  }
+
+  Status Next(Batch* batch) {
+    batch->reset();
+    std::unique_lock<std::mutex> lock(shared_->mutex);
+    if (end_signalled_) {
+      // The epoch after the one that just ended.
+      Quiesce(lock);
+      StartRun(epoch_ + 1, 0);
+      shared_->changed.notify_all();
+    }
+    if (delivered_ >= batches_) {
+      end_signalled_ = true;
+      Log().info("epoch {} done: {}", epoch_, StatsLocked().verdict);
+      LoaderBatchAccess::Fill(batch, Tensor(), Tensor(), {}, epoch_, delivered_, true, nullptr);
+      return Status::OK();
+    }
+    uint64_t k = delivered_;
+    Slot& slot = shared_->slots[k % shared_->slots.size()];
+    ready_samples_sum_ += ReadyBatches();
+    ready_samples_count_ += 1;
+    if (slot.held) {
+      // The consumer still holds the batch that used this buffer
+      // prefetch + 1 batches ago: waiting would never end.
+      return Status::InvalidArgument(
+          "the batch buffer for the next batch is still held by the consumer: keep at most "
+          "prefetch (" + std::to_string(options_.prefetch) +
+          ") Batches alive while calling Next(), or raise prefetch");
+    }
+    auto wait_started = Clock::now();
+    shared_->changed.wait(lock, [&] { return slot.batch == k && slot.done == slot.samples; });
+    consumer_wait_ += Seconds(Clock::now() - wait_started);
+    if (!slot.error.ok()) {
+      Status error = slot.error;
+      // Raise mode: the batch is lost, the loader moves on.
+      slot.batch = kNoBatch;
+      delivered_ += 1;
+      delivered_samples_ += static_cast<uint64_t>(slot.samples);
+      lock.unlock();
+      shared_->changed.notify_all();
+      return error;
+    }
+    slot.held = true;
+    Tensor data;
+    data.data = slot.data;
+    data.dtype = data_dtype_;
+    data.shape = {slot.samples};
+    data.shape.insert(data.shape.end(), sample_shape_.begin(), sample_shape_.end());
+    Tensor labels;
+    labels.data = slot.labels;
+    labels.dtype = label_dtype_;
+    labels.shape = {slot.samples};
+    if (options_.label_count > 1) labels.shape.push_back(options_.label_count);
+    std::vector<uint64_t> ids(slot.sample_ids.begin(), slot.sample_ids.begin() + slot.samples);
+    size_t slot_index = k % shared_->slots.size();
+    std::shared_ptr<LoaderShared> shared = shared_;
+    std::shared_ptr<void> hold(nullptr, [shared, slot_index](void*) {
+      {
+        std::lock_guard<std::mutex> guard(shared->mutex);
+        shared->slots[slot_index].held = false;
+        shared->slots[slot_index].batch = kNoBatch;
+      }
+      shared->changed.notify_all();
+    });
+    delivered_ += 1;
+    delivered_samples_ += static_cast<uint64_t>(slot.samples);
+    stats_batches_ += 1;
+    stats_samples_ += static_cast<uint64_t>(slot.samples);
+    LoaderBatchAccess::Fill(batch, std::move(data), std::move(labels), std::move(ids), epoch_, k,
+                            false, std::move(hold));
+    lock.unlock();
+    shared_->changed.notify_all();
+    return Status::OK();
+  }
+
+  LoaderStats Stats() const {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    return StatsLocked();
+  }
+
+  uint64_t batches_per_epoch() const {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    SamplerOptions sampler;
+    sampler.world_size = options_.world_size;
+    sampler.batch_size = options_.batch_size;
+    sampler.drop_last = options_.drop_last;
+    uint64_t per_rank = SamplesPerRank(dataset_->size(), sampler);
+    return (per_rank + options_.batch_size - 1) / options_.batch_size;
+  }
+
+  uint64_t epoch() const {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    return epoch_;
+  }
+
+ private:
+  // Ready batches ahead of the consumer. REQUIRES: the lock.
+  double ReadyBatches() const {
+    int ready = 0;
+    for (const Slot& slot : shared_->slots) {
+      if (!slot.held && slot.batch != kNoBatch && slot.batch >= delivered_ &&
+          slot.done == slot.samples) {
+        ready += 1;
+      }
+    }
+    return ready;
+  }
+
+  // REQUIRES: the lock.
+  bool CanStart(uint64_t task) const {
+    uint64_t k = task / options_.batch_size;
+    const Slot& slot = shared_->slots[k % shared_->slots.size()];
+    if (slot.batch == k) return true;
+    return slot.batch == kNoBatch && !slot.held && k < delivered_ + options_.prefetch;
+  }
+
+  void Work() {
+    TransformScratch scratch;
+    Record record;
+    Image raw_image;
+    std::unique_lock<std::mutex> lock(shared_->mutex);
+    while (true) {
+      auto wait_started = Clock::now();
+      shared_->changed.wait(lock, [&] {
+        return stopping_ || (accepting_ && next_task_ < samples_.size() && CanStart(next_task_));
+      });
+      starved_ += Seconds(Clock::now() - wait_started);
+      if (stopping_) return;
+      uint64_t task = next_task_++;
+      uint64_t k = task / options_.batch_size;
+      Slot& slot = shared_->slots[k % shared_->slots.size()];
+      if (slot.batch != k) {
+        slot.batch = k;
+        slot.samples = static_cast<int>(
+            std::min<uint64_t>(options_.batch_size, samples_.size() - k * options_.batch_size));
+        slot.done = 0;
+        slot.error = Status::OK();
+      }
+      size_t position = task % options_.batch_size;
+      uint64_t sample = samples_[task];
+      uint64_t epoch = epoch_;
+      active_ += 1;
+      lock.unlock();
+
+      WorkFigures figures;
+      Status status = Process(sample, epoch, slot, position, &record, &raw_image, &scratch, &figures);
+      uint64_t used = sample;
+      if (!status.ok() && options_.on_error == OnError::kSkip) {
+        LogSkip(status);
+        skipped_ += 1;
+        for (int attempt = 1; attempt <= kMaxSubstitutes && !status.ok(); ++attempt) {
+          used = samples_[(task + attempt) % samples_.size()];
+          status = Process(used, epoch, slot, position, &record, &raw_image, &scratch, &figures);
+          if (!status.ok()) skipped_ += 1;
+        }
+      }
+
+      lock.lock();
+      active_ -= 1;
+      read_seconds_ += figures.read;
+      decode_seconds_ += figures.decode;
+      bytes_read_ += figures.bytes;
+      slot.sample_ids[position] = used;
+      if (!status.ok() && slot.error.ok()) slot.error = status;
+      slot.done += 1;
+      shared_->changed.notify_all();
+    }
+  }
+
+  void LogSkip(const Status& status) {
+    uint64_t count = skipped_.load();
+    // Rate-limited: the first, then every 1000th.
+    if (count == 0 || count % 1000 == 0) {
+      Log().warn("skipping a bad sample (on_error=skip, {} skipped so far): {}", count + 1,
+                 status.ToString());
+    }
+  }
+
+  // Figures a worker gathers unlocked and adds under the lock.
+  struct WorkFigures {
+    double read = 0;
+    double decode = 0;
+    uint64_t bytes = 0;
+  };
+
+  Status Process(uint64_t sample, uint64_t epoch, Slot& slot, size_t position, Record* record,
+                 Image* raw_image, TransformScratch* scratch, WorkFigures* figures) {
+    auto read_started = Clock::now();
+    Status status = dataset_->Read(sample, record);
+    auto read_done = Clock::now();
+    figures->read += Seconds(read_done - read_started);
+    if (!status.ok()) return status;
+    figures->bytes += record->data.size();
+    char* destination = static_cast<char*>(slot.data) + position * sample_bytes_;
+    if (options_.transform == TransformKind::kImage) {
+      if (record->encoded) {
+        status = TransformImage(reinterpret_cast<const uint8_t*>(record->data.data()),
+                                record->data.size(), options_.image, options_.seed, epoch, sample,
+                                destination, scratch);
+      } else {
+        status = RawDatumToImage(*record, raw_image);
+        if (status.ok()) {
+          status = TransformDecoded(*raw_image, options_.image, options_.seed, epoch, sample,
+                                    destination, scratch);
+        }
+      }
+      if (!status.ok()) {
+        status = Status(status).WithContext("sample " + std::to_string(sample) + " (" +
+                                            record->source + ")");
+      }
+    } else {
+      WriteRaw(*record, destination);
+    }
+    WriteLabels(*record, static_cast<char*>(slot.labels) + position * label_bytes_per_sample_);
+    figures->decode += Seconds(Clock::now() - read_done);
+    return status;
+  }
+
+  // Caffe raw Datum pixels: CHW, BGR (OpenCV order) -> HWC RGB.
+  static Status RawDatumToImage(const Record& record, Image* image) {
+    if (record.shape.size() != 3 || (record.shape[0] != 3 && record.shape[0] != 1)) {
+      return Status::NotSupported("raw records need shape (3, H, W) or (1, H, W) for the image "
+                                  "transform");
+    }
+    int64_t channels = record.shape[0], height = record.shape[1], width = record.shape[2];
+    image->width = static_cast<int>(width);
+    image->height = static_cast<int>(height);
+    image->pixels.resize(static_cast<size_t>(width * height * 3));
+    const uint8_t* data = reinterpret_cast<const uint8_t*>(record.data.data());
+    size_t plane = static_cast<size_t>(width * height);
+    for (size_t i = 0; i < plane; ++i) {
+      for (int c = 0; c < 3; ++c) {
+        size_t source_channel = channels == 1 ? 0 : static_cast<size_t>(2 - c);  // BGR -> RGB
+        image->pixels[i * 3 + c] = data[source_channel * plane + i];
+      }
+    }
+    return Status::OK();
+  }
+
+  void WriteRaw(const Record& record, char* destination) const {
+    size_t element = TensorDtypeSize(data_dtype_);
+    size_t length = static_cast<size_t>(options_.raw.length);
+    size_t available = std::min(length, record.data.size() / element);
+    std::memcpy(destination, record.data.data(), available * element);
+    for (size_t i = available; i < length; ++i) {
+      char* out = destination + i * element;
+      switch (data_dtype_) {
+        case TensorDtype::kInt32: *reinterpret_cast<int32_t*>(out) = static_cast<int32_t>(options_.raw.pad); break;
+        case TensorDtype::kInt64: *reinterpret_cast<int64_t*>(out) = options_.raw.pad; break;
+        case TensorDtype::kFloat32: *reinterpret_cast<float*>(out) = static_cast<float>(options_.raw.pad); break;
+        default: *reinterpret_cast<uint8_t*>(out) = static_cast<uint8_t>(options_.raw.pad); break;
+      }
+    }
+  }
+
+  void WriteLabels(const Record& record, char* destination) const {
+    for (int i = 0; i < options_.label_count; ++i) {
+      float value = i < static_cast<int>(record.labels.size()) ? record.labels[i] : 0.0f;
+      if (label_dtype_ == TensorDtype::kInt64) {
+        reinterpret_cast<int64_t*>(destination)[i] = static_cast<int64_t>(value);
+      } else {
+        reinterpret_cast<float*>(destination)[i] = value;
+      }
+    }
+  }
+
+  LoaderStats StatsLocked() const {
+    LoaderStats stats;
+    stats.batches = stats_batches_;
+    stats.samples = stats_samples_;
+    stats.bytes_read = bytes_read_;
+    stats.skipped = skipped_.load();
+    stats.threads = threads_;
+    stats.elapsed_seconds = Seconds(Clock::now() - started_);
+    stats.read_seconds = read_seconds_;
+    stats.decode_seconds = decode_seconds_;
+    stats.starved_seconds = starved_;
+    stats.consumer_wait_seconds = consumer_wait_;
+    stats.mean_ready_batches = ready_samples_count_ ? ready_samples_sum_ / ready_samples_count_ : 0;
+    double capacity = std::max(1e-9, stats.elapsed_seconds * threads_);
+    double read_share = stats.read_seconds / capacity;
+    double decode_share = stats.decode_seconds / capacity;
+    double wait_share = stats.consumer_wait_seconds / std::max(1e-9, stats.elapsed_seconds);
+    char text[512];
+    if (stats.batches == 0) {
+      stats.verdict = "no batches delivered yet";
+    } else if (wait_share < 0.05) {
+      std::snprintf(text, sizeof(text),
+                    "consumer-bound: Next() waited %.0f%% of the time, workers %.0f%% busy "
+                    "(read %.0f%%, decode %.0f%%); the loader keeps up, the training step sets "
+                    "the pace",
+                    100 * wait_share, 100 * (read_share + decode_share), 100 * read_share,
+                    100 * decode_share);
+      stats.verdict = text;
+    } else if (read_share > decode_share) {
+      std::snprintf(text, sizeof(text),
+                    "read-bound: workers spent %.0f%% of their time reading and %.0f%% "
+                    "decoding, the consumer waited %.0f%%; pack small files into shards, cache "
+                    "them on local NVMe, or add threads for a parallel filesystem",
+                    100 * read_share, 100 * decode_share, 100 * wait_share);
+      stats.verdict = text;
+    } else {
+      std::snprintf(text, sizeof(text),
+                    "decode-bound: decode threads %.0f%% busy (reading %.0f%%), the consumer "
+                    "waited %.0f%%; add decode threads, or output uint8 and normalize on the "
+                    "GPU, or lower the output size",
+                    100 * decode_share, 100 * read_share, 100 * wait_share);
+      stats.verdict = text;
+    }
+    return stats;
+  }
+
+  std::shared_ptr<const Dataset> dataset_;
+  LoaderOptions options_;
+  std::shared_ptr<LoaderShared> shared_;
+  std::vector<std::thread> workers_;
+  int threads_ = 1;
+  std::vector<uint64_t> shard_sizes_;
+  TensorDtype data_dtype_ = TensorDtype::kFloat32;
+  TensorDtype label_dtype_ = TensorDtype::kInt64;
+  std::vector<int64_t> sample_shape_;
+  size_t sample_bytes_ = 0;
+  size_t label_bytes_per_sample_ = 0;
+
+  // Run state, guarded by shared_->mutex.
+  std::vector<uint64_t> samples_;
+  uint64_t epoch_ = 0;
+  uint64_t epoch_size_ = 0;
+  uint64_t run_start_ = 0;
+  uint64_t run_ = 0;
+  uint64_t batches_ = 0;
+  uint64_t next_task_ = 0;
+  uint64_t delivered_ = 0;
+  uint64_t delivered_samples_ = 0;
+  bool end_signalled_ = false;
+  bool stopping_ = false;
+  bool accepting_ = true;
+  int active_ = 0;
+
+  // Statistics.
+  Clock::time_point started_;
+  uint64_t stats_batches_ = 0;
+  uint64_t stats_samples_ = 0;
+  double starved_ = 0;
+  double consumer_wait_ = 0;
+  double ready_samples_sum_ = 0;
+  uint64_t ready_samples_count_ = 0;
+  uint64_t bytes_read_ = 0;
+  std::atomic<uint64_t> skipped_{0};
+  double read_seconds_ = 0;
+  double decode_seconds_ = 0;
+};
+
+// ---------------------------------------------------------------- Loader
+
+std::string LoaderStats::ToString() const {
+  std::ostringstream out;
+  out << "batches " << batches << ", samples " << samples << ", " << bytes_read / 1e6
+      << " MB read, " << skipped << " skipped, " << threads << " threads, " << elapsed_seconds
+      << " s\n"
+      << "  read " << read_seconds << " s, decode " << decode_seconds << " s, workers idle "
+      << starved_seconds << " s, consumer waited " << consumer_wait_seconds
+      << " s, ready batches at Next() " << mean_ready_batches << "\n"
+      << "  verdict: " << verdict;
+  return out.str();
+}
+
+Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Loader::~Loader() = default;
+
+Status Loader::Open(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+                    std::unique_ptr<Loader>* loader) {
+  if (!dataset) return Status::InvalidArgument("Loader::Open: no dataset");
+  auto impl = std::make_unique<Impl>(std::move(dataset), options);
+  GPUFEED_RETURN_IF_ERROR(impl->Start());
+  loader->reset(new Loader(std::move(impl)));
+  return Status::OK();
+}
+
+Status Loader::Next(Batch* batch) { return impl_->Next(batch); }
+void Loader::SetEpoch(uint64_t epoch) { impl_->SetEpoch(epoch); }
+LoaderState Loader::State() const { return impl_->State(); }
+Status Loader::Restore(const LoaderState& state) { return impl_->Restore(state); }
+LoaderStats Loader::Stats() const { return impl_->Stats(); }
+uint64_t Loader::batches_per_epoch() const { return impl_->batches_per_epoch(); }
+uint64_t Loader::epoch() const { return impl_->epoch(); }
+
+}  // namespace gpufeed

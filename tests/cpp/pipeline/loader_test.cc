@@ -1,0 +1,278 @@
+// The C++ Loader end to end on real JPEGs packed as RecordIO.
+#include "gpufeed/loader.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "gpufeed/writer.h"
+#include "jpeg_test_util.h"
+#include "test_util.h"
+#include "util/path.h"
+
+namespace gpufeed {
+namespace {
+
+class LoaderTest : public ::testing::Test {
+ protected:
+  static constexpr int kImages = 45;
+
+  void SetUp() override {
+    std::string folder = JoinPath(dir_.path(), "folder");
+    for (int i = 0; i < kImages; ++i) {
+      std::string cls = JoinPath(folder, "class" + std::to_string(i % 3));
+      CreateDirectories(cls);
+      char name[32];
+      std::snprintf(name, sizeof(name), "img%03d.jpg", i);
+      WriteBytes(JoinPath(cls, name), EncodeJpeg(48 + i % 20, 40 + i % 13, JCS_RGB, 90, i));
+    }
+    packed_ = JoinPath(dir_.path(), "packed");
+    PackOptions pack;
+    pack.shard_size = 20000;  // several shards
+    PackSummary summary;
+    ASSERT_TRUE(Pack(folder, packed_, pack, &summary).ok());
+    std::unique_ptr<Dataset> dataset;
+    ASSERT_TRUE(Dataset::Open(packed_, {}, &dataset).ok());
+    dataset_ = std::move(dataset);
+  }
+
+  LoaderOptions Options(int threads = 2) {
+    LoaderOptions options;
+    options.batch_size = 8;
+    options.num_threads = threads;
+    options.image.size = 32;
+    options.seed = 5;
+    return options;
+  }
+
+  // All batches of one epoch: (sample ids, data bytes).
+  std::vector<std::pair<std::vector<uint64_t>, std::string>> Epoch(Loader* loader) {
+    std::vector<std::pair<std::vector<uint64_t>, std::string>> batches;
+    Batch batch;
+    while (true) {
+      Status status = loader->Next(&batch);
+      EXPECT_TRUE(status.ok()) << status.ToString();
+      if (!status.ok() || batch.end_of_epoch()) break;
+      batches.emplace_back(batch.sample_ids(),
+                           std::string(static_cast<const char*>(batch.data().data),
+                                       batch.data().bytes()));
+    }
+    return batches;
+  }
+
+  TempDir dir_;
+  std::string packed_;
+  std::shared_ptr<Dataset> dataset_;
+};
+
+TEST_F(LoaderTest, AnEpochDeliversEverySampleOnceInShapedBatches) {
+  std::unique_ptr<Loader> loader;
+  ASSERT_TRUE(Loader::Open(dataset_, Options(), &loader).ok());
+  EXPECT_EQ(loader->batches_per_epoch(), 6u);
+  Batch batch;
+  std::multiset<uint64_t> seen;
+  int batches = 0;
+  while (true) {
+    ASSERT_TRUE(loader->Next(&batch).ok());
+    if (batch.end_of_epoch()) break;
+    EXPECT_EQ(batch.index(), static_cast<uint64_t>(batches));
+    EXPECT_EQ(batch.data().shape, (std::vector<int64_t>{batch.size(), 3, 32, 32}));
+    EXPECT_EQ(batch.data().dtype, TensorDtype::kFloat32);
+    EXPECT_EQ(batch.labels().dtype, TensorDtype::kInt64);
+    const int64_t* labels = static_cast<const int64_t*>(batch.labels().data);
+    for (int64_t i = 0; i < batch.size(); ++i) {
+      uint64_t id = batch.sample_ids()[i];
+      seen.insert(id);
+      Record record;
+      ASSERT_TRUE(dataset_->Read(id, &record).ok());
+      EXPECT_EQ(labels[i], static_cast<int64_t>(record.labels[0]));
+    }
+    batches += 1;
+  }
+  EXPECT_EQ(batches, 6);
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kImages));
+  EXPECT_EQ(std::set<uint64_t>(seen.begin(), seen.end()).size(), static_cast<size_t>(kImages));
+  // The next call starts the next epoch, in another order.
+  ASSERT_TRUE(loader->Next(&batch).ok());
+  EXPECT_FALSE(batch.end_of_epoch());
+  EXPECT_EQ(batch.epoch(), 1u);
+  LoaderStats stats = loader->Stats();
+  EXPECT_GE(stats.samples, static_cast<uint64_t>(kImages));
+  EXPECT_FALSE(stats.verdict.empty());
+}
+
+TEST_F(LoaderTest, BitIdenticalBatchesWhateverTheThreadCount) {
+  std::unique_ptr<Loader> one, three;
+  ASSERT_TRUE(Loader::Open(dataset_, Options(1), &one).ok());
+  ASSERT_TRUE(Loader::Open(dataset_, Options(3), &three).ok());
+  auto a = Epoch(one.get());
+  auto b = Epoch(three.get());
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(a[i].second == b[i].second) << "batch " << i;
+  }
+}
+
+TEST_F(LoaderTest, RanksTogetherCoverTheEpoch) {
+  std::multiset<uint64_t> seen;
+  size_t batches = 0;
+  for (uint32_t rank = 0; rank < 4; ++rank) {
+    LoaderOptions options = Options();
+    options.rank = rank;
+    options.world_size = 4;
+    std::unique_ptr<Loader> loader;
+    ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+    auto epoch = Epoch(loader.get());
+    if (rank == 0) batches = epoch.size();
+    EXPECT_EQ(epoch.size(), batches) << "ranks get equal batch counts";
+    for (auto& [ids, data] : epoch) seen.insert(ids.begin(), ids.end());
+  }
+  EXPECT_EQ(std::set<uint64_t>(seen.begin(), seen.end()).size(), static_cast<size_t>(kImages));
+  EXPECT_EQ(seen.size(), 48u);  // 45 padded to 4 x 12
+}
+
+TEST_F(LoaderTest, ResumeMidEpochContinuesExactly) {
+  std::unique_ptr<Loader> reference;
+  ASSERT_TRUE(Loader::Open(dataset_, Options(), &reference).ok());
+  auto full = Epoch(reference.get());
+  std::unique_ptr<Loader> first;
+  ASSERT_TRUE(Loader::Open(dataset_, Options(), &first).ok());
+  Batch batch;
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(first->Next(&batch).ok());
+  LoaderState state = first->State();
+  EXPECT_EQ(state.consumed, 16u);
+  first.reset();
+  std::unique_ptr<Loader> second;
+  ASSERT_TRUE(Loader::Open(dataset_, Options(3), &second).ok());
+  ASSERT_TRUE(second->Restore(state).ok());
+  auto rest = Epoch(second.get());
+  ASSERT_EQ(rest.size(), full.size() - 2);
+  for (size_t i = 0; i < rest.size(); ++i) {
+    EXPECT_EQ(rest[i].first, full[i + 2].first);
+    EXPECT_TRUE(rest[i].second == full[i + 2].second);
+  }
+}
+
+TEST_F(LoaderTest, CorruptImageRaisesOrIsSkipped) {
+  // Replace sample 7 with bytes that are not an image, through a list file.
+  std::string list_dir = JoinPath(dir_.path(), "list");
+  CreateDirectories(list_dir);
+  std::string list;
+  for (int i = 0; i < 20; ++i) {
+    std::string name = "f" + std::to_string(i) + ".jpg";
+    WriteBytes(JoinPath(list_dir, name), i == 7 ? std::string("\xFF\xD8\xFF garbage", 12)
+                                                : EncodeJpeg(40, 30, JCS_RGB, 90, i));
+    list += name + "\t" + std::to_string(i % 2) + "\n";
+  }
+  WriteBytes(JoinPath(list_dir, "list.txt"), list);
+  PackSummary summary;
+  std::string out = JoinPath(dir_.path(), "bad");
+  ASSERT_TRUE(Pack(JoinPath(list_dir, "list.txt"), out, {}, &summary).ok());
+  std::unique_ptr<Dataset> bad;
+  ASSERT_TRUE(Dataset::Open(out, {}, &bad).ok());
+  std::shared_ptr<Dataset> shared = std::move(bad);
+
+  LoaderOptions options = Options();
+  options.shuffle = ShuffleMode::kNone;
+  options.batch_size = 5;
+  std::unique_ptr<Loader> loader;
+  ASSERT_TRUE(Loader::Open(shared, options, &loader).ok());
+  Batch batch;
+  ASSERT_TRUE(loader->Next(&batch).ok());
+  Status status = loader->Next(&batch);  // samples 5..9
+  EXPECT_TRUE(status.IsCorruption()) << status.ToString();
+  EXPECT_NE(status.message().find("sample 7"), std::string::npos) << status.ToString();
+  EXPECT_NE(status.message().find("part-00000.rec at byte offset"), std::string::npos)
+      << status.ToString();
+  ASSERT_TRUE(loader->Next(&batch).ok());  // the loader goes on
+  EXPECT_EQ(batch.sample_ids()[0], 10u);
+
+  options.on_error = OnError::kSkip;
+  ASSERT_TRUE(Loader::Open(shared, options, &loader).ok());
+  int delivered = 0;
+  while (true) {
+    ASSERT_TRUE(loader->Next(&batch).ok());
+    if (batch.end_of_epoch()) break;
+    EXPECT_EQ(batch.size(), 5);  // batches stay full
+    for (uint64_t id : batch.sample_ids()) EXPECT_NE(id, 7u);
+    delivered += 1;
+  }
+  EXPECT_EQ(delivered, 4);
+  EXPECT_EQ(loader->Stats().skipped, 1u);
+}
+
+TEST_F(LoaderTest, StopsPromptlyMidEpochAndWhenNeverRead) {
+  LoaderOptions options = Options();
+  options.prefetch = 8;
+  for (int consumed : {0, 2}) {
+    std::unique_ptr<Loader> loader;
+    ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+    Batch batch;
+    for (int i = 0; i < consumed; ++i) ASSERT_TRUE(loader->Next(&batch).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto started = std::chrono::steady_clock::now();
+    loader.reset();
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(1));
+    // The batch still held is valid memory after the loader is gone.
+    if (consumed) EXPECT_GT(batch.data().bytes(), 0u);
+  }
+}
+
+TEST_F(LoaderTest, HoldingTooManyBatchesIsAnErrorNotAHang) {
+  LoaderOptions options = Options();
+  options.prefetch = 1;
+  std::unique_ptr<Loader> loader;
+  ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+  Batch a, b, c;
+  ASSERT_TRUE(loader->Next(&a).ok());
+  ASSERT_TRUE(loader->Next(&b).ok());
+  Status status = loader->Next(&c);
+  EXPECT_TRUE(status.IsInvalidArgument()) << status.ToString();
+  a.reset();
+  ASSERT_TRUE(loader->Next(&c).ok());
+}
+
+TEST_F(LoaderTest, UintOutputAndRawTransform) {
+  LoaderOptions options = Options();
+  options.image.dtype = OutputDtype::kUint8;
+  options.image.layout = OutputLayout::kNHWC;
+  std::unique_ptr<Loader> loader;
+  ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+  Batch batch;
+  ASSERT_TRUE(loader->Next(&batch).ok());
+  EXPECT_EQ(batch.data().shape, (std::vector<int64_t>{8, 32, 32, 3}));
+  EXPECT_EQ(batch.data().dtype, TensorDtype::kUint8);
+
+  options.transform = TransformKind::kRaw;
+  options.raw.element = RawTransformOptions::Element::kInt32;
+  options.raw.length = 4;
+  options.raw.pad = -1;
+  ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+  ASSERT_TRUE(loader->Next(&batch).ok());
+  EXPECT_EQ(batch.data().shape, (std::vector<int64_t>{8, 4}));
+  Record record;
+  ASSERT_TRUE(dataset_->Read(batch.sample_ids()[0], &record).ok());
+  EXPECT_EQ(std::memcmp(batch.data().data, record.data.data(), 16), 0);
+}
+
+TEST_F(LoaderTest, BadOptions) {
+  std::unique_ptr<Loader> loader;
+  LoaderOptions options = Options();
+  options.batch_size = 0;
+  EXPECT_TRUE(Loader::Open(dataset_, options, &loader).IsInvalidArgument());
+  options = Options();
+  options.rank = 2;
+  options.world_size = 2;
+  EXPECT_TRUE(Loader::Open(dataset_, options, &loader).IsInvalidArgument());
+  options = Options();
+  options.prefetch = 9;
+  EXPECT_TRUE(Loader::Open(dataset_, options, &loader).IsInvalidArgument());
+}
+
+}  // namespace
+}  // namespace gpufeed
