@@ -378,9 +378,19 @@ TEST_P(ReadEngineFaultTest, TransientErrorsAreRetriedThenServed) {
   EXPECT_GE(engine->stats().retries, 2u);
 }
 
-TEST_P(ReadEngineFaultTest, PersistentEagainEndsInPreadFallback) {
-  if (GetParam() != IoBackend::kIoUring) GTEST_SKIP() << "the pool retries pread itself";
-  auto engine = Make([](uint64_t) { return EINTR; });
+// io_uring only: the pool's pread loop retries EINTR itself, as pread users do.
+TEST(ReadEngineUringFaultTest, PersistentEagainEndsInPreadFallback) {
+  TempDir dir;
+  std::string path = JoinPath(dir.path(), "f");
+  std::string bytes = RandomBytes(1 << 20, 5);
+  WriteBytes(path, bytes);
+  IoOptions options;
+  options.backend = IoBackend::kIoUring;
+  options.inject_read_error_for_testing = [](uint64_t) { return EINTR; };
+  std::unique_ptr<ReadEngine> engine;
+  if (!ReadEngine::Create(options, &engine).ok()) GTEST_SKIP() << "io_uring unavailable";
+  std::string& bytes_ = bytes;
+  std::string& path_ = path;
   if (!engine) GTEST_SKIP() << "io_uring unavailable";
   FileId file;
   ASSERT_TRUE(engine->OpenFile(path_, &file).ok());
