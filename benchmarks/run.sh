@@ -6,7 +6,7 @@
 #   ./benchmarks/run.sh            about 2,000 ImageNet-shaped JPEGs, a 1 GiB raw file
 #   ./benchmarks/run.sh --quick    500 images, a 256 MiB raw file, one run per case
 #
-# Results: tables on stdout, benchmarks/results/read.json and io.json.
+# Results: tables on stdout, benchmarks/results/read.json, loader.json and io.json.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${GPUFEED_BENCH_BUILD_DIR:-$ROOT/build/release}
@@ -97,6 +97,12 @@ print(f"pack: recordio {result['pack_seconds']['recordio']:.1f} s, "
 print(f"(medians over the passes; JSON in {sys.argv[2]})")
 PYEOF
 rm -f "$results_file"
+
+echo
+echo "== loader: images/s end to end (RandomResizedCrop 224 + flip) vs a decode-only ceiling"
+"$PY" "$ROOT/benchmarks/loader_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" \
+  --dataset "$DATA/demo-recordio-$images" --epochs "$([ ${#quick[@]} -gt 0 ] && echo 2 || echo 3)" \
+  --json "$RESULTS/loader.json"
 
 echo
 echo "== read engine vs fio (io_uring and pread backends, buffered and O_DIRECT)"
