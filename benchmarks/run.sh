@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: build gpufeed, make the demo dataset, pack it, read it back,
-# and compare the read engine with fio. Later issues add the loader, GPU and
-# cache benches.
+# run the loader end to end, and compare the read engine with fio. Later
+# issues add the GPU and cache benches.
 #
 #   ./benchmarks/run.sh            about 2,000 ImageNet-shaped JPEGs, a 1 GiB raw file
 #   ./benchmarks/run.sh --quick    500 images, a 256 MiB raw file, one run per case

@@ -2,7 +2,10 @@
 #ifndef GPUFEED_GPUFEED_H_
 #define GPUFEED_GPUFEED_H_
 
+#include "gpufeed/batch.h"
 #include "gpufeed/dataset.h"
+#include "gpufeed/loader.h"
+#include "gpufeed/options.h"
 #include "gpufeed/status.h"
 #include "gpufeed/writer.h"
 
