@@ -20,7 +20,7 @@ GPUFEED_EXPORT size_t TensorDtypeSize(TensorDtype dtype);
 GPUFEED_EXPORT const char* TensorDtypeName(TensorDtype dtype);
 
 // A dense, C-contiguous view. Valid while its Batch holds the buffer.
-struct Tensor {
+struct GPUFEED_EXPORT Tensor {
   void* data = nullptr;
   std::vector<int64_t> shape;
   TensorDtype dtype = TensorDtype::kUint8;

@@ -73,7 +73,7 @@ struct LoaderOptions {
 
 // Per-stage figures since Open (or the last ResetStats). Seconds are summed
 // over the threads of a stage.
-struct LoaderStats {
+struct GPUFEED_EXPORT LoaderStats {
   uint64_t batches = 0;
   uint64_t samples = 0;
   uint64_t bytes_read = 0;

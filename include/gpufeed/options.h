@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "gpufeed/export.h"
+
 namespace gpufeed {
 
 enum class IoBackend : int {
@@ -21,7 +23,7 @@ enum class IoBackend : int {
 };
 
 // "auto", "io_uring", "pread".
-const char* IoBackendName(IoBackend backend);
+GPUFEED_EXPORT const char* IoBackendName(IoBackend backend);
 
 struct IoOptions {
   IoBackend backend = IoBackend::kAuto;
