@@ -71,6 +71,15 @@ struct Record {
   std::string source;
 };
 
+// Where a record's bytes lie on disk, for readers that batch their I/O (the
+// loader's read engine): a byte range of a file, or a whole file.
+struct RecordLocation {
+  std::string path;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  bool whole_file = false;
+};
+
 // One file (RecordIO) or environment (LMDB) of a dataset.
 struct ShardInfo {
   std::string path;          // absolute path of the .rec file or LMDB directory
@@ -109,6 +118,15 @@ class GPUFEED_EXPORT Dataset {
   // on disk are malformed; IOError/PermissionDenied from the OS.
   // Safe to call concurrently from many threads (with distinct records).
   virtual Status Read(uint64_t index, Record* record) const = 0;
+
+  // Where sample `index` lies: false when the format has no byte ranges
+  // (LMDB, Caffe: pages of a memory map) or the range is not known (an
+  // unsorted .idx). Safe from many threads.
+  virtual bool Locate(uint64_t index, RecordLocation* location) const;
+  // Builds the record from the bytes of Locate's range (reading more
+  // itself if the record runs past them). Safe from many threads.
+  virtual Status ParseLocated(uint64_t index, const RecordLocation& location, const char* data,
+                              size_t size, Record* record) const;
 
   DatasetFormat format() const { return format_; }
   // The path given to Open, made absolute.

@@ -69,6 +69,12 @@ struct LoaderOptions {
   OnError on_error = OnError::kRaise;
   // Batch buffer memory (nullptr: host memory).
   std::shared_ptr<BatchAllocator> allocator;
+  // Reads go through the read engine (io_uring, many in flight, ahead of
+  // the decode threads) for formats with byte ranges (RecordIO shards,
+  // ImageFolder files); LMDB and Caffe records are read by the decode
+  // threads. false: every record is read by the decode threads.
+  bool use_read_engine = true;
+  IoOptions io;
 };
 
 // Per-stage figures since Open (or the last ResetStats). Seconds are summed

@@ -19,6 +19,13 @@ Dataset::Dataset(DatasetFormat format, std::string path)
 
 Dataset::~Dataset() = default;
 
+bool Dataset::Locate(uint64_t, RecordLocation*) const { return false; }
+
+Status Dataset::ParseLocated(uint64_t index, const RecordLocation&, const char*, size_t,
+                             Record* record) const {
+  return Read(index, record);
+}
+
 const char* FormatName(DatasetFormat format) {
   switch (format) {
     case DatasetFormat::kAuto: return "auto";

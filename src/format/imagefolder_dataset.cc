@@ -58,20 +58,46 @@ class ImageFolderDataset final : public DatasetBase {
 
   uint64_t size() const override { return entries_.size(); }
 
+  bool Locate(uint64_t index, RecordLocation* location) const override {
+    if (index >= entries_.size()) return false;
+    location->path = JoinPath(path_, entries_[index].relative_path);
+    location->offset = 0;
+    location->length = 0;
+    location->whole_file = true;
+    return true;
+  }
+
+  Status ParseLocated(uint64_t index, const RecordLocation& location, const char* data,
+                      size_t size, Record* record) const override {
+    GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
+    const ImageFolderEntry& entry = entries_[index];
+    record->data.assign(data, size);
+    Fill(index, entry, location.path, record);
+    return Status::OK();
+  }
+
   Status Read(uint64_t index, Record* record) const override {
     GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
     const ImageFolderEntry& entry = entries_[index];
     std::string file = JoinPath(path_, entry.relative_path);
     Status status = ReadFileToString(file, &record->data);
     if (!status.ok()) return status.WithContext("sample " + std::to_string(index));
+    Fill(index, entry, file, record);
+    return Status::OK();
+  }
+
+ private:
+  static void Fill(uint64_t index, const ImageFolderEntry& entry, const std::string& file,
+                   Record* record) {
     record->labels.assign(1, static_cast<float>(entry.class_index));
     record->key = entry.relative_path;
     record->source = file;
     record->id = index;
     record->shape.clear();
     record->encoded = true;
-    return Status::OK();
   }
+
+ public:
 
  private:
   std::vector<ImageFolderEntry> entries_;

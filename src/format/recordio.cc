@@ -45,9 +45,7 @@ RecordIOCursor::RecordIOCursor(int fd, const std::string& path, uint64_t file_si
       path_(path),
       file_size_(file_size),
       read_size_(read_size),
-      window_(window != nullptr ? *window : own_window_) {
-  window_.clear();
-}
+      window_(window != nullptr ? *window : own_window_) {}
 
 Status RecordIOCursor::Fetch(uint64_t offset, size_t length, const char** data) {
   if (offset >= window_start_ && offset + length <= window_start_ + window_.size()) {

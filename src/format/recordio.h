@@ -50,6 +50,9 @@ class RecordIOCursor {
   Status ReadRecord(uint64_t offset, std::string* payload, uint64_t* next_offset);
 
   void set_read_size(size_t read_size) { read_size_ = read_size; }
+  // Declares that the window (passed to the constructor) already holds the
+  // file's bytes from `start`: records inside it are parsed without I/O.
+  void Preload(uint64_t start) { window_start_ = start; }
 
  private:
   // Makes [offset, offset + length) resident and points *data at it.

@@ -46,8 +46,16 @@ class RecordIODataset final : public DatasetBase {
 
   uint64_t size() const override { return total_; }
   Status Read(uint64_t index, Record* record) const override;
+  bool Locate(uint64_t index, RecordLocation* location) const override;
+  Status ParseLocated(uint64_t index, const RecordLocation& location, const char* data,
+                      size_t size, Record* record) const override;
 
  private:
+  // Decodes record `local` of `shard`; `window` holds the file's bytes from
+  // `preloaded_at` when that is not negative.
+  Status ParseAt(const RecordIOShard& shard, size_t local, uint64_t index, uint64_t hint,
+                 std::string* window, Record* record, int64_t preloaded_at = -1) const;
+
   std::vector<std::unique_ptr<RecordIOShard>> files_;
   std::vector<uint64_t> first_records_;
   uint64_t total_ = 0;
@@ -113,9 +121,51 @@ Status RecordIODataset::Read(uint64_t index, Record* record) const {
   }
   hint = std::min<uint64_t>(hint, kMaxRecordHint);
   // Scratch buffers per thread: no allocation per read once warm.
-  thread_local std::string payload;
   thread_local std::string window;
-  RecordIOCursor cursor(shard.fd.get(), shard.rec_path, shard.file_size, hint, &window);
+  window.clear();
+  return ParseAt(shard, local, index, hint, &window, record);
+}
+
+bool RecordIODataset::Locate(uint64_t index, RecordLocation* location) const {
+  if (index >= total_) return false;
+  size_t shard_index = std::upper_bound(first_records_.begin(), first_records_.end(), index) -
+                       first_records_.begin() - 1;
+  const RecordIOShard& shard = *files_[shard_index];
+  size_t local = index - first_records_[shard_index];
+  uint64_t offset = shard.offsets[local];
+  uint64_t end = 0;
+  if (local + 1 < shard.offsets.size()) {
+    end = shard.offsets[local + 1];
+  } else {
+    end = shard.file_size;
+  }
+  if (end <= offset || end - offset > kMaxRecordHint) return false;  // unsorted index, or huge
+  location->path = shard.rec_path;
+  location->offset = offset;
+  location->length = end - offset;
+  location->whole_file = false;
+  return true;
+}
+
+Status RecordIODataset::ParseLocated(uint64_t index, const RecordLocation& location,
+                                     const char* data, size_t size, Record* record) const {
+  GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
+  size_t shard_index = std::upper_bound(first_records_.begin(), first_records_.end(), index) -
+                       first_records_.begin() - 1;
+  const RecordIOShard& shard = *files_[shard_index];
+  size_t local = index - first_records_[shard_index];
+  thread_local std::string window;
+  window.assign(data, size);
+  return ParseAt(shard, local, index, location.length, &window, record, location.offset);
+}
+
+Status RecordIODataset::ParseAt(const RecordIOShard& shard, size_t local, uint64_t index,
+                                uint64_t hint, std::string* window, Record* record,
+                                int64_t preloaded_at) const {
+  uint64_t offset = shard.offsets[local];
+  thread_local std::string payload;
+  RecordIOCursor cursor(shard.fd.get(), shard.rec_path, shard.file_size, hint, window);
+  if (preloaded_at >= 0) cursor.Preload(static_cast<uint64_t>(preloaded_at));
   uint64_t next_offset = 0;
   Status status = cursor.ReadRecord(offset, &payload, &next_offset);
   if (status.ok()) {

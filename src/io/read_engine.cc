@@ -32,13 +32,21 @@ void CompletionQueue::Push(ReadCompletion completion) {
 
 void CompletionQueue::Wait(size_t min_count, std::vector<ReadCompletion>* out, size_t max_count) {
   std::unique_lock<std::mutex> lock(mutex_);
-  available_.wait(lock, [&] { return completions_.size() >= min_count; });
+  available_.wait(lock, [&] { return closed_ || completions_.size() >= min_count; });
   size_t take = completions_.size();
   if (max_count != 0) take = std::min(take, std::max(max_count, min_count));
   for (size_t i = 0; i < take; ++i) {
     out->push_back(std::move(completions_.front()));
     completions_.pop_front();
   }
+}
+
+void CompletionQueue::Close() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closed_ = true;
+  }
+  available_.notify_all();
 }
 
 size_t CompletionQueue::ready() const {

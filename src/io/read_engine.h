@@ -73,8 +73,12 @@ class CompletionQueue {
   void Wait(size_t min_count, std::vector<ReadCompletion>* out, size_t max_count = 0);
   void Push(ReadCompletion completion);
   size_t ready() const;
+  // Wakes every waiter; from then on Wait returns at once with what is
+  // there (possibly nothing).
+  void Close();
 
  private:
+  bool closed_ = false;
   mutable std::mutex mutex_;
   std::condition_variable available_;
   std::deque<ReadCompletion> completions_;

@@ -18,8 +18,11 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "decode/transform.h"
+#include "io/read_engine.h"
 #include "pipeline/sampler.h"
 #include "util/logging.h"
 
@@ -148,6 +151,11 @@ class Loader::Impl {
     }
     shared_->changed.notify_all();
     for (std::thread& worker : workers_) worker.join();
+    // The engine finishes its reads in flight (into queue_), then the
+    // collector is told to stop.
+    engine_.reset();
+    queue_.Close();
+    if (collector_.joinable()) collector_.join();
   }
 
   Status Start() {
@@ -208,6 +216,19 @@ class Loader::Impl {
       if (!slot.data || !slot.labels) return Status::IOError("cannot allocate batch buffers");
       slot.sample_ids.resize(o.batch_size);
     }
+    RecordLocation probe;
+    if (o.use_read_engine && dataset_->size() > 0 && dataset_->Locate(0, &probe)) {
+      IoOptions io = o.io;
+      // The decode threads' window bounds what is in flight anyway.
+      Status status = ReadEngine::Create(io, &engine_);
+      if (!status.ok()) {
+        Log().info("loader: read engine unavailable ({}); decode threads read records themselves",
+                   status.ToString());
+        engine_.reset();
+      } else {
+        collector_ = std::thread([this] { Collect(); });
+      }
+    }
     started_ = Clock::now();
     StartRun(0, 0);
     for (int i = 0; i < threads_; ++i) workers_.emplace_back([this] { Work(); });
@@ -232,6 +253,9 @@ class Loader::Impl {
     run_start_ = consumed;
     batches_ = (samples_.size() + options_.batch_size - 1) / options_.batch_size;
     next_task_ = 0;
+    submit_cursor_ = 0;
+    fetched_.clear();
+    direct_.clear();
     delivered_ = 0;
     delivered_samples_ = 0;
     end_signalled_ = false;
@@ -427,11 +451,34 @@ class Loader::Impl {
       size_t position = task % options_.batch_size;
       uint64_t sample = samples_[task];
       uint64_t epoch = epoch_;
+      uint64_t run = run_;
       active_ += 1;
+      WorkFigures figures;
+      Fetched fetched;
+      bool have_bytes = false;
+      if (engine_) {
+        SubmitAhead(lock);
+        if (!direct_.count(task)) {
+          auto waited = Clock::now();
+          shared_->changed.wait(lock, [&] {
+            return stopping_ || run_ != run || fetched_.count(task) > 0;
+          });
+          figures.read += Seconds(Clock::now() - waited);
+          auto found = fetched_.find(task);
+          if (found != fetched_.end()) {
+            fetched = std::move(found->second);
+            fetched_.erase(found);
+            have_bytes = true;
+          }
+        }
+      }
       lock.unlock();
 
-      WorkFigures figures;
-      Status status = Process(sample, epoch, slot, position, &record, &raw_image, &scratch, &figures);
+      Status status = have_bytes ? ProcessFetched(sample, epoch, slot, position, &fetched, &record,
+                                                  &raw_image, &scratch, &figures)
+                                 : Process(sample, epoch, slot, position, &record, &raw_image,
+                                           &scratch, &figures);
+      fetched.completion.buffer.reset();  // back to the engine's budget
       uint64_t used = sample;
       if (!status.ok() && options_.on_error == OnError::kSkip) {
         LogSkip(status);
@@ -471,6 +518,118 @@ class Loader::Impl {
     uint64_t bytes = 0;
   };
 
+  struct Fetched {
+    ReadCompletion completion;
+    RecordLocation location;
+  };
+
+  static uint64_t Tag(uint64_t run, uint64_t task) { return (run << 40) | task; }
+
+  // Submits reads for the tasks the window now allows. REQUIRES: the lock
+  // (released around the submission itself).
+  void SubmitAhead(std::unique_lock<std::mutex>& lock) {
+    uint64_t end = std::min<uint64_t>(
+        samples_.size(), (delivered_ + static_cast<uint64_t>(options_.prefetch)) *
+                             options_.batch_size);
+    if (submit_cursor_ >= end) return;
+    uint64_t first = submit_cursor_;
+    submit_cursor_ = end;  // claimed: no other worker submits these
+    uint64_t run = run_;
+    std::vector<uint64_t> tasks;
+    std::vector<uint64_t> samples;
+    for (uint64_t task = first; task < end; ++task) {
+      tasks.push_back(task);
+      samples.push_back(samples_[task]);
+    }
+    lock.unlock();
+    std::vector<ReadRequest> requests;
+    std::vector<std::pair<uint64_t, RecordLocation>> located;
+    std::vector<uint64_t> direct;
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      RecordLocation location;
+      FileId file = 0;
+      if (!dataset_->Locate(samples[i], &location) ||
+          (!location.whole_file && !FileFor(location.path, &file))) {
+        direct.push_back(tasks[i]);
+        continue;
+      }
+      ReadRequest request;
+      request.tag = Tag(run, tasks[i]);
+      if (location.whole_file) {
+        request.path = location.path;
+      } else {
+        request.file = file;
+        request.offset = location.offset;
+        request.length = location.length;
+      }
+      requests.push_back(std::move(request));
+      located.emplace_back(tasks[i], std::move(location));
+    }
+    lock.lock();
+    if (run_ != run) return;  // the run changed meanwhile: nothing to record
+    for (uint64_t task : direct) direct_.insert(task);
+    for (auto& [task, location] : located) locations_[Tag(run, task)] = std::move(location);
+    lock.unlock();
+    if (!requests.empty() && !engine_->Submit(std::move(requests), &queue_).ok()) {
+      lock.lock();
+      for (auto& [task, location] : located) direct_.insert(task);
+      lock.unlock();
+    }
+    lock.lock();
+    shared_->changed.notify_all();
+  }
+
+  bool FileFor(const std::string& path, FileId* file) {
+    std::lock_guard<std::mutex> lock(files_mutex_);
+    auto found = file_ids_.find(path);
+    if (found != file_ids_.end()) {
+      *file = found->second;
+      return true;
+    }
+    if (!engine_->OpenFile(path, file).ok()) return false;  // read directly; the error shows there
+    file_ids_[path] = *file;
+    return true;
+  }
+
+  // Moves completions into fetched_, for the workers waiting on them.
+  void Collect() {
+    std::vector<ReadCompletion> completions;
+    while (true) {
+      completions.clear();
+      queue_.Wait(1, &completions);
+      if (completions.empty()) return;  // closed
+      std::lock_guard<std::mutex> lock(shared_->mutex);
+      for (ReadCompletion& completion : completions) {
+        uint64_t run = completion.tag >> 40;
+        uint64_t task = completion.tag & ((uint64_t{1} << 40) - 1);
+        auto location = locations_.find(completion.tag);
+        Fetched fetched;
+        if (location != locations_.end()) {
+          fetched.location = std::move(location->second);
+          locations_.erase(location);
+        }
+        if (run != run_) continue;  // a restarted run: drop (the buffer returns now)
+        fetched.completion = std::move(completion);
+        fetched_[task] = std::move(fetched);
+      }
+      shared_->changed.notify_all();
+    }
+  }
+
+  Status ProcessFetched(uint64_t sample, uint64_t epoch, Slot& slot, size_t position,
+                        Fetched* fetched, Record* record, Image* raw_image,
+                        TransformScratch* scratch, WorkFigures* figures) {
+    const ReadCompletion& completion = fetched->completion;
+    Status status = completion.status;
+    if (status.ok()) {
+      status = dataset_->ParseLocated(sample, fetched->location, completion.buffer.data(),
+                                      completion.buffer.size(), record);
+    }
+    if (!status.ok()) return status.WithContext("sample " + std::to_string(sample));
+    figures->bytes += record->data.size();
+    return TransformInto(sample, epoch, slot, position, record, raw_image, scratch, figures);
+  }
+
   Status Process(uint64_t sample, uint64_t epoch, Slot& slot, size_t position, Record* record,
                  Image* raw_image, TransformScratch* scratch, WorkFigures* figures) {
     auto read_started = Clock::now();
@@ -479,6 +638,14 @@ class Loader::Impl {
     figures->read += Seconds(read_done - read_started);
     if (!status.ok()) return status;
     figures->bytes += record->data.size();
+    return TransformInto(sample, epoch, slot, position, record, raw_image, scratch, figures);
+  }
+
+  Status TransformInto(uint64_t sample, uint64_t epoch, Slot& slot, size_t position,
+                       Record* record, Image* raw_image, TransformScratch* scratch,
+                       WorkFigures* figures) {
+    auto read_done = Clock::now();
+    Status status;
     char* destination = static_cast<char*>(slot.data) + position * sample_bytes_;
     if (options_.transform == TransformKind::kImage) {
       if (record->encoded) {
@@ -601,6 +768,17 @@ class Loader::Impl {
   std::shared_ptr<const Dataset> dataset_;
   LoaderOptions options_;
   std::shared_ptr<LoaderShared> shared_;
+  // Declared before engine_: the engine delivers into it until destroyed.
+  CompletionQueue queue_;
+  std::unique_ptr<ReadEngine> engine_;
+  std::thread collector_;
+  std::mutex files_mutex_;
+  std::unordered_map<std::string, FileId> file_ids_;
+  // Guarded by shared_->mutex.
+  uint64_t submit_cursor_ = 0;
+  std::unordered_map<uint64_t, Fetched> fetched_;          // task -> bytes
+  std::unordered_map<uint64_t, RecordLocation> locations_;  // tag -> where
+  std::unordered_set<uint64_t> direct_;                     // tasks read by the workers
   std::vector<std::thread> workers_;
   int threads_ = 1;
   std::vector<uint64_t> shard_sizes_;

@@ -118,6 +118,27 @@ TEST_F(LoaderTest, BitIdenticalBatchesWhateverTheThreadCount) {
   }
 }
 
+TEST_F(LoaderTest, ReadEngineAndDirectReadsGiveTheSameBatches) {
+  LoaderOptions direct = Options();
+  direct.use_read_engine = false;
+  std::unique_ptr<Loader> a, b, c;
+  ASSERT_TRUE(Loader::Open(dataset_, direct, &a).ok());
+  ASSERT_TRUE(Loader::Open(dataset_, Options(), &b).ok());  // RecordIO ranges via io_uring
+  auto reference = Epoch(a.get());
+  auto engine = Epoch(b.get());
+  ASSERT_EQ(reference.size(), engine.size());
+  for (size_t i = 0; i < reference.size(); ++i) EXPECT_TRUE(reference[i] == engine[i]) << i;
+  // The unpacked folder goes through the engine's small-file mode.
+  std::unique_ptr<Dataset> folder;
+  ASSERT_TRUE(Dataset::Open(JoinPath(dir_.path(), "folder"), {}, &folder).ok());
+  std::shared_ptr<Dataset> shared = std::move(folder);
+  ASSERT_TRUE(Loader::Open(shared, Options(), &c).ok());
+  auto unpacked = Epoch(c.get());
+  ASSERT_EQ(unpacked.size(), reference.size());
+  // Same images in the same order (ImageFolder order = pack order).
+  for (size_t i = 0; i < reference.size(); ++i) EXPECT_TRUE(reference[i] == unpacked[i]) << i;
+}
+
 TEST_F(LoaderTest, RanksTogetherCoverTheEpoch) {
   std::multiset<uint64_t> seen;
   size_t batches = 0;
