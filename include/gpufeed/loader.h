@@ -91,6 +91,10 @@ struct GPUFEED_EXPORT LoaderStats {
   double starved_seconds = 0;    // workers with nothing to do (the window is full)
   double consumer_wait_seconds = 0;  // Next() waiting for a batch
   double mean_ready_batches = 0;     // batches ready when Next() was called
+  // The read engine, when the loader uses one ("" otherwise).
+  std::string io_backend;
+  uint64_t io_requests = 0;
+  double io_mean_inflight = 0;  // reads in flight, sampled at each submission
   // The stage that limits throughput, with the evidence and a hint.
   std::string verdict;
   std::string ToString() const;

@@ -135,6 +135,21 @@ void WriteOutput(const Image& image, const ImageTransformOptions& options, bool 
   const int size = options.size;
   const size_t plane = static_cast<size_t>(size) * size;
   const bool planar = options.layout == OutputLayout::kNCHW;
+  if (options.dtype == OutputDtype::kUint8 && !planar) {
+    // HWC uint8 is the resampled image itself: whole rows, mirrored by pixel.
+    uint8_t* out = static_cast<uint8_t*>(destination);
+    const size_t row_bytes = static_cast<size_t>(size) * 3;
+    for (int y = 0; y < size; ++y) {
+      const uint8_t* row = image.row(y);
+      uint8_t* target = out + y * row_bytes;
+      if (!flip) {
+        std::memcpy(target, row, row_bytes);
+        continue;
+      }
+      for (int x = 0; x < size; ++x) std::memcpy(target + 3 * x, row + 3 * (size - 1 - x), 3);
+    }
+    return;
+  }
   if (options.dtype == OutputDtype::kUint8) {
     uint8_t* out = static_cast<uint8_t*>(destination);
     for (int y = 0; y < size; ++y) {

@@ -732,6 +732,18 @@ class Loader::Impl {
     stats.starved_seconds = starved_;
     stats.consumer_wait_seconds = consumer_wait_;
     stats.mean_ready_batches = ready_samples_count_ ? ready_samples_sum_ / ready_samples_count_ : 0;
+    std::string io;
+    if (engine_) {
+      IoStats io_stats = engine_->stats();
+      stats.io_backend = engine_->backend_name();
+      stats.io_requests = io_stats.requests;
+      stats.io_mean_inflight = io_stats.mean_inflight;
+      char line[160];
+      std::snprintf(line, sizeof(line), "; read engine %s: %llu reads, %.1f in flight on average",
+                    engine_->backend_name(), static_cast<unsigned long long>(io_stats.requests),
+                    io_stats.mean_inflight);
+      io = line;
+    }
     double capacity = std::max(1e-9, stats.elapsed_seconds * threads_);
     double read_share = stats.read_seconds / capacity;
     double decode_share = stats.decode_seconds / capacity;
@@ -751,9 +763,10 @@ class Loader::Impl {
       std::snprintf(text, sizeof(text),
                     "read-bound: workers spent %.0f%% of their time reading and %.0f%% "
                     "decoding, the consumer waited %.0f%%; pack small files into shards, cache "
-                    "them on local NVMe, or add threads for a parallel filesystem",
+                    "them on local NVMe, or raise the read engine's queue depth for a parallel "
+                    "filesystem",
                     100 * read_share, 100 * decode_share, 100 * wait_share);
-      stats.verdict = text;
+      stats.verdict = text + io;
     } else {
       std::snprintf(text, sizeof(text),
                     "decode-bound: decode threads %.0f%% busy (reading %.0f%%), the consumer "
@@ -827,6 +840,10 @@ std::string LoaderStats::ToString() const {
       << "  read " << read_seconds << " s, decode " << decode_seconds << " s, workers idle "
       << starved_seconds << " s, consumer waited " << consumer_wait_seconds
       << " s, ready batches at Next() " << mean_ready_batches << "\n"
+      << (io_backend.empty() ? std::string()
+                             : "  read engine " + io_backend + ": " + std::to_string(io_requests) +
+                                   " reads, " + std::to_string(io_mean_inflight) +
+                                   " in flight on average\n")
       << "  verdict: " << verdict;
   return out.str();
 }

@@ -179,6 +179,38 @@ TEST_F(LoaderTest, ResumeMidEpochContinuesExactly) {
   }
 }
 
+TEST_F(LoaderTest, ElasticResumeWithAnotherWorldSizeLosesNothing) {
+  std::multiset<uint64_t> delivered;
+  LoaderState state;
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    LoaderOptions options = Options();
+    options.rank = rank;
+    options.world_size = 2;
+    std::unique_ptr<Loader> loader;
+    ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+    Batch batch;
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(loader->Next(&batch).ok());
+      delivered.insert(batch.sample_ids().begin(), batch.sample_ids().end());
+    }
+    state = loader->State();  // the same on every rank
+  }
+  EXPECT_EQ(state.consumed, 32u);  // 2 ranks x 2 batches x 8
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    LoaderOptions options = Options();
+    options.rank = rank;
+    options.world_size = 3;
+    std::unique_ptr<Loader> loader;
+    ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+    ASSERT_TRUE(loader->Restore(state).ok());
+    for (auto& [ids, data] : Epoch(loader.get())) delivered.insert(ids.begin(), ids.end());
+  }
+  // 45 samples: 32 before, 13 after split over 3 ranks (5 each: 2 of padding).
+  EXPECT_EQ(std::set<uint64_t>(delivered.begin(), delivered.end()).size(),
+            static_cast<size_t>(kImages));
+  EXPECT_EQ(delivered.size(), 47u);
+}
+
 TEST_F(LoaderTest, CorruptImageRaisesOrIsSkipped) {
   // Replace sample 7 with bytes that are not an image, through a list file.
   std::string list_dir = JoinPath(dir_.path(), "list");
