@@ -211,6 +211,8 @@ ImageFormat SniffImageFormat(const uint8_t* data, size_t size) {
 Status ReadImageHeader(const uint8_t* data, size_t size, ImageHeader* header) {
   header->format = SniffImageFormat(data, size);
   if (header->format == ImageFormat::kJpeg) {
+    // The same set-up as DecodeJpeg: it cannot be shared through a helper,
+    // because setjmp must stay in the frame that calls into libjpeg.
     jpeg_decompress_struct info;
     JpegError error;
     info.err = jpeg_std_error(&error.manager);

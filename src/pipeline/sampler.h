@@ -51,16 +51,6 @@ struct SamplerOptions {
   bool drop_last = false;
 };
 
-// Where an epoch stands: enough to continue exactly, with any world size.
-struct SamplerState {
-  uint64_t seed = 0;
-  uint64_t epoch = 0;
-  // Positions of the epoch order consumed by all ranks together.
-  uint64_t consumed = 0;
-  ShuffleMode shuffle = ShuffleMode::kGlobal;
-  uint32_t window_shards = 4;
-};
-
 // The deterministic generator described above.
 class SampleRng {
  public:
