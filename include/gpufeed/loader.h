@@ -88,7 +88,10 @@ struct GPUFEED_EXPORT LoaderStats {
   double elapsed_seconds = 0;    // wall time since the stats started
   double read_seconds = 0;       // workers reading records (I/O)
   double decode_seconds = 0;     // workers decoding and transforming
-  double starved_seconds = 0;    // workers with nothing to do (the window is full)
+  // Workers blocked on the stage downstream: the window of `prefetch` batches
+  // is full because the consumer has not taken them (time waiting for input
+  // bytes from the read engine counts as read_seconds).
+  double blocked_seconds = 0;
   double consumer_wait_seconds = 0;  // Next() waiting for a batch
   double mean_ready_batches = 0;     // batches ready when Next() was called
   // The read engine, when the loader uses one ("" otherwise).

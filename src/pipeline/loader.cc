@@ -436,7 +436,7 @@ class Loader::Impl {
       shared_->changed.wait(lock, [&] {
         return stopping_ || (accepting_ && next_task_ < samples_.size() && CanStart(next_task_));
       });
-      starved_ += Seconds(Clock::now() - wait_started);
+      blocked_ += Seconds(Clock::now() - wait_started);
       if (stopping_) return;
       uint64_t task = next_task_++;
       uint64_t k = task / options_.batch_size;
@@ -729,7 +729,7 @@ class Loader::Impl {
     stats.elapsed_seconds = Seconds(Clock::now() - started_);
     stats.read_seconds = read_seconds_;
     stats.decode_seconds = decode_seconds_;
-    stats.starved_seconds = starved_;
+    stats.blocked_seconds = blocked_;
     stats.consumer_wait_seconds = consumer_wait_;
     stats.mean_ready_batches = ready_samples_count_ ? ready_samples_sum_ / ready_samples_count_ : 0;
     std::string io;
@@ -820,7 +820,7 @@ class Loader::Impl {
   Clock::time_point started_;
   uint64_t stats_batches_ = 0;
   uint64_t stats_samples_ = 0;
-  double starved_ = 0;
+  double blocked_ = 0;
   double consumer_wait_ = 0;
   double ready_samples_sum_ = 0;
   uint64_t ready_samples_count_ = 0;
@@ -838,7 +838,7 @@ std::string LoaderStats::ToString() const {
       << " MB read, " << skipped << " skipped, " << threads << " threads, " << elapsed_seconds
       << " s\n"
       << "  read " << read_seconds << " s, decode " << decode_seconds << " s, workers idle "
-      << starved_seconds << " s, consumer waited " << consumer_wait_seconds
+      << blocked_seconds << " s, consumer waited " << consumer_wait_seconds
       << " s, ready batches at Next() " << mean_ready_batches << "\n"
       << (io_backend.empty() ? std::string()
                              : "  read engine " + io_backend + ": " + std::to_string(io_requests) +
