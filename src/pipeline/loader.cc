@@ -837,7 +837,7 @@ std::string LoaderStats::ToString() const {
   out << "batches " << batches << ", samples " << samples << ", " << bytes_read / 1e6
       << " MB read, " << skipped << " skipped, " << threads << " threads, " << elapsed_seconds
       << " s\n"
-      << "  read " << read_seconds << " s, decode " << decode_seconds << " s, workers idle "
+      << "  read " << read_seconds << " s, decode " << decode_seconds << " s, workers blocked (window full) "
       << blocked_seconds << " s, consumer waited " << consumer_wait_seconds
       << " s, ready batches at Next() " << mean_ready_batches << "\n"
       << (io_backend.empty() ? std::string()
