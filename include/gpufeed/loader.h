@@ -66,6 +66,10 @@ struct LoaderOptions {
   // Labels per sample in the label tensor: 1 gives shape (B,), more give
   // (B, label_count) with missing labels as 0.
   int label_count = 1;
+  // kAuto: int64 for class-index datasets, float32 otherwise. kInt64 fails
+  // (InvalidArgument naming the sample) on a label that is not integral.
+  enum class LabelType : int { kAuto = 0, kInt64 = 1, kFloat32 = 2 };
+  LabelType label_type = LabelType::kAuto;
   OnError on_error = OnError::kRaise;
   // Batch buffer memory (nullptr: host memory).
   std::shared_ptr<BatchAllocator> allocator;
@@ -128,6 +132,10 @@ class GPUFEED_EXPORT Loader {
   // true after the last one (the following Next starts the next epoch).
   // In raise mode a bad record fails the call with its Status.
   Status Next(Batch* batch);
+  // Next with a deadline: *ready is false when no batch came within
+  // `timeout_ms` (the call can be repeated; used to stay responsive to
+  // signals in Python).
+  Status NextFor(Batch* batch, int timeout_ms, bool* ready);
 
   // Restarts at the beginning of `epoch` (a new order from seed and epoch).
   void SetEpoch(uint64_t epoch);

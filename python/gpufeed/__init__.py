@@ -14,6 +14,7 @@ from ._errors import (AlreadyExistsError, CancelledError, CorruptRecordError, Er
                       PermissionDeniedError, StorageIOError)
 from ._core import build_info as _build_info
 from .dataset import FORMATS, Dataset, Record, open_dataset
+from .loader import DataLoader, ImageTransform, LoaderStats, RawTransform
 from .pack import PackSummary, pack, parse_size
 
 __version__ = _build_info()["version"]
@@ -47,6 +48,10 @@ __all__ = [
     "__version__",
     "build_info",
     "open_dataset",
+    "DataLoader",
+    "ImageTransform",
+    "RawTransform",
+    "LoaderStats",
     "Dataset",
     "Record",
     "FORMATS",

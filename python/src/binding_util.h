@@ -33,6 +33,7 @@ inline void ThrowIfError(const Status& status) {
 
 void BindDataset(pybind11::module_& module);
 void BindTransform(pybind11::module_& module);
+void BindLoader(pybind11::module_& module);
 
 }  // namespace gpufeed::python
 

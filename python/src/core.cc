@@ -44,4 +44,5 @@ PYBIND11_MODULE(_core, module) {
   });
   gpufeed::python::BindDataset(module);
   gpufeed::python::BindTransform(module);
+  gpufeed::python::BindLoader(module);
 }

@@ -10,6 +10,7 @@
 #include "gpufeed/loader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -202,7 +203,11 @@ class Loader::Impl {
     }
     sample_bytes_ = TensorDtypeSize(data_dtype_);
     for (int64_t dimension : sample_shape_) sample_bytes_ *= static_cast<size_t>(dimension);
-    label_dtype_ = dataset_->integer_labels() ? TensorDtype::kInt64 : TensorDtype::kFloat32;
+    using LabelType = LoaderOptions::LabelType;
+    label_dtype_ = o.label_type == LabelType::kInt64     ? TensorDtype::kInt64
+                   : o.label_type == LabelType::kFloat32 ? TensorDtype::kFloat32
+                   : dataset_->integer_labels()          ? TensorDtype::kInt64
+                                                          : TensorDtype::kFloat32;
     label_bytes_per_sample_ = TensorDtypeSize(label_dtype_) * static_cast<size_t>(o.label_count);
 
     shared_->allocator = o.allocator ? o.allocator : std::make_shared<HostAllocator>();
@@ -313,6 +318,12 @@ class Loader::Impl {
   }
 
   Status Next(Batch* batch) {
+    bool ready = false;
+    return NextFor(batch, -1, &ready);
+  }
+
+  Status NextFor(Batch* batch, int timeout_ms, bool* ready) {
+    *ready = true;
     batch->reset();
     std::unique_lock<std::mutex> lock(shared_->mutex);
     if (end_signalled_) {
@@ -328,20 +339,31 @@ class Loader::Impl {
       return Status::OK();
     }
     uint64_t k = delivered_;
-    Slot& slot = shared_->slots[k % shared_->slots.size()];
     ready_samples_sum_ += ReadyBatches();
     ready_samples_count_ += 1;
-    if (slot.held) {
-      // The consumer still holds the batch that used this buffer
-      // prefetch + 1 batches ago: waiting would never end.
+    if (FindSlot(k) == nullptr && FreeSlot() == nullptr &&
+        std::all_of(shared_->slots.begin(), shared_->slots.end(),
+                    [](const Slot& s) { return s.held; })) {
+      // Every buffer is held by the consumer: waiting would never end.
       return Status::InvalidArgument(
-          "the batch buffer for the next batch is still held by the consumer: keep at most "
-          "prefetch (" + std::to_string(options_.prefetch) +
+          "every batch buffer is held by the consumer: keep at most prefetch (" +
+          std::to_string(options_.prefetch) +
           ") Batches alive while calling Next(), or raise prefetch");
     }
     auto wait_started = Clock::now();
-    shared_->changed.wait(lock, [&] { return slot.batch == k && slot.done == slot.samples; });
+    auto complete = [&] {
+      const Slot* found = FindSlot(k);
+      return found != nullptr && found->done == found->samples;
+    };
+    if (timeout_ms < 0) {
+      shared_->changed.wait(lock, complete);
+    } else if (!shared_->changed.wait_for(lock, std::chrono::milliseconds(timeout_ms), complete)) {
+      consumer_wait_ += Seconds(Clock::now() - wait_started);
+      *ready = false;
+      return Status::OK();
+    }
     consumer_wait_ += Seconds(Clock::now() - wait_started);
+    Slot& slot = *FindSlot(k);
     if (!slot.error.ok()) {
       Status error = slot.error;
       // Raise mode: the batch is lost, the loader moves on.
@@ -364,7 +386,7 @@ class Loader::Impl {
     labels.shape = {slot.samples};
     if (options_.label_count > 1) labels.shape.push_back(options_.label_count);
     std::vector<uint64_t> ids(slot.sample_ids.begin(), slot.sample_ids.begin() + slot.samples);
-    size_t slot_index = k % shared_->slots.size();
+    size_t slot_index = static_cast<size_t>(&slot - shared_->slots.data());
     std::shared_ptr<LoaderShared> shared = shared_;
     std::shared_ptr<void> hold(nullptr, [shared, slot_index](void*) {
       {
@@ -418,12 +440,26 @@ class Loader::Impl {
     return ready;
   }
 
+  // The buffer assigned to batch k, or null. REQUIRES: the lock.
+  Slot* FindSlot(uint64_t k) const {
+    for (Slot& slot : shared_->slots) {
+      if (slot.batch == k && !slot.held) return &slot;
+    }
+    return nullptr;
+  }
+  // A buffer neither assigned nor held by the consumer. REQUIRES: the lock.
+  Slot* FreeSlot() const {
+    for (Slot& slot : shared_->slots) {
+      if (slot.batch == kNoBatch && !slot.held) return &slot;
+    }
+    return nullptr;
+  }
+
   // REQUIRES: the lock.
   bool CanStart(uint64_t task) const {
     uint64_t k = task / options_.batch_size;
-    const Slot& slot = shared_->slots[k % shared_->slots.size()];
-    if (slot.batch == k) return true;
-    return slot.batch == kNoBatch && !slot.held && k < delivered_ + options_.prefetch;
+    if (FindSlot(k) != nullptr) return true;
+    return FreeSlot() != nullptr && k < delivered_ + options_.prefetch;
   }
 
   void Work() {
@@ -440,7 +476,9 @@ class Loader::Impl {
       if (stopping_) return;
       uint64_t task = next_task_++;
       uint64_t k = task / options_.batch_size;
-      Slot& slot = shared_->slots[k % shared_->slots.size()];
+      Slot* found = FindSlot(k);
+      if (found == nullptr) found = FreeSlot();  // CanStart made sure there is one
+      Slot& slot = *found;
       if (slot.batch != k) {
         slot.batch = k;
         slot.samples = static_cast<int>(
@@ -666,7 +704,10 @@ class Loader::Impl {
     } else {
       WriteRaw(*record, destination);
     }
-    WriteLabels(*record, static_cast<char*>(slot.labels) + position * label_bytes_per_sample_);
+    if (status.ok()) {
+      status = WriteLabels(sample, *record,
+                           static_cast<char*>(slot.labels) + position * label_bytes_per_sample_);
+    }
     figures->decode += Seconds(Clock::now() - read_done);
     return status;
   }
@@ -708,15 +749,27 @@ class Loader::Impl {
     }
   }
 
-  void WriteLabels(const Record& record, char* destination) const {
+  Status WriteLabels(uint64_t sample, const Record& record, char* destination) const {
+    if (options_.label_count > 1 && static_cast<int>(record.labels.size()) != options_.label_count) {
+      return Status::InvalidArgument("sample " + std::to_string(sample) + " (" + record.source +
+                                     ") has " + std::to_string(record.labels.size()) +
+                                     " labels, the loader expects " +
+                                     std::to_string(options_.label_count));
+    }
     for (int i = 0; i < options_.label_count; ++i) {
       float value = i < static_cast<int>(record.labels.size()) ? record.labels[i] : 0.0f;
       if (label_dtype_ == TensorDtype::kInt64) {
+        if (value != std::floor(value) || !std::isfinite(value)) {
+          return Status::InvalidArgument(
+              "sample " + std::to_string(sample) + " (" + record.source + ") has label " +
+              std::to_string(value) + ", not a class index; use float labels for it");
+        }
         reinterpret_cast<int64_t*>(destination)[i] = static_cast<int64_t>(value);
       } else {
         reinterpret_cast<float*>(destination)[i] = value;
       }
     }
+    return Status::OK();
   }
 
   LoaderStats StatsLocked() const {
@@ -861,6 +914,9 @@ Status Loader::Open(std::shared_ptr<const Dataset> dataset, const LoaderOptions&
 }
 
 Status Loader::Next(Batch* batch) { return impl_->Next(batch); }
+Status Loader::NextFor(Batch* batch, int timeout_ms, bool* ready) {
+  return impl_->NextFor(batch, timeout_ms, ready);
+}
 void Loader::SetEpoch(uint64_t epoch) { impl_->SetEpoch(epoch); }
 LoaderState Loader::State() const { return impl_->State(); }
 Status Loader::Restore(const LoaderState& state) { return impl_->Restore(state); }

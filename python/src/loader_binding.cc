@@ -1,0 +1,273 @@
+// _core.Loader: the C++ Loader for the Python DataLoader, with batches
+// handed out through DLPack (zero copy). A DLPack tensor keeps its Batch
+// (and so its batch buffer) alive; the deleter may run on any thread and
+// needs no GIL: it only drops a C++ shared_ptr.
+#include <dlpack/dlpack.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+
+#include "binding_util.h"
+#include "gpufeed/loader.h"
+
+namespace py = pybind11;
+
+namespace gpufeed::python {
+
+namespace {
+
+DLDataType ToDLType(TensorDtype dtype) {
+  switch (dtype) {
+    case TensorDtype::kUint8: return {kDLUInt, 8, 1};
+    case TensorDtype::kInt32: return {kDLInt, 32, 1};
+    case TensorDtype::kInt64: return {kDLInt, 64, 1};
+    case TensorDtype::kFloat16: return {kDLFloat, 16, 1};
+    case TensorDtype::kBfloat16: return {kDLBfloat, 16, 1};
+    case TensorDtype::kFloat32: return {kDLFloat, 32, 1};
+  }
+  return {kDLUInt, 8, 1};
+}
+
+struct DLContext {
+  std::shared_ptr<Batch> batch;
+  std::vector<int64_t> shape;
+  DLManagedTensor managed;
+};
+
+void DeleteManaged(DLManagedTensor* managed) {
+  delete static_cast<DLContext*>(managed->manager_ctx);
+}
+
+void CapsuleDestructor(PyObject* capsule) {
+  // Not consumed (still named "dltensor"): nobody took ownership, free it.
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    if (managed != nullptr && managed->deleter != nullptr) managed->deleter(managed);
+  }
+}
+
+// One tensor of a batch, exposing the DLPack protocol.
+class BatchTensor {
+ public:
+  BatchTensor(std::shared_ptr<Batch> batch, bool labels) : batch_(std::move(batch)), labels_(labels) {}
+
+  py::object DLPack(py::object stream) const {
+    const Tensor& tensor = labels_ ? batch_->labels() : batch_->data();
+    auto* context = new DLContext();
+    context->batch = batch_;
+    context->shape = tensor.shape;
+    DLTensor& dl = context->managed.dl_tensor;
+    dl.data = tensor.data;
+    dl.device = {kDLCPU, 0};
+    dl.ndim = static_cast<int32_t>(context->shape.size());
+    dl.dtype = ToDLType(tensor.dtype);
+    dl.shape = context->shape.data();
+    dl.strides = nullptr;  // compact, row-major
+    dl.byte_offset = 0;
+    context->managed.manager_ctx = context;
+    context->managed.deleter = DeleteManaged;
+    PyObject* capsule = PyCapsule_New(&context->managed, "dltensor", CapsuleDestructor);
+    if (capsule == nullptr) {
+      delete context;
+      throw py::error_already_set();
+    }
+    return py::reinterpret_steal<py::object>(capsule);
+  }
+
+  py::tuple Device() const { return py::make_tuple(static_cast<int>(kDLCPU), 0); }
+  std::vector<int64_t> shape() const { return (labels_ ? batch_->labels() : batch_->data()).shape; }
+  std::string dtype() const {
+    return TensorDtypeName((labels_ ? batch_->labels() : batch_->data()).dtype);
+  }
+
+ private:
+  std::shared_ptr<Batch> batch_;
+  bool labels_;
+};
+
+class PyLoader {
+ public:
+  PyLoader(py::object dataset_path, const std::string& format, py::dict options) {
+    DatasetOptions dataset_options;
+    ThrowIfError(ParseFormat(format, &dataset_options.format));
+    std::string path = py::str(dataset_path);
+    LoaderOptions o;
+    o.batch_size = options["batch_size"].cast<uint32_t>();
+    std::string shuffle = options["shuffle"].cast<std::string>();
+    o.shuffle = shuffle == "global" ? ShuffleMode::kGlobal
+                : shuffle == "block" ? ShuffleMode::kBlock
+                                     : ShuffleMode::kNone;
+    o.seed = options["seed"].cast<uint64_t>();
+    o.shuffle_window_shards = options["shuffle_window_shards"].cast<uint32_t>();
+    o.drop_last = options["drop_last"].cast<bool>();
+    o.rank = options["rank"].cast<uint32_t>();
+    o.world_size = options["world_size"].cast<uint32_t>();
+    o.num_threads = options["num_threads"].cast<int>();
+    o.prefetch = options["prefetch"].cast<int>();
+    o.on_error = options["on_error"].cast<std::string>() == "skip" ? OnError::kSkip : OnError::kRaise;
+    std::string label_dtype = options["label_dtype"].cast<std::string>();
+    o.label_type = label_dtype == "int64" ? LoaderOptions::LabelType::kInt64
+                                          : LoaderOptions::LabelType::kFloat32;
+    o.label_count = options["label_count"].cast<int>();
+    std::string backend = options["io_backend"].cast<std::string>();
+    o.io.backend = backend == "io_uring" ? IoBackend::kIoUring
+                   : backend == "pread"  ? IoBackend::kPread
+                                         : IoBackend::kAuto;
+    o.io.direct_io = options["direct_io"].cast<bool>();
+    py::dict transform = options["transform"].cast<py::dict>();
+    if (transform["kind"].cast<std::string>() == "raw") {
+      o.transform = TransformKind::kRaw;
+      std::string element = transform["dtype"].cast<std::string>();
+      using Element = RawTransformOptions::Element;
+      o.raw.element = element == "int32"     ? Element::kInt32
+                      : element == "int64"   ? Element::kInt64
+                      : element == "float32" ? Element::kFloat32
+                                             : Element::kUint8;
+      o.raw.length = transform["length"].cast<int64_t>();
+      o.raw.pad = transform["pad"].cast<int64_t>();
+    } else {
+      ImageTransformOptions& image = o.image;
+      image.size = transform["size"].cast<int>();
+      image.train = transform["train"].cast<bool>();
+      auto scale = transform["scale"].cast<std::vector<double>>();
+      auto ratio = transform["ratio"].cast<std::vector<double>>();
+      image.scale_min = scale.at(0);
+      image.scale_max = scale.at(1);
+      image.ratio_min = ratio.at(0);
+      image.ratio_max = ratio.at(1);
+      image.flip = transform["flip"].cast<bool>();
+      auto mean = transform["mean"].cast<std::vector<float>>();
+      auto std = transform["std"].cast<std::vector<float>>();
+      for (int c = 0; c < 3; ++c) {
+        image.mean[c] = mean.at(c);
+        image.std[c] = std.at(c);
+      }
+      std::string dtype = transform["dtype"].cast<std::string>();
+      image.dtype = dtype == "uint8"      ? OutputDtype::kUint8
+                    : dtype == "float16"  ? OutputDtype::kFloat16
+                    : dtype == "bfloat16" ? OutputDtype::kBfloat16
+                                          : OutputDtype::kFloat32;
+      image.layout = transform["layout"].cast<std::string>() == "NHWC" ? OutputLayout::kNHWC
+                                                                         : OutputLayout::kNCHW;
+    }
+    Status status;
+    {
+      py::gil_scoped_release release;
+      std::unique_ptr<Dataset> dataset;
+      status = Dataset::Open(path, dataset_options, &dataset);
+      if (status.ok()) {
+        std::shared_ptr<const Dataset> shared = std::move(dataset);
+        status = Loader::Open(shared, o, &loader_);
+      }
+    }
+    ThrowIfError(status);
+  }
+
+  // (data, labels, sample_ids, epoch, index) or None at the end of the epoch.
+  py::object Next() {
+    auto batch = std::make_shared<Batch>();
+    while (true) {
+      Status status;
+      bool ready = false;
+      {
+        py::gil_scoped_release release;
+        status = loader_->NextFor(batch.get(), 100, &ready);
+      }
+      ThrowIfError(status);
+      if (ready) break;
+      // Ctrl-C (or any pending signal) surfaces within 100 ms.
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
+    if (batch->end_of_epoch()) return py::none();
+    return py::make_tuple(BatchTensor(batch, false), BatchTensor(batch, true),
+                          py::cast(batch->sample_ids()), batch->epoch(), batch->index());
+  }
+
+  void SetEpoch(uint64_t epoch) {
+    py::gil_scoped_release release;
+    loader_->SetEpoch(epoch);
+  }
+
+  py::dict State() const {
+    LoaderState state = loader_->State();
+    py::dict out;
+    out["seed"] = state.seed;
+    out["epoch"] = state.epoch;
+    out["consumed"] = state.consumed;
+    out["shuffle"] = static_cast<int>(state.shuffle);
+    out["shuffle_window_shards"] = state.shuffle_window_shards;
+    return out;
+  }
+
+  void Restore(py::dict state) {
+    LoaderState restored;
+    restored.seed = state["seed"].cast<uint64_t>();
+    restored.epoch = state["epoch"].cast<uint64_t>();
+    restored.consumed = state["consumed"].cast<uint64_t>();
+    restored.shuffle = static_cast<ShuffleMode>(state["shuffle"].cast<int>());
+    restored.shuffle_window_shards = state["shuffle_window_shards"].cast<uint32_t>();
+    Status status;
+    {
+      py::gil_scoped_release release;
+      status = loader_->Restore(restored);
+    }
+    ThrowIfError(status);
+  }
+
+  py::dict Stats() const {
+    LoaderStats stats = loader_->Stats();
+    py::dict out;
+    out["batches"] = stats.batches;
+    out["samples"] = stats.samples;
+    out["bytes_read"] = stats.bytes_read;
+    out["skipped"] = stats.skipped;
+    out["threads"] = stats.threads;
+    out["elapsed_seconds"] = stats.elapsed_seconds;
+    out["read_seconds"] = stats.read_seconds;
+    out["decode_seconds"] = stats.decode_seconds;
+    out["blocked_seconds"] = stats.blocked_seconds;
+    out["consumer_wait_seconds"] = stats.consumer_wait_seconds;
+    out["mean_ready_batches"] = stats.mean_ready_batches;
+    out["io_backend"] = stats.io_backend;
+    out["io_requests"] = stats.io_requests;
+    out["io_mean_inflight"] = stats.io_mean_inflight;
+    out["verdict"] = LossyStr(stats.verdict);
+    out["report"] = LossyStr(stats.ToString());
+    return out;
+  }
+
+  uint64_t batches_per_epoch() const { return loader_->batches_per_epoch(); }
+  uint64_t epoch() const { return loader_->epoch(); }
+
+  void Close() {
+    py::gil_scoped_release release;
+    loader_.reset();
+  }
+
+ private:
+  std::unique_ptr<Loader> loader_;
+};
+
+}  // namespace
+
+void BindLoader(py::module_& module) {
+  py::class_<BatchTensor>(module, "BatchTensor")
+      .def("__dlpack__", &BatchTensor::DLPack, py::arg("stream") = py::none())
+      .def("__dlpack_device__", &BatchTensor::Device)
+      .def_property_readonly("shape", &BatchTensor::shape)
+      .def_property_readonly("dtype", &BatchTensor::dtype);
+  py::class_<PyLoader>(module, "Loader")
+      .def(py::init<py::object, const std::string&, py::dict>(), py::arg("path"),
+           py::arg("format"), py::arg("options"))
+      .def("next", &PyLoader::Next)
+      .def("set_epoch", &PyLoader::SetEpoch)
+      .def("state", &PyLoader::State)
+      .def("restore", &PyLoader::Restore)
+      .def("stats", &PyLoader::Stats)
+      .def("batches_per_epoch", &PyLoader::batches_per_epoch)
+      .def("epoch", &PyLoader::epoch)
+      .def("close", &PyLoader::Close);
+}
+
+}  // namespace gpufeed::python
