@@ -6,7 +6,7 @@
 #   ./benchmarks/run.sh            about 2,000 ImageNet-shaped JPEGs, a 1 GiB raw file
 #   ./benchmarks/run.sh --quick    500 images, a 256 MiB raw file, one run per case
 #
-# Results: tables on stdout, benchmarks/results/read.json, loader.json and io.json.
+# Results: tables on stdout, benchmarks/results/{read,loader,torch,io}.json.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${GPUFEED_BENCH_BUILD_DIR:-$ROOT/build/release}
@@ -103,6 +103,11 @@ echo "== loader: images/s end to end (RandomResizedCrop 224 + flip) vs a decode-
 "$PY" "$ROOT/benchmarks/loader_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" \
   --dataset "$DATA/demo-recordio-$images" --epochs "$([ ${#quick[@]} -gt 0 ] && echo 2 || echo 3)" \
   --json "$RESULTS/loader.json"
+
+echo
+echo "== gpufeed.DataLoader vs torch.utils.data.DataLoader (same images, same cores)"
+"$PY" "$ROOT/benchmarks/compare_torch.py" --folder "$FOLDER" --packed "$DATA/demo-recordio-$images" \
+  --epochs "$([ ${#quick[@]} -gt 0 ] && echo 1 || echo 2)" --json "$RESULTS/torch.json" 2> >(grep -v '\[gpufeed\] \[info\]' >&2)
 
 echo
 echo "== read engine vs fio (io_uring and pread backends, buffered and O_DIRECT)"
