@@ -64,6 +64,7 @@ setup(
     python_requires=">=3.8",
     packages=["gpufeed"],
     package_dir={"": "python"},
+    package_data={"gpufeed": ["py.typed", "*.pyi"]},
     ext_modules=[CMakeExtension("gpufeed._core")],
     cmdclass={"build_ext": CMakeBuild},
     install_requires=[],

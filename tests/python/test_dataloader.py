@@ -218,3 +218,50 @@ def test_stats_and_errors(token_dataset, tmp_path):
                                 transform=gpufeed.RawTransform("uint8", (4,)))
     _, labels = next(iter(floats))
     assert float(labels[0][0]) == 1.5 if labels.ndim == 2 else float(labels[0]) == 1.5
+
+
+def test_rss_stays_flat_over_20_epochs(token_dataset):
+    def rss_kib():
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+    loader = tokens_loader(token_dataset)
+    for _ in range(3):  # warm-up: buffers, thread stacks, allocator arenas
+        epoch_ids(loader)
+    before = rss_kib()
+    for _ in range(20):
+        assert len(epoch_ids(loader)) == 103
+    after = rss_kib()
+    assert after <= before * 1.05, (before, after)
+
+
+def test_break_then_del_is_prompt_and_ctrl_c_interrupts(token_dataset):
+    import time
+    loader = tokens_loader(token_dataset, prefetch=8)
+    for _ in loader:
+        break
+    started = time.perf_counter()
+    del loader
+    assert time.perf_counter() - started < 1.0
+    code = textwrap.dedent(f"""
+        import gpufeed, sys
+        loader = gpufeed.DataLoader({str(token_dataset)!r}, batch_size=10,
+                                    transform=gpufeed.RawTransform("int32", (4,)))
+        print("ready", flush=True)
+        try:
+            while True:
+                for batch in loader:
+                    pass
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            sys.exit(0)
+    """)
+    import signal
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "ready"
+    time.sleep(1.0)
+    sent = time.perf_counter()
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=10)
+    assert "interrupted" in out, err
+    assert time.perf_counter() - sent < 3.0
