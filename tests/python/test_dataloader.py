@@ -265,3 +265,42 @@ def test_break_then_del_is_prompt_and_ctrl_c_interrupts(token_dataset):
     out, err = process.communicate(timeout=10)
     assert "interrupted" in out, err
     assert time.perf_counter() - sent < 3.0
+
+
+def test_error_mapping_through_the_loader(token_dataset, tmp_path):
+    # FileNotFoundError
+    with pytest.raises(FileNotFoundError) as info:
+        gpufeed.DataLoader(tmp_path / "nope", batch_size=2)
+    assert isinstance(info.value, gpufeed.Error)
+    # CorruptRecordError naming file, offset and sample, at the batch it hits
+    import shutil
+    broken = tmp_path / "broken"
+    shutil.copytree(token_dataset, broken)
+    rec = sorted(broken.glob("*.rec"))[0]
+    data = bytearray(rec.read_bytes())
+    data[0] ^= 0xFF  # the first record's magic
+    rec.write_bytes(bytes(data))
+    loader = tokens_loader(broken, shuffle=False)
+    with pytest.raises(gpufeed.CorruptRecordError) as info:
+        for _ in loader:
+            pass
+    message = str(info.value)
+    assert str(rec) in message and "byte offset 0" in message and "sample 0" in message
+    # on_error="skip" goes on, counting it
+    skipping = tokens_loader(broken, shuffle=False, on_error="skip")
+    assert len(epoch_ids(skipping)) == 103 and skipping.stats()["skipped"] >= 1
+    # NotSupportedError
+    with pytest.raises(gpufeed.NotSupportedError):
+        gpufeed.DataLoader(token_dataset, device="cuda:0") if not _cuda() else \
+            gpufeed.DataLoader(token_dataset, cache_dir=str(tmp_path))
+    # ValueError for bad arguments
+    with pytest.raises(ValueError):
+        tokens_loader(token_dataset, batch_size=0)
+
+
+def _cuda():
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
