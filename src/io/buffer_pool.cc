@@ -11,7 +11,7 @@ namespace {
 size_t RoundUp(size_t size) { return (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment; }
 }  // namespace
 
-BufferPool::BufferPool(size_t budget) {
+BufferPool::BufferPool(size_t budget, bool huge_pages) {
   arena_size_ = RoundUp(budget == 0 ? kBufferAlignment : budget);
   void* memory = ::mmap(nullptr, arena_size_, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -20,9 +20,7 @@ BufferPool::BufferPool(size_t budget) {
     return;
   }
   arena_ = static_cast<char*>(memory);
-  // Huge pages where the kernel allows: a 128 KiB read then lands in one
-  // physically contiguous run (one DMA segment instead of 32 pages).
-  ::madvise(arena_, arena_size_, MADV_HUGEPAGE);
+  if (huge_pages) ::madvise(arena_, arena_size_, MADV_HUGEPAGE);
   free_blocks_[0] = arena_size_;
 }
 

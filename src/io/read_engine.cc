@@ -58,7 +58,7 @@ size_t CompletionQueue::ready() const {
 
 ReadEngine::ReadEngine(const IoOptions& options)
     : options_(options),
-      pool_(std::make_shared<BufferPool>(options.inflight_bytes)),
+      pool_(std::make_shared<BufferPool>(options.inflight_bytes, options.direct_io)),
       waiters_(std::make_shared<BufferWaiters>()) {
   pool_->AddReleaseListener([waiters = waiters_] {
     if (waiters->waiting.load(std::memory_order_acquire) == 0) return;
