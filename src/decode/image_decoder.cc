@@ -40,6 +40,14 @@ void JpegEmitMessage(j_common_ptr info, int level) {
   if (level == -1 && info->err->msg_code == JWRN_JPEG_EOF) error->truncated = true;
 }
 
+// Errors longjmp to the setjmp of the caller (which must stay in the frame
+// that calls into libjpeg, so only this part of the set-up is shared).
+void AttachJpegError(jpeg_decompress_struct* info, JpegError* error) {
+  info->err = jpeg_std_error(&error->manager);
+  error->manager.error_exit = JpegErrorExit;
+  error->manager.emit_message = JpegEmitMessage;
+}
+
 Status JpegFailure(const JpegError& error, const char* during) {
   return Status::Corruption(std::string("JPEG ") + during + ": " + error.message);
 }
@@ -74,9 +82,7 @@ Status DecodeJpeg(const uint8_t* data, size_t size, const CropRect& requested, i
                   int min_height, Image* out, int* scale_denominator, uint64_t max_pixels) {
   jpeg_decompress_struct info;
   JpegError error;
-  info.err = jpeg_std_error(&error.manager);
-  error.manager.error_exit = JpegErrorExit;
-  error.manager.emit_message = JpegEmitMessage;
+  AttachJpegError(&info, &error);
   // Scratch state that must survive a longjmp is kept in plain values.
   volatile bool created = false;
   if (setjmp(error.jump)) {
@@ -211,13 +217,9 @@ ImageFormat SniffImageFormat(const uint8_t* data, size_t size) {
 Status ReadImageHeader(const uint8_t* data, size_t size, ImageHeader* header) {
   header->format = SniffImageFormat(data, size);
   if (header->format == ImageFormat::kJpeg) {
-    // The same set-up as DecodeJpeg: it cannot be shared through a helper,
-    // because setjmp must stay in the frame that calls into libjpeg.
     jpeg_decompress_struct info;
     JpegError error;
-    info.err = jpeg_std_error(&error.manager);
-    error.manager.error_exit = JpegErrorExit;
-    error.manager.emit_message = JpegEmitMessage;
+    AttachJpegError(&info, &error);
     volatile bool created = false;
     if (setjmp(error.jump)) {
       if (created) jpeg_destroy_decompress(&info);

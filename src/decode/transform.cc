@@ -82,8 +82,6 @@ void AccumulateRow(int32_t* __restrict__ sum, const uint8_t* __restrict__ in, in
   for (size_t i = 0; i < count; ++i) sum[i] += in[i] * weight;
 }
 
-inline uint8_t Clip8(int32_t value);
-
 GPUFEED_VECTOR_CLONES
 void ClipRow(uint8_t* __restrict__ out, const int32_t* __restrict__ sum, size_t count) {
   for (size_t i = 0; i < count; ++i) {

@@ -51,6 +51,11 @@ class RecordIODataset final : public DatasetBase {
                       size_t size, Record* record) const override;
 
  private:
+  // The shard holding sample `index`, and the sample's position in it.
+  const RecordIOShard& ShardOf(uint64_t index, size_t* local) const;
+  // Bytes from the record's offset to the next record's (or the end of the
+  // file); 0 when the index is not sorted there.
+  static uint64_t RecordLength(const RecordIOShard& shard, size_t local);
   // Decodes record `local` of `shard`; `window` holds the file's bytes from
   // `preloaded_at` when that is not negative.
   Status ParseAt(const RecordIOShard& shard, size_t local, uint64_t index, uint64_t hint,
@@ -105,21 +110,25 @@ Status RecordIODataset::AddShard(const RecordIOShardSpec& spec) {
   return Status::OK();
 }
 
+const RecordIOShard& RecordIODataset::ShardOf(uint64_t index, size_t* local) const {
+  size_t shard_index = std::upper_bound(first_records_.begin(), first_records_.end(), index) -
+                       first_records_.begin() - 1;
+  *local = index - first_records_[shard_index];
+  return *files_[shard_index];
+}
+
+uint64_t RecordIODataset::RecordLength(const RecordIOShard& shard, size_t local) {
+  uint64_t offset = shard.offsets[local];
+  uint64_t end = local + 1 < shard.offsets.size() ? shard.offsets[local + 1] : shard.file_size;
+  return end > offset ? end - offset : 0;  // an unsorted index tells nothing
+}
+
 Status RecordIODataset::Read(uint64_t index, Record* record) const {
   GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
-  size_t shard_index =
-      std::upper_bound(first_records_.begin(), first_records_.end(), index) -
-      first_records_.begin() - 1;
-  const RecordIOShard& shard = *files_[shard_index];
-  size_t local = index - first_records_[shard_index];
-  uint64_t offset = shard.offsets[local];
-  uint64_t hint = kDefaultRecordHint;
-  if (local + 1 < shard.offsets.size() && shard.offsets[local + 1] > offset) {
-    hint = shard.offsets[local + 1] - offset;
-  } else if (local + 1 == shard.offsets.size()) {
-    hint = shard.file_size - offset;
-  }
-  hint = std::min<uint64_t>(hint, kMaxRecordHint);
+  size_t local = 0;
+  const RecordIOShard& shard = ShardOf(index, &local);
+  uint64_t length = RecordLength(shard, local);
+  uint64_t hint = std::min<uint64_t>(length != 0 ? length : kDefaultRecordHint, kMaxRecordHint);
   // Scratch buffers per thread: no allocation per read once warm.
   thread_local std::string window;
   window.clear();
@@ -128,21 +137,13 @@ Status RecordIODataset::Read(uint64_t index, Record* record) const {
 
 bool RecordIODataset::Locate(uint64_t index, RecordLocation* location) const {
   if (index >= total_) return false;
-  size_t shard_index = std::upper_bound(first_records_.begin(), first_records_.end(), index) -
-                       first_records_.begin() - 1;
-  const RecordIOShard& shard = *files_[shard_index];
-  size_t local = index - first_records_[shard_index];
-  uint64_t offset = shard.offsets[local];
-  uint64_t end = 0;
-  if (local + 1 < shard.offsets.size()) {
-    end = shard.offsets[local + 1];
-  } else {
-    end = shard.file_size;
-  }
-  if (end <= offset || end - offset > kMaxRecordHint) return false;  // unsorted index, or huge
+  size_t local = 0;
+  const RecordIOShard& shard = ShardOf(index, &local);
+  uint64_t length = RecordLength(shard, local);
+  if (length == 0 || length > kMaxRecordHint) return false;
   location->path = shard.rec_path;
-  location->offset = offset;
-  location->length = end - offset;
+  location->offset = shard.offsets[local];
+  location->length = length;
   location->whole_file = false;
   return true;
 }
@@ -150,10 +151,8 @@ bool RecordIODataset::Locate(uint64_t index, RecordLocation* location) const {
 Status RecordIODataset::ParseLocated(uint64_t index, const RecordLocation& location,
                                      const char* data, size_t size, Record* record) const {
   GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
-  size_t shard_index = std::upper_bound(first_records_.begin(), first_records_.end(), index) -
-                       first_records_.begin() - 1;
-  const RecordIOShard& shard = *files_[shard_index];
-  size_t local = index - first_records_[shard_index];
+  size_t local = 0;
+  const RecordIOShard& shard = ShardOf(index, &local);
   thread_local std::string window;
   window.assign(data, size);
   return ParseAt(shard, local, index, location.length, &window, record, location.offset);

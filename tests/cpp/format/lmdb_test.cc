@@ -1,5 +1,7 @@
 // gpufeed LMDB shards: round trip, random access by key, read-only media.
 #include <gtest/gtest.h>
+
+#include <functional>
 #include <lmdb.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -92,11 +94,9 @@ TEST(LmdbTest, ReadOnlyDirectoryOpensWithoutLock) {
   EXPECT_FALSE(PathExists(JoinPath(env, "lock.mdb")));
 }
 
-TEST(LmdbTest, MissingKeyIsCorruptionNamingTheShard) {
-  TempDir dir;
-  std::string env = JoinPath(dir.path(), "gap");
-  WriteLmdb(env, {{{1}, "one"}, {{2}, "two"}, {{3}, "three"}});
-  // Delete the middle key with LMDB itself.
+// Changes an environment behind gpufeed's back, with LMDB itself: `edit`
+// runs inside one write transaction (put/del on the main database).
+void EditLmdb(const std::string& env, const std::function<void(MDB_txn*, MDB_dbi)>& edit) {
   MDB_env* handle;
   ASSERT_EQ(mdb_env_create(&handle), 0);
   ASSERT_EQ(mdb_env_open(handle, env.c_str(), 0, 0644), 0);
@@ -104,16 +104,28 @@ TEST(LmdbTest, MissingKeyIsCorruptionNamingTheShard) {
   MDB_dbi dbi;
   ASSERT_EQ(mdb_txn_begin(handle, nullptr, 0, &txn), 0);
   ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
-  std::string key = LmdbKeyFor(1);
-  MDB_val k{key.size(), key.data()};
-  ASSERT_EQ(mdb_del(txn, dbi, &k, nullptr), 0);
-  // Keep the count at 3 so that open succeeds: add a key past the end.
-  std::string extra = LmdbKeyFor(9);
-  std::string value(24, '\0');
-  MDB_val ek{extra.size(), extra.data()}, ev{value.size(), value.data()};
-  ASSERT_EQ(mdb_put(txn, dbi, &ek, &ev, 0), 0);
+  edit(txn, dbi);
   ASSERT_EQ(mdb_txn_commit(txn), 0);
   mdb_env_close(handle);
+}
+
+void Put(MDB_txn* txn, MDB_dbi dbi, std::string key, std::string value) {
+  MDB_val k{key.size(), key.data()}, v{value.size(), value.data()};
+  ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
+}
+
+TEST(LmdbTest, MissingKeyIsCorruptionNamingTheShard) {
+  TempDir dir;
+  std::string env = JoinPath(dir.path(), "gap");
+  WriteLmdb(env, {{{1}, "one"}, {{2}, "two"}, {{3}, "three"}});
+  EditLmdb(env, [](MDB_txn* txn, MDB_dbi dbi) {
+    // Delete the middle key; keep the count at 3 with a key past the end, so
+    // that open succeeds and the gap shows at read time.
+    std::string key = LmdbKeyFor(1);
+    MDB_val k{key.size(), key.data()};
+    ASSERT_EQ(mdb_del(txn, dbi, &k, nullptr), 0);
+    Put(txn, dbi, LmdbKeyFor(9), std::string(24, '\0'));
+  });
   std::unique_ptr<Dataset> dataset;
   ASSERT_TRUE(Dataset::Open(env, {}, &dataset).ok());
   Record record;
@@ -127,18 +139,9 @@ TEST(LmdbTest, ShortValueIsCorruptionNamingKey) {
   TempDir dir;
   std::string env = JoinPath(dir.path(), "short");
   WriteLmdb(env, {{{1}, "one"}});
-  MDB_env* handle;
-  ASSERT_EQ(mdb_env_create(&handle), 0);
-  ASSERT_EQ(mdb_env_open(handle, env.c_str(), 0, 0644), 0);
-  MDB_txn* txn;
-  MDB_dbi dbi;
-  ASSERT_EQ(mdb_txn_begin(handle, nullptr, 0, &txn), 0);
-  ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
-  std::string key = LmdbKeyFor(0), value = std::string(10, '\0');
-  MDB_val k{key.size(), key.data()}, v{value.size(), value.data()};
-  ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
-  ASSERT_EQ(mdb_txn_commit(txn), 0);
-  mdb_env_close(handle);
+  EditLmdb(env, [](MDB_txn* txn, MDB_dbi dbi) {
+    Put(txn, dbi, LmdbKeyFor(0), std::string(10, '\0'));  // shorter than an IRHeader
+  });
   std::unique_ptr<Dataset> dataset;
   ASSERT_TRUE(Dataset::Open(env, {}, &dataset).ok());
   Record record;
