@@ -4,6 +4,8 @@
     gpufeed inspect PATH [--format F] [--json]
     gpufeed verify PATH [--format F] [--json]
     gpufeed index FILE.rec [--output FILE.idx]
+    gpufeed bench PATH [--batches N] [--batch-size B] [--threads N] [--plot OUT.png] [--json] ...
+    gpufeed diagnose PATH [--seconds S] [--json] ...
 
 Exit status: 0 success, 1 failure (or problems found by verify), 2 bad usage.
 """
@@ -31,13 +33,15 @@ def _human_bytes(count: int) -> str:
 
 def _cmd_pack(args) -> int:
     summary = pack(args.src, args.dst, format=args.format, shard_size=args.shard_size,
-                   workers=args.workers, progress=not args.quiet, overwrite=args.overwrite)
+                   workers=args.workers, progress=not args.quiet, overwrite=args.overwrite,
+                   allow_external_paths=args.allow_external_paths)
     print(summary)
     return 0
 
 
 def _cmd_inspect(args) -> int:
-    dataset = open_dataset(args.path, format=args.format)
+    dataset = open_dataset(args.path, format=args.format,
+                           allow_external_paths=args.allow_external_paths)
     shards = dataset.shards
     total_bytes = sum(shard["bytes"] for shard in shards)
     info = {
@@ -74,7 +78,8 @@ def _cmd_inspect(args) -> int:
 
 def _cmd_verify(args) -> int:
     from . import verify
-    report = verify(args.path, format=args.format)
+    report = verify(args.path, format=args.format,
+                    allow_external_paths=args.allow_external_paths)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -110,24 +115,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, help="reader threads (default: cores)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing pack in DST")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--allow-external-paths", action="store_true",
+                   help="accept list-file paths outside the list file's directory")
     p.set_defaults(run=_cmd_pack)
 
     p = sub.add_parser("inspect", help="format, records, shards, classes and sizes of a dataset")
     p.add_argument("path")
     p.add_argument("--format", choices=FORMATS, default="auto")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--allow-external-paths", action="store_true",
+                   help="follow shard paths that lead outside the dataset directory")
     p.set_defaults(run=_cmd_inspect)
 
     p = sub.add_parser("verify", help="check every record's framing and the shard checksums")
     p.add_argument("path")
     p.add_argument("--format", choices=FORMATS, default="auto")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--allow-external-paths", action="store_true",
+                   help="follow shard paths that lead outside the dataset directory")
     p.set_defaults(run=_cmd_verify)
 
     p = sub.add_parser("index", help="write the .idx of a .rec file by scanning it")
     p.add_argument("rec", help="the .rec file")
     p.add_argument("--output", default=None, help="index path (default: beside, .idx)")
     p.set_defaults(run=_cmd_index)
+
+    from . import bench, diagnose
+    p = sub.add_parser("bench", help="run the loader on a dataset: throughput, per-stage "
+                                     "breakdown, bottleneck verdict")
+    bench.add_arguments(p)
+    p.set_defaults(run=bench.main_from_args)
+
+    p = sub.add_parser("diagnose", help="investigate the storage, the data and the loader, "
+                                        "with recommendations")
+    diagnose.add_arguments(p)
+    p.set_defaults(run=diagnose.main_from_args)
     return parser
 
 

@@ -1,0 +1,113 @@
+"""`gpufeed bench PATH`: the loader on a real dataset, throughput, per-stage
+shares, the verdict, the timeline plot and the JSON."""
+
+import io
+import json
+
+import pytest
+
+import gpufeed
+from conftest import run_cli
+from gpufeed import cli
+
+np = pytest.importorskip("numpy")
+PIL = pytest.importorskip("PIL.Image")
+
+
+@pytest.fixture(scope="module")
+def packed_jpegs(tmp_path_factory):
+    """40 real JPEGs (2 classes) packed into RecordIO."""
+    root = tmp_path_factory.mktemp("bench")
+    folder = root / "folder"
+    rng = np.random.default_rng(0)
+    for index in range(40):
+        directory = folder / f"class_{index % 2}"
+        directory.mkdir(parents=True, exist_ok=True)
+        pixels = rng.integers(0, 256, size=(48 + index, 64, 3), dtype=np.uint8)
+        buffer = io.BytesIO()
+        PIL.fromarray(pixels).save(buffer, format="JPEG", quality=85)
+        (directory / f"{index:03d}.jpg").write_bytes(buffer.getvalue())
+    packed = root / "packed"
+    gpufeed.pack(folder, packed, shard_size=64 * 1024, progress=False)
+    return packed
+
+
+def run_in_process(capsys, *args):
+    """The CLI in this process (one torch import for the module, not one
+    per call); returns (exit status, stdout, stderr)."""
+    status = cli.main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def _check_shares(stages):
+    for name, value in stages.items():
+        assert 0.0 <= value <= 1.0 + 1e-9, (name, value)
+    workers = sum(stages[k] for k in ("workers_read", "workers_decode", "workers_blocked",
+                                      "workers_starved"))
+    assert workers == pytest.approx(1.0, abs=1e-6)
+    assert stages["consumer_busy"] + stages["consumer_starved"] == pytest.approx(1.0)
+
+
+def test_bench_json_has_throughput_stages_and_verdict(packed_jpegs, capsys):
+    status, out, _ = run_in_process(capsys, "bench", packed_jpegs, "--batches", "12", "--warmup",
+                                    "2", "--batch-size", "8", "--threads", "2", "--size", "32",
+                                    "--dtype", "uint8", "--json")
+    assert status == 0
+    report = json.loads(out)
+    assert report["batches"] == 12 and report["warmup_batches"] == 2
+    # 40 samples / 8 = 5 batches per epoch: 14 batches wrap around into a third epoch.
+    assert report["batches_per_epoch"] == 5 and report["epochs_touched"] == 3
+    assert report["samples"] == 12 * 8
+    assert report["samples_per_s"] > 0 and report["mb_per_s"] > 0
+    assert report["options"]["num_threads"] == 2
+    _check_shares(report["stages"])
+    assert report["verdict"].split(":")[0] in ("read-bound", "decode-bound", "consumer-bound")
+    for row in report["timeline"]:
+        _check_shares({k: v for k, v in row.items() if k.startswith(("workers", "consumer"))})
+
+
+def test_bench_text_report_and_plot(packed_jpegs, tmp_path):
+    plot = tmp_path / "stages.png"
+    result = run_cli("bench", packed_jpegs, "--batches", "20", "--batch-size", "4", "--size", "32",
+                     "--transform", "eval", "--interval", "0.02", "--plot", plot)
+    for label in ("throughput:", "workers", "consumer", "verdict:", "plot:"):
+        assert label in result.stdout
+    data = plot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_bench_raw_transform_and_pread_backend(packed_jpegs, capsys):
+    status, out, _ = run_in_process(capsys, "bench", packed_jpegs, "--transform", "raw",
+                                    "--raw-length", "8", "--io-backend", "pread", "--batches", "5",
+                                    "--batch-size", "8", "--json")
+    assert status == 0
+    report = json.loads(out)
+    assert report["io_backend"] in ("pread", "")
+    assert report["samples"] == 40
+
+
+def test_bench_errors_are_clean(packed_jpegs, tmp_path, capsys):
+    status, _, err = run_in_process(capsys, "bench", tmp_path / "missing")
+    assert status == 1 and "gpufeed bench: error:" in err and "missing" in err
+    status, _, err = run_in_process(capsys, "bench", packed_jpegs, "--batches", "0")
+    assert status == 1 and "batches must be at least 1" in err
+    # No GPU here (or a build without CUDA): a clean refusal, not a crash.
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        status, _, err = run_in_process(capsys, "bench", packed_jpegs, "--device", "cuda")
+        assert status == 1 and "cuda" in err.lower()
+
+
+def test_stage_shares_arithmetic():
+    from gpufeed.bench import stage_shares
+    before = dict(threads=2, read_seconds=0, decode_seconds=0, blocked_seconds=0,
+                  consumer_wait_seconds=0)
+    after = dict(threads=2, read_seconds=0.5, decode_seconds=2.0, blocked_seconds=0.5,
+                 consumer_wait_seconds=0.25)
+    shares = stage_shares(before, after, 2.0)  # capacity: 2 threads x 2 s
+    assert shares["workers_read"] == pytest.approx(0.125)
+    assert shares["workers_decode"] == pytest.approx(0.5)
+    assert shares["workers_blocked"] == pytest.approx(0.125)
+    assert shares["workers_starved"] == pytest.approx(0.25)
+    assert shares["consumer_starved"] == pytest.approx(0.125)
