@@ -1,0 +1,167 @@
+// CacheDirectory: the on-disk protocol of a node-local cache directory (see
+// include/gpufeed/cache.h for the layout). Every process that opens the same
+// directory cooperates through it; nothing is shared in memory.
+//
+// Invariants, kept across crashes:
+//   - entries/K.data exists only complete and verified (renamed into place
+//     after fsync and checksum), and only after entries/K.meta.
+//   - The index lock (`lock`) is held for every create, rename and unlink in
+//     entries/, for the usage count and for eviction; never during a copy.
+//   - locks/K.fill is held (flock LOCK_EX) by the one process filling K; a
+//     tmp/ file whose fill lock nobody holds is a leftover of a crash.
+//   - A reader holds entries/K.lease with LOCK_SH while it reads K.data;
+//     eviction takes LOCK_EX|LOCK_NB and skips the entry when that fails.
+//
+// Thread safety: a CacheDirectory may be used from many threads; the locks
+// above are flock()s on descriptors opened per call, so they also order the
+// threads of one process.
+#ifndef GPUFEED_CACHE_CACHE_DIRECTORY_H_
+#define GPUFEED_CACHE_CACHE_DIRECTORY_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpufeed/cache.h"
+#include "gpufeed/status.h"
+#include "util/file.h"
+
+namespace gpufeed {
+
+// What identifies the bytes of a source file: a changed file is a new key.
+struct CacheSource {
+  std::string path;     // absolute
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  std::string xxh64;    // from a manifest; empty: recorded at fill
+  std::string dataset;  // for statistics and `cache clear --dataset`
+  CachePolicy policy = CachePolicy::kTrain;
+  std::string group;    // checkpoints: the source directory
+};
+
+// Stats the source file at `path` into *source (size, mtime).
+Status StatCacheSource(const std::string& path, CacheSource* source);
+// "<16 hex digits>-<file name>": stable for (path, size, mtime).
+std::string CacheKeyFor(const CacheSource& source);
+
+struct CacheEntryInfo {
+  std::string key;
+  CacheSource source;
+  uint64_t bytes = 0;
+  int64_t last_use_ns = 0;  // the lease file's mtime
+};
+
+// A read-only handle on a complete entry, holding its lease.
+struct CacheLease {
+  UniqueFd data;
+  UniqueFd lease;
+  std::string path;  // of the data file, for logs and error messages
+};
+
+// Counter deltas merged into stats.json.
+struct CacheCounters {
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t fills = 0;
+  uint64_t fill_bytes = 0;
+  uint64_t evictions = 0;
+  bool empty() const { return hits == 0 && misses == 0 && fills == 0 && evictions == 0; }
+};
+
+enum class FillOutcome {
+  kFilled,         // copied and published now
+  kAlreadyCached,  // complete before
+  kBusy,           // another process (or thread) is filling it
+  kNoRoom,         // the budget is held by leased or pinned entries
+  kUnavailable,    // the cache cannot be written (ENOSPC, read-only): source only
+  kSourceChanged,  // the source no longer matches the key (size/mtime/checksum)
+};
+
+// Called after each chunk of a fill with the bytes copied so far; tests use
+// it to kill a process in the middle of a fill.
+using FillProgress = std::function<void(uint64_t done, uint64_t total)>;
+
+class CacheDirectory {
+ public:
+  // Opens (creating it when `create`) the cache directory and removes the
+  // leftovers of crashed fills. PermissionDenied for a directory owned by
+  // another user, writable by others, or a symlink; IOError/ReadOnly
+  // conditions come back as the errno's Status (callers degrade to the
+  // source on those).
+  // *unsafe (when not null) tells a refusal by those checks apart from an
+  // OS error.
+  static Status Open(const std::string& path, const std::string& group, bool create,
+                     std::shared_ptr<CacheDirectory>* directory, bool* unsafe = nullptr);
+
+  const std::string& path() const { return path_; }
+
+  // Copies `source` into the cache under `capacity` (0: no limit) with the
+  // given watermarks. Never blocks on another process's fill (kBusy).
+  Status Fill(const CacheSource& source, uint64_t capacity, double high_watermark,
+              double low_watermark, FillOutcome* outcome, uint64_t* copied,
+              const FillProgress& progress = nullptr);
+
+  // Waits until no process fills `source` (blocking flock on its fill lock).
+  void WaitForFill(const CacheSource& source);
+
+  // Opens the complete entry of `source` with a lease. NotFound when there is
+  // none (or it is being evicted); a copy whose size or mtime no longer
+  // matches (changed on disk) is removed and reported as NotFound.
+  Status OpenEntry(const CacheSource& source, CacheLease* lease);
+
+  bool HasEntry(const CacheSource& source) const;
+  std::string DataPathFor(const std::string& key) const;
+
+  // Every complete entry (with its metadata), and bytes in fills now.
+  Status List(std::vector<CacheEntryInfo>* entries, uint64_t* fills_in_progress,
+              uint64_t* fill_bytes_in_progress);
+  // True when a process holds the entry's lease.
+  bool IsLeased(const std::string& key) const;
+  // Removes an entry unless leased; *removed says which.
+  Status Remove(const std::string& key, bool* removed);
+
+  // Bytes of complete entries plus reserved fills (under the index lock).
+  Status Usage(uint64_t* bytes);
+  // The capacity for CacheOptions::capacity == 0: 90% of free + used.
+  Status DefaultCapacity(uint64_t* capacity);
+
+  Status AddCounters(const std::string& dataset, CachePolicy policy, const CacheCounters& delta);
+  // stats.json as parsed JSON text ("{}" when absent).
+  Status ReadCountersText(std::string* text);
+
+  // Lists checkpoint entries of `group` newest first and removes all but
+  // `keep` of them (leased ones stay).
+  Status RotateCheckpoints(const std::string& group, uint32_t keep);
+
+ private:
+  CacheDirectory() = default;
+
+  // The index lock, held while the returned descriptor lives.
+  Status LockIndex(UniqueFd* held);
+  // REQUIRES: the index lock. Scans entries/ and tmp/, removing leftovers.
+  Status ScanLocked(std::vector<CacheEntryInfo>* entries, uint64_t* fill_count,
+                    uint64_t* fill_bytes);
+  Status RemoveLocked(const std::string& key, bool* removed);
+  Status WriteMetaLocked(const std::string& key, const CacheSource& source,
+                         const std::string& xxh64);
+  Status AddCountersLocked(const std::string& dataset, CachePolicy policy,
+                           const CacheCounters& delta);
+  Status OpenFillLock(const std::string& key, UniqueFd* fd) const;
+  int FileMode() const { return group_writable_ ? 0660 : 0600; }
+
+  std::string path_;
+  UniqueFd dir_fd_;
+  UniqueFd entries_fd_;
+  UniqueFd tmp_fd_;
+  UniqueFd locks_fd_;
+  bool group_writable_ = false;
+};
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_CACHE_CACHE_DIRECTORY_H_

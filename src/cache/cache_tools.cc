@@ -1,0 +1,236 @@
+// The functions behind `gpufeed cache stat|clear|warm` and checkpoints.
+#include <grp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cache/cache_directory.h"
+#include "cache/node_cache.h"
+#include "gpufeed/cache.h"
+#include "gpufeed/dataset.h"
+#include "util/file.h"
+#include "util/logging.h"
+#include "util/path.h"
+
+namespace gpufeed {
+
+namespace {
+
+// Inspecting or clearing never creates a cache directory.
+Status OpenExisting(const std::string& cache_dir, std::shared_ptr<CacheDirectory>* directory) {
+  if (!PathExists(cache_dir)) {
+    return Status::NotFound(cache_dir + ": no such cache directory");
+  }
+  // A team cache (created with cache_group=) is setgid and group-owned:
+  // inspect it in group mode, which checks that group.
+  struct stat st;
+  std::string group;
+  if (::stat(cache_dir.c_str(), &st) == 0 && (st.st_mode & S_ISGID) && (st.st_mode & S_IWGRP)) {
+    if (struct group* entry = ::getgrgid(st.st_gid)) group = entry->gr_name;
+  }
+  return CacheDirectory::Open(cache_dir, group, /*create=*/false, directory);
+}
+
+}  // namespace
+
+Status CacheStat(const std::string& cache_dir, CacheReport* report) {
+  std::shared_ptr<CacheDirectory> directory;
+  GPUFEED_RETURN_IF_ERROR(OpenExisting(cache_dir, &directory));
+  *report = CacheReport();
+  report->cache_dir = directory->path();
+  std::vector<CacheEntryInfo> entries;
+  GPUFEED_RETURN_IF_ERROR(
+      directory->List(&entries, &report->fills_in_progress, &report->fill_bytes_in_progress));
+  std::map<std::string, CacheDatasetReport> by_dataset;
+  for (const CacheEntryInfo& entry : entries) {
+    std::string name = entry.source.dataset.empty() ? "-" : entry.source.dataset;
+    CacheDatasetReport& dataset = by_dataset[name];
+    dataset.dataset = name;
+    dataset.policy = CachePolicyName(entry.source.policy);
+    dataset.entries += 1;
+    dataset.bytes += entry.bytes;
+    report->entries += 1;
+    report->bytes += entry.bytes;
+    if (directory->IsLeased(entry.key)) report->leased_entries += 1;
+  }
+  std::string text;
+  GPUFEED_RETURN_IF_ERROR(directory->ReadCountersText(&text));
+  nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
+  if (json.is_object() && json.contains("datasets") && json["datasets"].is_object()) {
+    for (auto& [name, counters] : json["datasets"].items()) {
+      if (!counters.is_object()) continue;
+      CacheDatasetReport& dataset = by_dataset[name];
+      dataset.dataset = name;
+      if (dataset.policy.empty()) dataset.policy = counters.value("policy", std::string("train"));
+      auto get = [&](const char* field) {
+        return counters.contains(field) && counters[field].is_number_unsigned()
+                   ? counters[field].get<uint64_t>()
+                   : uint64_t{0};
+      };
+      dataset.hits = get("hits");
+      dataset.misses = get("misses");
+      dataset.fills = get("fills");
+      dataset.fill_bytes = get("fill_bytes");
+      dataset.evictions = get("evictions");
+    }
+  }
+  for (auto& [name, dataset] : by_dataset) report->datasets.push_back(dataset);
+  return Status::OK();
+}
+
+Status CacheClear(const std::string& cache_dir, const std::string& dataset, uint64_t* removed,
+                  uint64_t* in_use) {
+  *removed = 0;
+  *in_use = 0;
+  std::shared_ptr<CacheDirectory> directory;
+  GPUFEED_RETURN_IF_ERROR(OpenExisting(cache_dir, &directory));
+  std::vector<CacheEntryInfo> entries;
+  uint64_t fills = 0, fill_bytes = 0;
+  GPUFEED_RETURN_IF_ERROR(directory->List(&entries, &fills, &fill_bytes));
+  std::string wanted = dataset.empty() ? "" : AbsolutePath(dataset);
+  for (const CacheEntryInfo& entry : entries) {
+    if (!wanted.empty() && entry.source.dataset != wanted && entry.source.path != wanted) continue;
+    bool gone = false;
+    GPUFEED_RETURN_IF_ERROR(directory->Remove(entry.key, &gone));
+    (gone ? *removed : *in_use) += 1;
+  }
+  return Status::OK();
+}
+
+Status CacheWarm(const std::string& source, const CacheOptions& options,
+                 const std::function<void(uint64_t, uint64_t)>& progress,
+                 CacheWarmSummary* summary) {
+  *summary = CacheWarmSummary();
+  if (options.cache_dir.empty()) return Status::InvalidArgument("cache warm: no cache_dir");
+  DatasetOptions dataset_options;
+  std::unique_ptr<Dataset> dataset;
+  GPUFEED_RETURN_IF_ERROR(Dataset::Open(source, dataset_options, &dataset));
+  if (dataset->format() != DatasetFormat::kRecordIO) {
+    return Status::NotSupported(dataset->path() + " is a " + FormatName(dataset->format()) +
+                                " dataset; the node-local cache holds RecordIO shards only");
+  }
+  std::shared_ptr<CacheDirectory> directory;
+  bool unsafe = false;
+  GPUFEED_RETURN_IF_ERROR(
+      CacheDirectory::Open(options.cache_dir, options.cache_group, true, &directory, &unsafe));
+  uint64_t capacity = options.capacity;
+  if (capacity == 0) GPUFEED_RETURN_IF_ERROR(directory->DefaultCapacity(&capacity));
+  uint64_t total = 0;
+  for (const ShardInfo& shard : dataset->shards()) total += shard.bytes;
+  if (options.policy == CachePolicy::kPinned && total > capacity) {
+    return Status::InvalidArgument("cache policy \"pinned\": " + dataset->path() + " needs " +
+                                   std::to_string(total) + " bytes, more than the capacity (" +
+                                   std::to_string(capacity) + " bytes)");
+  }
+  uint64_t done = 0;
+  if (progress) progress(0, total);
+  for (const ShardInfo& shard : dataset->shards()) {
+    summary->shards += 1;
+    CacheSource cache_source;
+    GPUFEED_RETURN_IF_ERROR(StatCacheSource(shard.path, &cache_source));
+    cache_source.xxh64 = shard.xxh64;
+    cache_source.dataset = dataset->path();
+    cache_source.policy = options.policy;
+    uint64_t base = done;
+    for (int attempt = 0;; ++attempt) {
+      FillOutcome outcome = FillOutcome::kUnavailable;
+      uint64_t copied = 0;
+      Status status = directory->Fill(
+          cache_source, capacity, options.high_watermark, options.low_watermark, &outcome, &copied,
+          [&](uint64_t bytes, uint64_t) {
+            if (progress) progress(base + bytes, total);
+          });
+      if (outcome == FillOutcome::kBusy && attempt < 3) {
+        directory->WaitForFill(cache_source);  // another process fills it
+        continue;
+      }
+      if (outcome == FillOutcome::kFilled) {
+        summary->filled += 1;
+        summary->bytes_copied += copied;
+      } else if (outcome == FillOutcome::kAlreadyCached) {
+        summary->already_cached += 1;
+      } else {
+        if (outcome == FillOutcome::kUnavailable) return status.ok() ? Status::IOError(
+            directory->path() + ": the cache cannot be written") : status;
+        if (!status.ok()) return status;
+        summary->skipped += 1;
+        Log().warn("cache warm: {} not cached ({})", shard.path,
+                   outcome == FillOutcome::kNoRoom ? "no room under the capacity"
+                                                   : "it changed while being copied");
+      }
+      break;
+    }
+    done = base + shard.bytes;
+    if (progress) progress(done, total);
+  }
+  return Status::OK();
+}
+
+Status CachePutCheckpoint(const std::string& path, const std::string& cache_dir, uint32_t keep,
+                          std::string* cached_path, const std::string& cache_group) {
+  if (keep < 1) return Status::InvalidArgument("put_checkpoint: keep must be at least 1");
+  std::shared_ptr<CacheDirectory> directory;
+  GPUFEED_RETURN_IF_ERROR(CacheDirectory::Open(cache_dir, cache_group, true, &directory));
+  CacheSource source;
+  std::string absolute = AbsolutePath(path);
+  GPUFEED_RETURN_IF_ERROR(StatCacheSource(absolute, &source));
+  source.group = Dirname(absolute);
+  source.dataset = source.group;
+  source.policy = CachePolicy::kCheckpoint;
+  for (int attempt = 0;; ++attempt) {
+    FillOutcome outcome = FillOutcome::kUnavailable;
+    uint64_t copied = 0;
+    Status status = directory->Fill(source, /*capacity=*/0, 1.0, 0.9, &outcome, &copied);
+    if (outcome == FillOutcome::kBusy && attempt < 3) {
+      directory->WaitForFill(source);
+      continue;
+    }
+    if (outcome == FillOutcome::kSourceChanged) {
+      return status.ok() ? Status::IOError(absolute + " changed while it was being cached; "
+                                                      "put it again once it is written")
+                         : status;
+    }
+    if (outcome != FillOutcome::kFilled && outcome != FillOutcome::kAlreadyCached) {
+      return status.ok() ? Status::IOError(directory->path() + ": the cache cannot be written")
+                         : status;
+    }
+    break;
+  }
+  GPUFEED_RETURN_IF_ERROR(directory->RotateCheckpoints(source.group, keep));
+  *cached_path = directory->DataPathFor(CacheKeyFor(source));
+  return Status::OK();
+}
+
+Status CacheLatestCheckpoint(const std::string& directory_path, const std::string& cache_dir,
+                             std::string* cached_path, std::string* source_path) {
+  std::shared_ptr<CacheDirectory> directory;
+  GPUFEED_RETURN_IF_ERROR(OpenExisting(cache_dir, &directory));
+  std::vector<CacheEntryInfo> entries;
+  uint64_t fills = 0, fill_bytes = 0;
+  GPUFEED_RETURN_IF_ERROR(directory->List(&entries, &fills, &fill_bytes));
+  std::string group = AbsolutePath(directory_path);
+  const CacheEntryInfo* newest = nullptr;
+  for (const CacheEntryInfo& entry : entries) {
+    if (entry.source.policy != CachePolicy::kCheckpoint || entry.source.group != group) continue;
+    // A source rewritten since it was cached is not this copy any more; a
+    // source that is gone (a purged scratch filesystem) leaves the copy as
+    // the only one, which is what a restart wants.
+    CacheSource now;
+    if (StatCacheSource(entry.source.path, &now).ok() &&
+        (now.size != entry.source.size || now.mtime_ns != entry.source.mtime_ns)) {
+      continue;
+    }
+    if (newest == nullptr || entry.source.mtime_ns > newest->source.mtime_ns) newest = &entry;
+  }
+  if (newest == nullptr) {
+    return Status::NotFound(cache_dir + ": no cached checkpoint of " + group);
+  }
+  *cached_path = directory->DataPathFor(newest->key);
+  if (source_path != nullptr) *source_path = newest->source.path;
+  return Status::OK();
+}
+
+}  // namespace gpufeed
