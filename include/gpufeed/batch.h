@@ -2,6 +2,20 @@
 // buffer owned by the loader; the buffer goes back to the loader when the
 // Batch is destroyed or reset (it may outlive the Loader safely).
 //
+// CUDA batches (LoaderOptions::device.kind == kCuda) live in device memory.
+// Their copy may still be running on the loader's copy stream when Next
+// returns: make the stream that uses the batch wait for it with WaitOn
+// (no host stall), or call Synchronize. WaitOn also records the stream as a
+// user of the buffer: when the Batch is released, an event is recorded on
+// each such stream and the loader reuses the buffer only after the GPU has
+// passed it, so kernels still reading the batch finish first.
+//
+//   gpufeed::Batch batch;
+//   loader->Next(&batch);
+//   batch.WaitOn(stream);                  // cudaStream_t, as void*
+//   my_kernel<<<grid, block, 0, stream>>>(batch.data().data, ...);
+//   batch.reset();                         // fine: reuse waits for `stream`
+//
 // Thread safety: a Batch is used by one thread at a time.
 #ifndef GPUFEED_BATCH_H_
 #define GPUFEED_BATCH_H_
@@ -12,10 +26,13 @@
 #include <vector>
 
 #include "gpufeed/export.h"
+#include "gpufeed/status.h"
 
 namespace gpufeed {
 
 enum class TensorDtype : int { kUint8, kInt32, kInt64, kFloat16, kBfloat16, kFloat32 };
+// Where a tensor's memory is.
+enum class DeviceKind : int { kCpu = 0, kCuda = 1 };
 GPUFEED_EXPORT size_t TensorDtypeSize(TensorDtype dtype);
 GPUFEED_EXPORT const char* TensorDtypeName(TensorDtype dtype);
 
@@ -24,8 +41,12 @@ struct GPUFEED_EXPORT Tensor {
   void* data = nullptr;
   std::vector<int64_t> shape;
   TensorDtype dtype = TensorDtype::kUint8;
+  DeviceKind device = DeviceKind::kCpu;
+  int device_id = 0;  // the CUDA device ordinal for kCuda
   size_t bytes() const;
 };
+
+class DeviceBatchHandle;  // internal: the device buffer and its events
 
 // Where batch buffers come from: host memory by default; the GPU stage
 // backs it with pinned memory. Called from loader threads, never per sample.
@@ -59,6 +80,25 @@ class GPUFEED_EXPORT Batch {
   // Returns the buffer to the loader now.
   void reset();
 
+  // kCpu, or kCuda for batches in device memory.
+  DeviceKind device() const { return data_.device; }
+  // CUDA batches: the cudaEvent_t (as void*) recorded on the loader's copy
+  // stream after the batch's copies and conversion; nullptr for host batches.
+  void* ready_event() const;
+  // CUDA batches: `stream` (a cudaStream_t; nullptr is the legacy default
+  // stream) waits on the GPU until the batch is ready (cudaStreamWaitEvent;
+  // the host does not block), and is recorded as a user of the batch (see
+  // RecordStream). A no-op for host batches.
+  Status WaitOn(void* stream);
+  // CUDA batches: when the batch is released, an event is recorded on
+  // `stream`; the loader reuses the buffer only after the GPU passed it.
+  // Call it for every stream that uses the batch (WaitOn does it for its
+  // stream). Without any, the legacy default stream is used.
+  Status RecordStream(void* stream);
+  // CUDA batches: the host waits until the batch is ready. A no-op for
+  // host batches.
+  Status Synchronize();
+
  private:
   friend class LoaderBatchAccess;
   Tensor data_;
@@ -68,6 +108,7 @@ class GPUFEED_EXPORT Batch {
   uint64_t index_ = 0;
   bool end_of_epoch_ = false;
   std::shared_ptr<void> hold_;  // releases the batch buffer
+  std::shared_ptr<DeviceBatchHandle> device_;  // CUDA batches only
 };
 
 }  // namespace gpufeed

@@ -44,6 +44,26 @@ enum class OnError : int {
 
 enum class TransformKind : int { kImage = 0, kRaw = 1 };
 
+// Where batches are delivered (stage 3 of the pipeline, docs/architecture.md).
+struct DeviceOptions {
+  // kCpu: host batches. kCuda: host batch buffers are pinned (allocated once
+  // at Open), each batch is copied with cudaMemcpyAsync on a dedicated
+  // non-blocking stream into a device buffer, and Next hands out device
+  // batches while the next ones are in flight (Batch::WaitOn). Open fails
+  // with NotSupported when gpufeed was built without CUDA or no device is
+  // usable.
+  DeviceKind kind = DeviceKind::kCpu;
+  int device_id = 0;
+  // Float image output on CUDA: the decode threads produce uint8 HWC, which
+  // crosses PCIe (4x fewer bytes than float32) and is normalized into the
+  // requested dtype and layout by a kernel on the copy stream, with the same
+  // arithmetic as the CPU path. false: the CPU normalizes, floats are copied.
+  bool normalize_on_device = true;
+  // kCpu: host batch buffers in pinned memory (for the consumer's own
+  // non-blocking copies, like torch's pin_memory=True). Needs CUDA.
+  bool pin_memory = false;
+};
+
 struct LoaderOptions {
   uint32_t batch_size = 32;
   ShuffleMode shuffle = ShuffleMode::kGlobal;
@@ -79,6 +99,7 @@ struct LoaderOptions {
   // threads. false: every record is read by the decode threads.
   bool use_read_engine = true;
   IoOptions io;
+  DeviceOptions device;
 };
 
 // Per-stage figures since Open (or the last ResetStats). Seconds are summed
@@ -102,6 +123,15 @@ struct GPUFEED_EXPORT LoaderStats {
   std::string io_backend;
   uint64_t io_requests = 0;
   double io_mean_inflight = 0;  // reads in flight, sampled at each submission
+  // The device stage (CUDA batches only): batches and bytes copied to the
+  // GPU, the copy stream's busy time (copies and normalize kernels, timed
+  // with CUDA events), and the copy thread waiting for a free device buffer
+  // (every buffer held by the consumer or not yet passed by its streams).
+  std::string device;  // "" for host batches, else "cuda:<id>"
+  uint64_t device_batches = 0;
+  uint64_t device_bytes = 0;
+  double device_copy_seconds = 0;
+  double device_wait_buffer_seconds = 0;
   // The stage that limits throughput, with the evidence and a hint.
   std::string verdict;
   std::string ToString() const;
@@ -116,6 +146,8 @@ struct LoaderState {
   ShuffleMode shuffle = ShuffleMode::kGlobal;
   uint32_t shuffle_window_shards = 4;
 };
+
+class DeviceStage;
 
 class GPUFEED_EXPORT Loader {
  public:
@@ -156,6 +188,7 @@ class GPUFEED_EXPORT Loader {
  private:
   explicit Loader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<DeviceStage> device_;  // CUDA batches only
 };
 
 }  // namespace gpufeed

@@ -108,6 +108,26 @@ def _default_rank_world(rank, world_size):
             env_world if world_size is None else int(world_size))
 
 
+def _parse_device(device) -> Tuple[str, int]:
+    """"cpu", "cuda", "cuda:1" or a torch.device -> ("cpu" | "cuda", index)."""
+    text = str(device)
+    if text == "cpu":
+        return "cpu", 0
+    kind, _, index = text.partition(":")
+    if kind != "cuda":
+        raise ValueError(f'device must be "cpu", "cuda" or "cuda:N", not {text!r}')
+    if index and not index.isdigit():
+        raise ValueError(f"bad CUDA device index in {text!r}")
+    if not index and getattr(device, "index", None) is not None:
+        return "cuda", int(device.index)
+    if not index:
+        torch = _torch()
+        if torch is not None and torch.cuda.is_available():
+            return "cuda", int(torch.cuda.current_device())
+        return "cuda", 0
+    return "cuda", int(index)
+
+
 def _torch():
     try:
         import torch
@@ -127,7 +147,8 @@ class DataLoader:
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  io_backend: str = "auto", direct_io: bool = False, on_error: str = "raise",
                  label_dtype: str = "int64", cache_dir=None, cache_capacity=None,
-                 shuffle_window_shards: int = 4, format: str = "auto"):
+                 shuffle_window_shards: int = 4, format: str = "auto",
+                 pin_memory: bool = False):
         if isinstance(shuffle, bool):
             shuffle = "global" if shuffle else "none"
         if shuffle not in ("global", "block", "none"):
@@ -143,13 +164,39 @@ class DataLoader:
         if cache_dir is not None or cache_capacity is not None:
             raise NotSupportedError("cache_dir/cache_capacity: the node-local cache is not built "
                                     "yet (issue [6/8])")
-        self.device = str(device)
-        if self.device != "cpu":
+        self.device, device_id = _parse_device(device)
+        # "native": gpufeed's device stage (pinned buffers, copy stream, GPU
+        # normalize); "torch": gpufeed was built without CUDA but torch has
+        # it, so batches are moved with tensor.to() (a plain, synchronous copy).
+        self._device_path = None
+        native_device = {}
+        if self.device == "cuda":
+            reason = _core.cuda_status(device_id)
             torch = _torch()
-            if torch is None or not torch.cuda.is_available():
-                raise NotSupportedError(f'device="{self.device}": no CUDA device here (torch '
-                                        f'{"missing" if torch is None else "sees none"}); '
-                                        'use device="cpu"')
+            if torch is None:
+                raise NotSupportedError('device="cuda" hands out torch tensors: torch is not '
+                                        'importable here; use device="cpu"')
+            if not reason:
+                self._device_path = "native"
+                native_device = dict(device="cuda", device_id=device_id)
+                if isinstance(transform, ImageTransform):
+                    on_device = transform.normalize_on_device
+                    native_device["normalize_on_device"] = True if on_device is None else bool(on_device)
+            elif torch.cuda.is_available() and not _core.build_info()["with_cuda"]:
+                import warnings
+                warnings.warn("gpufeed was built without CUDA: batches are copied to the GPU "
+                              "with tensor.to() (no pinned double buffering, no GPU normalize)")
+                self._device_path = "torch"
+                self._torch_device = f"cuda:{device_id}"
+            else:
+                raise NotSupportedError(f'device="{device}": {reason}')
+        if pin_memory and self.device == "cpu":
+            reason = _core.cuda_status(0)
+            if reason:
+                import warnings
+                warnings.warn(f"pin_memory=True ignored: {reason}")
+            else:
+                native_device["pin_memory"] = True
         transform = transform if transform is not None else ImageTransform()
         path = os.fspath(source) if not hasattr(source, "path") else source.path
         label_count = 1
@@ -164,7 +211,7 @@ class DataLoader:
             rank=rank, world_size=world_size,
             num_threads=int(num_threads or 0), prefetch=int(prefetch), on_error=on_error,
             label_dtype=label_dtype, label_count=label_count, io_backend=io_backend,
-            direct_io=bool(direct_io), transform=transform._options())
+            direct_io=bool(direct_io), transform=transform._options(), **native_device)
         self._native = _core.Loader(path, format, self._options)
         self._epoch = 0
         self._epoch_set = False
@@ -199,10 +246,15 @@ class DataLoader:
     _started = False
 
     def _convert(self, tensor):
+        if self._device_path == "native":
+            # torch passes its current stream to __dlpack__: that stream waits
+            # for the copy on the GPU, and the buffer is reused only after it
+            # passed the point where the tensor was freed.
+            return self._torch.utils.dlpack.from_dlpack(tensor)
         if self._torch is not None:
             out = self._torch.utils.dlpack.from_dlpack(tensor.__dlpack__())
-            if self.device != "cpu":
-                out = out.to(self.device, non_blocking=False)
+            if self._device_path == "torch":
+                out = out.to(self._torch_device, non_blocking=False)
             return out
         import numpy as np
         return np.from_dlpack(tensor)

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "binding_util.h"
+#include "device/device_stage.h"
 #include "gpufeed/loader.h"
 
 namespace py = pybind11;
@@ -58,8 +59,21 @@ class BatchTensor {
     context->batch = batch_;
     context->shape = tensor.shape;
     DLTensor& dl = context->managed.dl_tensor;
+    if (tensor.device == DeviceKind::kCuda) {
+      // The consumer's stream (DLPack/array API: None or 1 = the legacy
+      // default stream, 2 = the per-thread default stream, -1 = do not
+      // synchronize, else a cudaStream_t) waits on the GPU for the copy and
+      // is recorded as a user of the buffer (reuse waits for it).
+      int64_t value = stream.is_none() ? 1 : stream.cast<int64_t>();
+      if (value != -1) {
+        void* cuda_stream = value == 1 ? nullptr : reinterpret_cast<void*>(value);
+        ThrowIfError(batch_->WaitOn(cuda_stream));
+      }
+    }
     dl.data = tensor.data;
-    dl.device = {kDLCPU, 0};
+    dl.device = tensor.device == DeviceKind::kCuda
+                    ? DLDevice{kDLCUDA, static_cast<int32_t>(tensor.device_id)}
+                    : DLDevice{kDLCPU, 0};
     dl.ndim = static_cast<int32_t>(context->shape.size());
     dl.dtype = ToDLType(tensor.dtype);
     dl.shape = context->shape.data();
@@ -75,7 +89,13 @@ class BatchTensor {
     return py::reinterpret_steal<py::object>(capsule);
   }
 
-  py::tuple Device() const { return py::make_tuple(static_cast<int>(kDLCPU), 0); }
+  py::tuple Device() const {
+    const Tensor& tensor = labels_ ? batch_->labels() : batch_->data();
+    if (tensor.device == DeviceKind::kCuda) {
+      return py::make_tuple(static_cast<int>(kDLCUDA), tensor.device_id);
+    }
+    return py::make_tuple(static_cast<int>(kDLCPU), 0);
+  }
   std::vector<int64_t> shape() const { return (labels_ ? batch_->labels() : batch_->data()).shape; }
   std::string dtype() const {
     return TensorDtypeName((labels_ ? batch_->labels() : batch_->data()).dtype);
@@ -115,6 +135,15 @@ class PyLoader {
                    : backend == "pread"  ? IoBackend::kPread
                                          : IoBackend::kAuto;
     o.io.direct_io = options["direct_io"].cast<bool>();
+    if (options.contains("device")) {
+      o.device.kind = options["device"].cast<std::string>() == "cuda" ? DeviceKind::kCuda
+                                                                      : DeviceKind::kCpu;
+    }
+    if (options.contains("device_id")) o.device.device_id = options["device_id"].cast<int>();
+    if (options.contains("normalize_on_device")) {
+      o.device.normalize_on_device = options["normalize_on_device"].cast<bool>();
+    }
+    if (options.contains("pin_memory")) o.device.pin_memory = options["pin_memory"].cast<bool>();
     py::dict transform = options["transform"].cast<py::dict>();
     if (transform["kind"].cast<std::string>() == "raw") {
       o.transform = TransformKind::kRaw;
@@ -232,6 +261,11 @@ class PyLoader {
     out["io_backend"] = stats.io_backend;
     out["io_requests"] = stats.io_requests;
     out["io_mean_inflight"] = stats.io_mean_inflight;
+    out["device"] = stats.device;
+    out["device_batches"] = stats.device_batches;
+    out["device_bytes"] = stats.device_bytes;
+    out["device_copy_seconds"] = stats.device_copy_seconds;
+    out["device_wait_buffer_seconds"] = stats.device_wait_buffer_seconds;
     out["verdict"] = LossyStr(stats.verdict);
     out["report"] = LossyStr(stats.ToString());
     return out;
@@ -252,6 +286,14 @@ class PyLoader {
 }  // namespace
 
 void BindLoader(py::module_& module) {
+  module.def(
+      "cuda_status",
+      [](int device_id) {
+        Status status = CudaDeviceUsable(device_id);
+        return status.ok() ? std::string() : status.message();
+      },
+      py::arg("device_id") = 0,
+      "'' when CUDA device `device_id` is usable by gpufeed, else the reason.");
   py::class_<BatchTensor>(module, "BatchTensor")
       .def("__dlpack__", &BatchTensor::DLPack, py::arg("stream") = py::none())
       .def("__dlpack_device__", &BatchTensor::Device)

@@ -411,4 +411,22 @@ Status TransformDecoded(const Image& image, const ImageTransformOptions& options
                 crop.flip, destination, scratch);
 }
 
+void NormalizeTable(const ImageTransformOptions& options, OutputDtype dtype, void* table) {
+  for (int c = 0; c < 3; ++c) {
+    for (int v = 0; v < 256; ++v) {
+      // The same expression as WriteOutput's table.
+      float value = (static_cast<float>(v) / 255.0f - options.mean[c]) / options.std[c];
+      size_t index = static_cast<size_t>(c) * 256 + v;
+      switch (dtype) {
+        case OutputDtype::kFloat16: static_cast<uint16_t*>(table)[index] = FloatToHalf(value); break;
+        case OutputDtype::kBfloat16:
+          static_cast<uint16_t*>(table)[index] = FloatToBfloat16(value);
+          break;
+        case OutputDtype::kFloat32: static_cast<float*>(table)[index] = value; break;
+        case OutputDtype::kUint8: static_cast<uint8_t*>(table)[index] = static_cast<uint8_t>(v); break;
+      }
+    }
+  }
+}
+
 }  // namespace gpufeed

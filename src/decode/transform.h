@@ -56,6 +56,13 @@ Status TransformDecoded(const Image& image, const ImageTransformOptions& options
                         uint64_t epoch, uint64_t sample_id, void* destination,
                         TransformScratch* scratch, CropParameters* parameters = nullptr);
 
+// The 3 x 256 output values of ToTensor + Normalize for `dtype` (float32,
+// or float16/bfloat16 bits), channel-major: what the CPU path writes for
+// value v of channel c is table[c * 256 + v]. The GPU normalize kernel
+// gathers from the same table, so both paths agree bit for bit.
+// `table` holds 768 elements of DtypeSize(dtype) bytes.
+void NormalizeTable(const ImageTransformOptions& options, OutputDtype dtype, void* table);
+
 // PIL's Image.resize(size, BILINEAR, box) for 8-bit RGB: antialiased (the
 // filter widens when downscaling), horizontal pass then vertical pass, 22-bit
 // fixed-point weights, rounding to uint8 after each pass, as

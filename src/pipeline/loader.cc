@@ -23,7 +23,9 @@
 #include <unordered_set>
 
 #include "decode/transform.h"
+#include "device/device_stage.h"
 #include "io/read_engine.h"
+#include "pipeline/batch_access.h"
 #include "pipeline/sampler.h"
 #include "util/logging.h"
 
@@ -69,27 +71,14 @@ Batch::Batch(Batch&&) noexcept = default;
 Batch& Batch::operator=(Batch&&) noexcept = default;
 
 void Batch::reset() {
+  // The device handle first: its release records the consumer streams' events.
+  device_.reset();
   hold_.reset();
   data_ = Tensor();
   labels_ = Tensor();
   sample_ids_.clear();
   end_of_epoch_ = false;
 }
-
-class LoaderBatchAccess {
- public:
-  static void Fill(Batch* batch, Tensor data, Tensor labels, std::vector<uint64_t> ids,
-                   uint64_t epoch, uint64_t index, bool end, std::shared_ptr<void> hold) {
-    batch->reset();
-    batch->data_ = std::move(data);
-    batch->labels_ = std::move(labels);
-    batch->sample_ids_ = std::move(ids);
-    batch->epoch_ = epoch;
-    batch->index_ = index;
-    batch->end_of_epoch_ = end;
-    batch->hold_ = std::move(hold);
-  }
-};
 
 namespace {
 
@@ -139,6 +128,64 @@ struct LoaderShared {
     }
   }
 };
+
+// The stage that limits throughput, from the figures in *stats.
+static void SetVerdict(LoaderStats* stats) {
+  std::string io;
+  if (!stats->io_backend.empty()) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "; read engine %s: %llu reads, %.1f in flight on average",
+                  stats->io_backend.c_str(), static_cast<unsigned long long>(stats->io_requests),
+                  stats->io_mean_inflight);
+    io = line;
+  }
+  double capacity = std::max(1e-9, stats->elapsed_seconds * std::max(1, stats->threads));
+  double read_share = stats->read_seconds / capacity;
+  double decode_share = stats->decode_seconds / capacity;
+  double elapsed = std::max(1e-9, stats->elapsed_seconds);
+  double wait_share = stats->consumer_wait_seconds / elapsed;
+  double copy_share = stats->device_copy_seconds / elapsed;
+  char text[512];
+  if (stats->batches == 0) {
+    stats->verdict = "no batches delivered yet";
+  } else if (wait_share < 0.05) {
+    std::snprintf(text, sizeof(text),
+                  "consumer-bound: Next() waited %.0f%% of the time, workers %.0f%% busy "
+                  "(read %.0f%%, decode %.0f%%); the loader keeps up, the training step sets "
+                  "the pace",
+                  100 * wait_share, 100 * (read_share + decode_share), 100 * read_share,
+                  100 * decode_share);
+    stats->verdict = text;
+    if (!stats->device.empty()) {
+      std::snprintf(text, sizeof(text), "; copy stream %.0f%% busy", 100 * copy_share);
+      stats->verdict += text;
+    }
+  } else if (!stats->device.empty() && copy_share > 0.8 &&
+             copy_share > std::max(read_share, decode_share)) {
+    std::snprintf(text, sizeof(text),
+                  "copy-bound: the host-to-device copy stream was busy %.0f%% of the time, the "
+                  "consumer waited %.0f%%; ship uint8 and normalize on the GPU "
+                  "(normalize_on_device), lower the output size, or check the PCIe link and "
+                  "that the process runs on the GPU's NUMA node",
+                  100 * copy_share, 100 * wait_share);
+    stats->verdict = text;
+  } else if (read_share > decode_share) {
+    std::snprintf(text, sizeof(text),
+                  "read-bound: workers spent %.0f%% of their time reading and %.0f%% "
+                  "decoding, the consumer waited %.0f%%; pack small files into shards, cache "
+                  "them on local NVMe, or raise the read engine's queue depth for a parallel "
+                  "filesystem",
+                  100 * read_share, 100 * decode_share, 100 * wait_share);
+    stats->verdict = text + io;
+  } else {
+    std::snprintf(text, sizeof(text),
+                  "decode-bound: decode threads %.0f%% busy (reading %.0f%%), the consumer "
+                  "waited %.0f%%; add decode threads, or output uint8 and normalize on the "
+                  "GPU, or lower the output size",
+                  100 * decode_share, 100 * read_share, 100 * wait_share);
+    stats->verdict = text;
+  }
+}
 
 class Loader::Impl {
  public:
@@ -213,7 +260,7 @@ class Loader::Impl {
     shared_->allocator = o.allocator ? o.allocator : std::make_shared<HostAllocator>();
     shared_->data_bytes = sample_bytes_ * batch;
     shared_->label_bytes = label_bytes_per_sample_ * batch;
-    shared_->slots.resize(static_cast<size_t>(o.prefetch) + 1);
+    shared_->slots.resize(static_cast<size_t>(o.prefetch) + 1 + extra_slots_);
     for (Slot& slot : shared_->slots) {
       // Allocated once, never on the hot path.
       slot.data = shared_->allocator->Allocate(shared_->data_bytes);
@@ -221,8 +268,9 @@ class Loader::Impl {
       if (!slot.data || !slot.labels) return Status::IOError("cannot allocate batch buffers");
       slot.sample_ids.resize(o.batch_size);
     }
-    RecordLocation probe;
-    if (o.use_read_engine && dataset_->size() > 0 && dataset_->Locate(0, &probe)) {
+    // CanLocate, not Locate(0): a shard served from a node-cache copy is not
+    // located, yet the others still want the engine.
+    if (o.use_read_engine && dataset_->size() > 0 && dataset_->CanLocate()) {
       IoOptions io = o.io;
       // The decode threads' window bounds what is in flight anyway.
       Status status = ReadEngine::Create(io, &engine_);
@@ -254,6 +302,7 @@ class Loader::Impl {
     std::vector<uint64_t> order = EpochOrder(shard_sizes_, sampler, epoch);
     epoch_size_ = order.size();
     RankSamples(order, consumed, sampler, &samples_);
+    dataset_->ExpectReads(samples_);  // a node cache fetches the coming shards ahead
     epoch_ = epoch;
     run_start_ = consumed;
     batches_ = (samples_.size() + options_.batch_size - 1) / options_.batch_size;
@@ -304,11 +353,16 @@ class Loader::Impl {
     return state;
   }
 
-  Status Restore(const LoaderState& state) {
+  Status CheckState(const LoaderState& state) const {
     if (state.seed != options_.seed || state.shuffle != options_.shuffle ||
         state.shuffle_window_shards != options_.shuffle_window_shards) {
       return Status::InvalidArgument("the state was saved with other seed or shuffle settings");
     }
+    return Status::OK();
+  }
+
+  Status Restore(const LoaderState& state) {
+    GPUFEED_RETURN_IF_ERROR(CheckState(state));
     std::unique_lock<std::mutex> lock(shared_->mutex);
     Quiesce(lock);
     StartRun(state.epoch, state.consumed);
@@ -411,6 +465,12 @@ class Loader::Impl {
     std::lock_guard<std::mutex> lock(shared_->mutex);
     return StatsLocked();
   }
+
+  // Slots beyond prefetch + 1: the device stage's copy thread holds up to
+  // two host batches while their copies run. Call before Start.
+  void set_extra_slots(int extra) { extra_slots_ = extra; }
+  size_t data_bytes() const { return shared_->data_bytes; }
+  size_t label_bytes() const { return shared_->label_bytes; }
 
   uint64_t batches_per_epoch() const {
     std::lock_guard<std::mutex> lock(shared_->mutex);
@@ -785,55 +845,20 @@ class Loader::Impl {
     stats.blocked_seconds = blocked_;
     stats.consumer_wait_seconds = consumer_wait_;
     stats.mean_ready_batches = ready_samples_count_ ? ready_samples_sum_ / ready_samples_count_ : 0;
-    std::string io;
     if (engine_) {
       IoStats io_stats = engine_->stats();
       stats.io_backend = engine_->backend_name();
       stats.io_requests = io_stats.requests;
       stats.io_mean_inflight = io_stats.mean_inflight;
-      char line[160];
-      std::snprintf(line, sizeof(line), "; read engine %s: %llu reads, %.1f in flight on average",
-                    engine_->backend_name(), static_cast<unsigned long long>(io_stats.requests),
-                    io_stats.mean_inflight);
-      io = line;
     }
-    double capacity = std::max(1e-9, stats.elapsed_seconds * threads_);
-    double read_share = stats.read_seconds / capacity;
-    double decode_share = stats.decode_seconds / capacity;
-    double wait_share = stats.consumer_wait_seconds / std::max(1e-9, stats.elapsed_seconds);
-    char text[512];
-    if (stats.batches == 0) {
-      stats.verdict = "no batches delivered yet";
-    } else if (wait_share < 0.05) {
-      std::snprintf(text, sizeof(text),
-                    "consumer-bound: Next() waited %.0f%% of the time, workers %.0f%% busy "
-                    "(read %.0f%%, decode %.0f%%); the loader keeps up, the training step sets "
-                    "the pace",
-                    100 * wait_share, 100 * (read_share + decode_share), 100 * read_share,
-                    100 * decode_share);
-      stats.verdict = text;
-    } else if (read_share > decode_share) {
-      std::snprintf(text, sizeof(text),
-                    "read-bound: workers spent %.0f%% of their time reading and %.0f%% "
-                    "decoding, the consumer waited %.0f%%; pack small files into shards, cache "
-                    "them on local NVMe, or raise the read engine's queue depth for a parallel "
-                    "filesystem",
-                    100 * read_share, 100 * decode_share, 100 * wait_share);
-      stats.verdict = text + io;
-    } else {
-      std::snprintf(text, sizeof(text),
-                    "decode-bound: decode threads %.0f%% busy (reading %.0f%%), the consumer "
-                    "waited %.0f%%; add decode threads, or output uint8 and normalize on the "
-                    "GPU, or lower the output size",
-                    100 * decode_share, 100 * read_share, 100 * wait_share);
-      stats.verdict = text;
-    }
+    SetVerdict(&stats);
     return stats;
   }
 
   std::shared_ptr<const Dataset> dataset_;
   LoaderOptions options_;
   std::shared_ptr<LoaderShared> shared_;
+  int extra_slots_ = 0;
   // Declared before engine_: the engine delivers into it until destroyed.
   CompletionQueue queue_;
   std::unique_ptr<ReadEngine> engine_;
@@ -907,20 +932,84 @@ Loader::~Loader() = default;
 Status Loader::Open(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
                     std::unique_ptr<Loader>* loader) {
   if (!dataset) return Status::InvalidArgument("Loader::Open: no dataset");
-  auto impl = std::make_unique<Impl>(std::move(dataset), options);
+  const DeviceOptions& device = options.device;
+  const bool cuda = device.kind == DeviceKind::kCuda;
+  LoaderOptions host = options;
+  DeviceStageOptions stage;
+  if (cuda || device.pin_memory) {
+    Status usable = CudaDeviceUsable(device.device_id);
+    if (!usable.ok()) {
+      return usable.WithContext(cuda ? "Loader::Open(device=cuda)" : "Loader::Open(pin_memory)");
+    }
+    if (options.prefetch < 1 || options.prefetch > 8) {
+      return Status::InvalidArgument("prefetch must be between 1 and 8, got " +
+                                     std::to_string(options.prefetch));
+    }
+    if (!options.allocator) {
+      GPUFEED_RETURN_IF_ERROR(MakePinnedAllocator(device.device_id, &host.allocator));
+    }
+  }
+  if (cuda) {
+    stage.device_id = device.device_id;
+    stage.prefetch = options.prefetch;
+    stage.image = options.image;
+    stage.normalize = device.normalize_on_device && options.transform == TransformKind::kImage &&
+                      options.image.dtype != OutputDtype::kUint8;
+    if (stage.normalize) {
+      // uint8 HWC crosses PCIe; the kernel writes the dtype and layout asked.
+      host.image.dtype = OutputDtype::kUint8;
+      host.image.layout = OutputLayout::kNHWC;
+    }
+  }
+  auto impl = std::make_unique<Impl>(std::move(dataset), host);
+  if (cuda) impl->set_extra_slots(1);
   GPUFEED_RETURN_IF_ERROR(impl->Start());
+  std::unique_ptr<DeviceStage> device_stage;
+  if (cuda) {
+    stage.max_data_bytes = impl->data_bytes();
+    stage.max_label_bytes = impl->label_bytes();
+    Impl* source = impl.get();
+    HostBatchSource batches;
+    batches.next_for = [source](Batch* batch, int timeout_ms, bool* ready) {
+      return source->NextFor(batch, timeout_ms, ready);
+    };
+    batches.state = [source] { return source->State(); };
+    GPUFEED_RETURN_IF_ERROR(DeviceStage::Create(std::move(batches), stage, &device_stage));
+  }
   loader->reset(new Loader(std::move(impl)));
+  (*loader)->device_ = std::move(device_stage);
   return Status::OK();
 }
 
-Status Loader::Next(Batch* batch) { return impl_->Next(batch); }
+Status Loader::Next(Batch* batch) {
+  bool ready = false;
+  return NextFor(batch, -1, &ready);
+}
 Status Loader::NextFor(Batch* batch, int timeout_ms, bool* ready) {
+  if (device_) return device_->NextFor(batch, timeout_ms, ready);
   return impl_->NextFor(batch, timeout_ms, ready);
 }
-void Loader::SetEpoch(uint64_t epoch) { impl_->SetEpoch(epoch); }
-LoaderState Loader::State() const { return impl_->State(); }
-Status Loader::Restore(const LoaderState& state) { return impl_->Restore(state); }
-LoaderStats Loader::Stats() const { return impl_->Stats(); }
+void Loader::SetEpoch(uint64_t epoch) {
+  if (!device_) return impl_->SetEpoch(epoch);
+  device_->Reconfigure([&] {
+    impl_->SetEpoch(epoch);
+    return Status::OK();
+  });
+}
+LoaderState Loader::State() const { return device_ ? device_->State() : impl_->State(); }
+Status Loader::Restore(const LoaderState& state) {
+  if (!device_) return impl_->Restore(state);
+  GPUFEED_RETURN_IF_ERROR(impl_->CheckState(state));
+  return device_->Reconfigure([&] { return impl_->Restore(state); });
+}
+LoaderStats Loader::Stats() const {
+  LoaderStats stats = impl_->Stats();
+  if (device_) {
+    device_->AddStats(&stats);
+    SetVerdict(&stats);
+  }
+  return stats;
+}
 uint64_t Loader::batches_per_epoch() const { return impl_->batches_per_epoch(); }
 uint64_t Loader::epoch() const { return impl_->epoch(); }
 

@@ -1,0 +1,35 @@
+// Internal: how the loader stages fill the Batches they hand out.
+#ifndef GPUFEED_PIPELINE_BATCH_ACCESS_H_
+#define GPUFEED_PIPELINE_BATCH_ACCESS_H_
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "gpufeed/batch.h"
+
+namespace gpufeed {
+
+class LoaderBatchAccess {
+ public:
+  static void Fill(Batch* batch, Tensor data, Tensor labels, std::vector<uint64_t> ids,
+                   uint64_t epoch, uint64_t index, bool end, std::shared_ptr<void> hold,
+                   std::shared_ptr<DeviceBatchHandle> device = nullptr) {
+    batch->reset();
+    batch->data_ = std::move(data);
+    batch->labels_ = std::move(labels);
+    batch->sample_ids_ = std::move(ids);
+    batch->epoch_ = epoch;
+    batch->index_ = index;
+    batch->end_of_epoch_ = end;
+    batch->hold_ = std::move(hold);
+    batch->device_ = std::move(device);
+  }
+  static const std::shared_ptr<DeviceBatchHandle>& Device(const Batch& batch) {
+    return batch.device_;
+  }
+};
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_PIPELINE_BATCH_ACCESS_H_

@@ -1,0 +1,370 @@
+// The device stage (src/device/): host batches -> GPU memory.
+//
+// Labelled `gpu` in ctest. Without a usable CUDA device (or in a build
+// without CUDA) the GPU cases skip with the reason; the CPU-side contract
+// (a clear NotSupported for device=cuda, host batches unchanged, Batch's
+// device calls being no-ops on host batches) is checked everywhere.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "device/device_stage.h"
+#include "gpufeed/loader.h"
+#include "gpufeed/writer.h"
+#include "jpeg_test_util.h"
+#include "test_util.h"
+#include "util/path.h"
+
+#if GPUFEED_TEST_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace gpufeed {
+namespace {
+
+class DeviceTest : public ::testing::Test {
+ protected:
+  static constexpr int kImages = 60;
+
+  void SetUp() override {
+    std::string folder = JoinPath(dir_.path(), "folder");
+    for (int i = 0; i < kImages; ++i) {
+      std::string cls = JoinPath(folder, "class" + std::to_string(i % 4));
+      CreateDirectories(cls);
+      char name[32];
+      std::snprintf(name, sizeof(name), "img%03d.jpg", i);
+      WriteBytes(JoinPath(cls, name), EncodeJpeg(40 + i % 23, 36 + i % 17, JCS_RGB, 90, i));
+    }
+    std::string packed = JoinPath(dir_.path(), "packed");
+    PackOptions pack;
+    pack.shard_size = 30000;
+    PackSummary summary;
+    ASSERT_TRUE(Pack(folder, packed, pack, &summary).ok());
+    std::unique_ptr<Dataset> dataset;
+    ASSERT_TRUE(Dataset::Open(packed, {}, &dataset).ok());
+    dataset_ = std::move(dataset);
+  }
+
+  LoaderOptions Options() {
+    LoaderOptions options;
+    options.batch_size = 8;
+    options.num_threads = 2;
+    options.image.size = 24;
+    options.seed = 11;
+    return options;
+  }
+
+  TempDir dir_;
+  std::shared_ptr<Dataset> dataset_;
+};
+
+TEST_F(DeviceTest, HostBatchesHaveNoDeviceAndNoOpDeviceCalls) {
+  std::unique_ptr<Loader> loader;
+  ASSERT_TRUE(Loader::Open(dataset_, Options(), &loader).ok());
+  Batch batch;
+  ASSERT_TRUE(loader->Next(&batch).ok());
+  EXPECT_EQ(batch.device(), DeviceKind::kCpu);
+  EXPECT_EQ(batch.data().device, DeviceKind::kCpu);
+  EXPECT_EQ(batch.ready_event(), nullptr);
+  EXPECT_TRUE(batch.WaitOn(nullptr).ok());
+  EXPECT_TRUE(batch.RecordStream(nullptr).ok());
+  EXPECT_TRUE(batch.Synchronize().ok());
+  EXPECT_TRUE(loader->Stats().device.empty());
+}
+
+TEST_F(DeviceTest, CudaWithoutADeviceIsNotSupportedWithTheReason) {
+  Status usable = CudaDeviceUsable(0);
+  if (usable.ok()) GTEST_SKIP() << "a CUDA device is present: the GPU cases below run instead";
+  LoaderOptions options = Options();
+  options.device.kind = DeviceKind::kCuda;
+  std::unique_ptr<Loader> loader;
+  Status status = Loader::Open(dataset_, options, &loader);
+  ASSERT_EQ(status.code(), Status::Code::kNotSupported) << status.ToString();
+  EXPECT_NE(status.message().find("device=cuda"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("CPU"), std::string::npos) << status.message();
+  options.device.kind = DeviceKind::kCpu;
+  options.device.pin_memory = true;
+  status = Loader::Open(dataset_, options, &loader);
+  EXPECT_EQ(status.code(), Status::Code::kNotSupported) << status.ToString();
+}
+
+#if GPUFEED_TEST_CUDA
+
+#define SKIP_WITHOUT_GPU()                                             \
+  do {                                                                 \
+    Status usable = CudaDeviceUsable(0);                               \
+    if (!usable.ok()) GTEST_SKIP() << "no GPU: " << usable.message(); \
+  } while (0)
+
+#define ASSERT_CUDA(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+
+float HalfToFloat(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  uint32_t bits;
+  if (exponent == 0) {
+    if (mantissa == 0) {
+      bits = sign;
+    } else {
+      exponent = 127 - 15 + 1;
+      while (!(mantissa & 0x400)) {
+        mantissa <<= 1;
+        exponent -= 1;
+      }
+      bits = sign | (exponent << 23) | ((mantissa & 0x3ff) << 13);
+    }
+  } else if (exponent == 31) {
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else {
+    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
+  }
+  float value;
+  std::memcpy(&value, &bits, 4);
+  return value;
+}
+
+float ElementAsFloat(const uint8_t* data, size_t i, TensorDtype dtype) {
+  switch (dtype) {
+    case TensorDtype::kFloat32: {
+      float value;
+      std::memcpy(&value, data + 4 * i, 4);
+      return value;
+    }
+    case TensorDtype::kFloat16: {
+      uint16_t h;
+      std::memcpy(&h, data + 2 * i, 2);
+      return HalfToFloat(h);
+    }
+    case TensorDtype::kBfloat16: {
+      uint16_t h;
+      std::memcpy(&h, data + 2 * i, 2);
+      uint32_t bits = static_cast<uint32_t>(h) << 16;
+      float value;
+      std::memcpy(&value, &bits, 4);
+      return value;
+    }
+    default: return data[i];
+  }
+}
+
+std::string DeviceBytes(const Tensor& tensor) {
+  std::string bytes(tensor.bytes(), '\0');
+  EXPECT_EQ(cudaMemcpy(bytes.data(), tensor.data, bytes.size(), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  return bytes;
+}
+
+// Every dtype x layout x (normalize on the GPU or on the CPU): the device
+// batches hold exactly what the CPU path produces for the same samples.
+TEST_F(DeviceTest, BytesLandCorrectlyForEveryDtypeAndLayout) {
+  SKIP_WITHOUT_GPU();
+  const OutputDtype dtypes[] = {OutputDtype::kUint8, OutputDtype::kFloat32, OutputDtype::kFloat16,
+                                OutputDtype::kBfloat16};
+  const char* names[] = {"uint8", "float32", "float16", "bfloat16"};
+  for (int d = 0; d < 4; ++d) {
+    for (OutputLayout layout : {OutputLayout::kNCHW, OutputLayout::kNHWC}) {
+      for (bool on_device : {true, false}) {
+        SCOPED_TRACE(std::string(names[d]) + (layout == OutputLayout::kNCHW ? " NCHW" : " NHWC") +
+                     (on_device ? " normalized on the GPU" : " normalized on the CPU"));
+        LoaderOptions options = Options();
+        options.image.dtype = dtypes[d];
+        options.image.layout = layout;
+        options.image.train = (d % 2) == 0;  // both transforms
+        std::unique_ptr<Loader> host, device;
+        ASSERT_TRUE(Loader::Open(dataset_, options, &host).ok());
+        options.device.kind = DeviceKind::kCuda;
+        options.device.normalize_on_device = on_device;
+        Status status = Loader::Open(dataset_, options, &device);
+        ASSERT_TRUE(status.ok()) << status.ToString();
+        double max_error = 0;
+        int batches = 0;
+        while (true) {
+          Batch expected, got;
+          ASSERT_TRUE(host->Next(&expected).ok());
+          ASSERT_TRUE(device->Next(&got).ok());
+          ASSERT_EQ(expected.end_of_epoch(), got.end_of_epoch());
+          if (got.end_of_epoch()) break;
+          batches += 1;
+          ASSERT_EQ(got.device(), DeviceKind::kCuda);
+          ASSERT_EQ(got.data().device_id, 0);
+          ASSERT_NE(got.ready_event(), nullptr);
+          ASSERT_EQ(got.sample_ids(), expected.sample_ids());
+          ASSERT_EQ(got.data().shape, expected.data().shape);
+          ASSERT_EQ(got.data().dtype, expected.data().dtype);
+          ASSERT_EQ(got.labels().shape, expected.labels().shape);
+          ASSERT_TRUE(got.Synchronize().ok());
+          std::string data = DeviceBytes(got.data());
+          std::string labels = DeviceBytes(got.labels());
+          EXPECT_EQ(labels, std::string(static_cast<const char*>(expected.labels().data),
+                                        expected.labels().bytes()));
+          const auto* want = static_cast<const uint8_t*>(expected.data().data);
+          const auto* have = reinterpret_cast<const uint8_t*>(data.data());
+          size_t elements = expected.data().bytes() / TensorDtypeSize(expected.data().dtype);
+          for (size_t i = 0; i < elements; ++i) {
+            double error = std::fabs(ElementAsFloat(have, i, got.data().dtype) -
+                                     ElementAsFloat(want, i, got.data().dtype));
+            max_error = std::max(max_error, error);
+          }
+          EXPECT_EQ(std::memcmp(have, want, data.size()), 0) << "batch " << got.index();
+        }
+        EXPECT_EQ(batches, 8);
+        // Stated per dtype: the GPU gathers from the CPU's own table.
+        std::printf("device bytes %-8s %s %s: max abs error %.3g\n", names[d],
+                    layout == OutputLayout::kNCHW ? "NCHW" : "NHWC", on_device ? "gpu" : "cpu",
+                    max_error);
+        EXPECT_EQ(max_error, 0.0);
+        LoaderStats stats = device->Stats();
+        EXPECT_EQ(stats.device, "cuda:0");
+        EXPECT_EQ(stats.device_batches, 8u);
+        EXPECT_GT(stats.device_copy_seconds, 0.0);
+      }
+    }
+  }
+}
+
+struct HostSleep {
+  int milliseconds;
+};
+void CUDART_CB SleepOnStream(void* data) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<HostSleep*>(data)->milliseconds));
+}
+
+// A consumer that keeps its stream busy (a host function stands in for a
+// slow kernel: the stream cannot pass it until it returns), reads each batch
+// on that stream AFTER the busy part, and releases the Batch at once on the
+// host. Reusing a buffer before the stream passed the release point would
+// show as another batch's bytes in what the stream read.
+TEST_F(DeviceTest, BuffersAreReusedOnlyAfterTheConsumerStreamPassedTheRelease) {
+  SKIP_WITHOUT_GPU();
+  LoaderOptions options = Options();
+  options.image.dtype = OutputDtype::kFloat32;
+  options.prefetch = 1;  // 3 device buffers: reuse comes quickly
+  std::unique_ptr<Loader> host, device;
+  ASSERT_TRUE(Loader::Open(dataset_, options, &host).ok());
+  options.device.kind = DeviceKind::kCuda;
+  ASSERT_TRUE(Loader::Open(dataset_, options, &device).ok());
+  cudaStream_t stream;
+  ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::vector<std::string> expected;
+  std::vector<void*> copies;
+  HostSleep sleep{30};
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    while (true) {
+      Batch want, got;
+      ASSERT_TRUE(host->Next(&want).ok());
+      ASSERT_TRUE(device->Next(&got).ok());
+      if (got.end_of_epoch()) break;
+      expected.emplace_back(static_cast<const char*>(want.data().data), want.data().bytes());
+      void* copy = nullptr;
+      ASSERT_CUDA(cudaMallocHost(&copy, got.data().bytes()));
+      copies.push_back(copy);
+      ASSERT_TRUE(got.WaitOn(stream).ok());
+      ASSERT_CUDA(cudaLaunchHostFunc(stream, SleepOnStream, &sleep));
+      ASSERT_CUDA(cudaMemcpyAsync(copy, got.data().data, got.data().bytes(),
+                                  cudaMemcpyDeviceToHost, stream));
+      got.reset();  // released while the stream is still busy
+    }
+  }
+  ASSERT_CUDA(cudaStreamSynchronize(stream));
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(std::memcmp(copies[i], expected[i].data(), expected[i].size()), 0)
+        << "batch " << i << " was overwritten before the consumer's stream read it";
+    cudaFreeHost(copies[i]);
+  }
+  cudaStreamDestroy(stream);
+  // The copy thread waited on the GPU, never on the host, for the streams.
+  EXPECT_GT(device->Stats().device_batches, 0u);
+}
+
+TEST_F(DeviceTest, DeviceMemoryStaysFlatOverAThousandBatches) {
+  SKIP_WITHOUT_GPU();
+  LoaderOptions options = Options();
+  options.image.size = 16;
+  options.device.kind = DeviceKind::kCuda;
+  std::unique_ptr<Loader> loader;
+  ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+  size_t free_start = 0, free_end = 0, total = 0;
+  int batches = 0;
+  Batch batch;
+  while (batches < 1000) {
+    ASSERT_TRUE(loader->Next(&batch).ok());
+    if (batch.end_of_epoch()) continue;
+    batches += 1;
+    ASSERT_TRUE(batch.WaitOn(nullptr).ok());
+    if (batches == 20) {
+      ASSERT_CUDA(cudaDeviceSynchronize());
+      ASSERT_CUDA(cudaMemGetInfo(&free_start, &total));
+    }
+  }
+  batch.reset();
+  ASSERT_CUDA(cudaDeviceSynchronize());
+  ASSERT_CUDA(cudaMemGetInfo(&free_end, &total));
+  std::printf("device memory free after 20 batches %zu, after 1000 %zu\n", free_start, free_end);
+  EXPECT_EQ(free_start, free_end);
+}
+
+TEST_F(DeviceTest, StateAndRestoreCountWhatTheConsumerTook) {
+  SKIP_WITHOUT_GPU();
+  LoaderOptions options = Options();
+  options.device.kind = DeviceKind::kCuda;
+  options.prefetch = 4;
+  std::unique_ptr<Loader> first, second;
+  ASSERT_TRUE(Loader::Open(dataset_, options, &first).ok());
+  Batch batch;
+  std::vector<std::vector<uint64_t>> order;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(first->Next(&batch).ok());
+    order.push_back(batch.sample_ids());
+  }
+  // The copy thread is ahead; the state is the consumer's.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  LoaderState state = first->State();
+  EXPECT_EQ(state.consumed, 24u);
+  ASSERT_TRUE(first->Next(&batch).ok());
+  std::vector<uint64_t> fourth = batch.sample_ids();
+  ASSERT_TRUE(Loader::Open(dataset_, options, &second).ok());
+  ASSERT_TRUE(second->Restore(state).ok());
+  ASSERT_TRUE(second->Next(&batch).ok());
+  EXPECT_EQ(batch.sample_ids(), fourth);
+  // SetEpoch drops what was prepared and starts the epoch's order.
+  second->SetEpoch(0);
+  ASSERT_TRUE(second->Next(&batch).ok());
+  EXPECT_EQ(batch.sample_ids(), order[0]);
+}
+
+TEST_F(DeviceTest, HoldingEveryDeviceBufferIsAnErrorNotAHang) {
+  SKIP_WITHOUT_GPU();
+  LoaderOptions options = Options();
+  options.device.kind = DeviceKind::kCuda;
+  options.prefetch = 1;  // 3 device buffers
+  std::unique_ptr<Loader> loader;
+  ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+  Batch held[3];
+  for (Batch& batch : held) ASSERT_TRUE(loader->Next(&batch).ok());
+  Batch more;
+  Status status = loader->Next(&more);
+  EXPECT_EQ(status.code(), Status::Code::kInvalidArgument) << status.ToString();
+  held[0].reset();
+  EXPECT_TRUE(loader->Next(&more).ok());
+}
+
+TEST_F(DeviceTest, BatchesOutliveTheLoader) {
+  SKIP_WITHOUT_GPU();
+  LoaderOptions options = Options();
+  options.device.kind = DeviceKind::kCuda;
+  std::unique_ptr<Loader> loader;
+  ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+  Batch batch;
+  ASSERT_TRUE(loader->Next(&batch).ok());
+  loader.reset();
+  ASSERT_TRUE(batch.Synchronize().ok());
+  std::string bytes = DeviceBytes(batch.data());
+  EXPECT_EQ(bytes.size(), batch.data().bytes());
+}
+
+#endif  // GPUFEED_TEST_CUDA
+
+}  // namespace
+}  // namespace gpufeed
