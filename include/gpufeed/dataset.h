@@ -46,6 +46,14 @@ struct DatasetOptions {
   // kAuto detects the format from the path; any other value skips detection
   // and fails with Corruption or NotFound when the path does not hold it.
   DatasetFormat format = DatasetFormat::kAuto;
+  // Datasets come from the internet: a manifest (gpufeed.json) or a shard
+  // directory could name files elsewhere on the machine. By default every
+  // shard and index must resolve, symlinks followed, to a path inside the
+  // dataset directory; an absolute name, a ".." segment or a symlink leading
+  // out is refused with PermissionDenied naming the entry. true: trust the
+  // dataset and follow such names (shards kept on another mount on purpose).
+  // ImageFolder datasets follow symlinks as torchvision does, either way.
+  bool allow_external_paths = false;
 };
 
 // One sample as stored. Reading into the same Record again reuses its buffers.

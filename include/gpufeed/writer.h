@@ -90,6 +90,12 @@ struct PackOptions {
   // When set and it becomes true, Pack stops and returns Cancelled. Like any
   // failed Pack, it removes the shards it wrote and writes no manifest.
   const std::atomic<bool>* cancel = nullptr;
+  // A list file's paths must resolve (symlinks followed) inside the list
+  // file's directory: an absolute path, a ".." segment or a symlink leading
+  // out is refused with PermissionDenied naming the line, so that a list
+  // file from elsewhere cannot pack /etc/shadow or ~/.ssh into a dataset.
+  // true: accept them (a list of absolute paths written by you).
+  bool allow_external_paths = false;
 };
 
 struct PackSummary {
@@ -102,7 +108,8 @@ struct PackSummary {
 // Packs `source` into shards under `destination` and writes gpufeed.json.
 // `source` is an ImageFolder directory (labels = class indices, the class
 // names recorded) or a list file of lines "path<TAB>label[,label...]"
-// (relative paths resolved against the list file's directory; lines starting
+// (relative paths resolved against the list file's directory, and kept
+// inside it unless options.allow_external_paths; lines starting
 // with '#' and blank lines ignored; MXNet .lst lines "index<TAB>label...<TAB>path"
 // are accepted too). Records keep the source order. On failure the shards
 // written so far are removed and no manifest is written.

@@ -25,13 +25,14 @@ def build_info() -> dict:
     return dict(_build_info())
 
 
-def verify(path, format: str = "auto") -> dict:
+def verify(path, format: str = "auto", allow_external_paths: bool = False) -> dict:
     """Checks the framing of every record and each shard's xxh64 against the
     manifest. Returns a dict with ``problems`` (empty when all is well),
-    ``records_checked``, ``shards_checked`` and ``checksums_checked``."""
+    ``records_checked``, ``shards_checked`` and ``checksums_checked``.
+    ``allow_external_paths``: see :func:`open_dataset`."""
     import os
     from . import _core
-    return dict(_core.verify(os.fspath(path), format))
+    return dict(_core.verify(os.fspath(path), format, bool(allow_external_paths)))
 
 
 def write_index(rec_path, idx_path=None) -> int:

@@ -62,10 +62,11 @@ class Dataset:
     Dataset scales with the storage.
     """
 
-    def __init__(self, path: Union[str, os.PathLike], format: str = "auto"):
+    def __init__(self, path: Union[str, os.PathLike], format: str = "auto",
+                 allow_external_paths: bool = False):
         if format not in FORMATS:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
-        self._native = _core.Dataset(os.fspath(path), format)
+        self._native = _core.Dataset(os.fspath(path), format, bool(allow_external_paths))
         self._integer_labels = self._native.integer_labels
 
     def __len__(self) -> int:
@@ -122,15 +123,22 @@ class Dataset:
                 f"shards={len(self.shards)})")
 
 
-def open_dataset(path: Union[str, os.PathLike], format: str = "auto") -> Dataset:
+def open_dataset(path: Union[str, os.PathLike], format: str = "auto",
+                 allow_external_paths: bool = False) -> Dataset:
     """Opens a dataset: a ``.rec`` file, a directory of shards (with or without
     ``gpufeed.json``), an LMDB or Caffe LMDB environment, or an ImageFolder.
+
+    ``allow_external_paths``: by default every shard and index must lie
+    inside the dataset directory, symlinks followed; a manifest naming an
+    absolute path, a ``..`` path or a symlink leading out is refused with
+    PermissionError (datasets come from the internet). True trusts them.
 
     Raises:
         FileNotFoundError (gpufeed.NotFoundError): no such path, or a shard or
             index named by the manifest is missing.
-        PermissionError (gpufeed.PermissionDeniedError): unreadable files.
+        PermissionError (gpufeed.PermissionDeniedError): unreadable files, or
+            shard paths leading outside the dataset directory.
         gpufeed.CorruptRecordError: malformed framing, index or manifest.
         ValueError (gpufeed.InvalidArgumentError): empty or undetectable dataset.
     """
-    return Dataset(path, format)
+    return Dataset(path, format, allow_external_paths)

@@ -49,7 +49,8 @@ class PackSummary:
 
 def pack(src: Union[str, os.PathLike], dst: Union[str, os.PathLike], format: str = "recordio",
          shard_size: Union[int, str] = 256 * 2**20, workers: Optional[int] = None,
-         progress: bool = True, overwrite: bool = False) -> PackSummary:
+         progress: bool = True, overwrite: bool = False,
+         allow_external_paths: bool = False) -> PackSummary:
     """Packs ``src`` into shards under ``dst`` and writes ``dst/gpufeed.json``.
 
     Args:
@@ -63,6 +64,10 @@ def pack(src: Union[str, os.PathLike], dst: Union[str, os.PathLike], format: str
         workers: threads reading the sources (default: one per core).
         progress: show a progress bar (tqdm when installed) on stderr.
         overwrite: replace shards and manifest of a non-empty ``dst``.
+        allow_external_paths: accept list-file paths that are absolute, have
+            ``..`` segments or are symlinks leading outside the list file's
+            directory. By default they are refused with PermissionError, so
+            that a list file from elsewhere cannot pack arbitrary files.
 
     Returns:
         A :class:`PackSummary`. Output order is deterministic: ImageFolder
@@ -79,7 +84,7 @@ def pack(src: Union[str, os.PathLike], dst: Union[str, os.PathLike], format: str
         callback = bar.update_to
     try:
         result = _core.pack(os.fspath(src), os.fspath(dst), format, parse_size(shard_size),
-                            workers or 0, bool(overwrite), callback)
+                            workers or 0, bool(overwrite), callback, bool(allow_external_paths))
     finally:
         if bar is not None:
             bar.close()

@@ -24,9 +24,10 @@ DatasetFormat FormatFromName(const std::string& name) {
 
 class PyDataset {
  public:
-  PyDataset(const std::string& path, const std::string& format) {
+  PyDataset(const std::string& path, const std::string& format, bool allow_external_paths) {
     DatasetOptions options;
     options.format = FormatFromName(format);
+    options.allow_external_paths = allow_external_paths;
     Status status;
     {
       py::gil_scoped_release release;
@@ -79,7 +80,7 @@ class PyDataset {
 
 py::dict PackBinding(const std::string& source, const std::string& destination,
                      const std::string& format, uint64_t shard_size, int workers, bool overwrite,
-                     py::object progress) {
+                     py::object progress, bool allow_external_paths) {
   PackOptions options;
   if (format == "recordio") {
     options.format = ShardFormat::kRecordIO;
@@ -92,6 +93,7 @@ py::dict PackBinding(const std::string& source, const std::string& destination,
   options.shard_size = shard_size;
   options.workers = workers;
   options.overwrite = overwrite;
+  options.allow_external_paths = allow_external_paths;
   std::atomic<bool> cancel{false};
   options.cancel = &cancel;
   // Python is called at most ~20 times a second, and Ctrl-C is honoured there.
@@ -133,9 +135,11 @@ py::dict PackBinding(const std::string& source, const std::string& destination,
   return out;
 }
 
-py::dict VerifyBinding(const std::string& path, const std::string& format) {
+py::dict VerifyBinding(const std::string& path, const std::string& format,
+                       bool allow_external_paths) {
   DatasetOptions options;
   options.format = FormatFromName(format);
+  options.allow_external_paths = allow_external_paths;
   VerifyReport report;
   Status status;
   {
@@ -167,8 +171,8 @@ uint64_t WriteIndexBinding(const std::string& rec_path, const std::string& idx_p
 
 void BindDataset(py::module_& module) {
   py::class_<PyDataset>(module, "Dataset")
-      .def(py::init<const std::string&, const std::string&>(), py::arg("path"),
-           py::arg("format") = "auto")
+      .def(py::init<const std::string&, const std::string&, bool>(), py::arg("path"),
+           py::arg("format") = "auto", py::arg("allow_external_paths") = false)
       .def("__len__", &PyDataset::size)
       .def("read", &PyDataset::Read, py::arg("index"))
       .def_property_readonly("format", &PyDataset::format)
@@ -178,8 +182,9 @@ void BindDataset(py::module_& module) {
       .def_property_readonly("shards", &PyDataset::shards);
   module.def("pack", &PackBinding, py::arg("source"), py::arg("destination"), py::arg("format"),
              py::arg("shard_size"), py::arg("workers"), py::arg("overwrite"),
-             py::arg("progress") = py::none());
-  module.def("verify", &VerifyBinding, py::arg("path"), py::arg("format") = "auto");
+             py::arg("progress") = py::none(), py::arg("allow_external_paths") = false);
+  module.def("verify", &VerifyBinding, py::arg("path"), py::arg("format") = "auto",
+             py::arg("allow_external_paths") = false);
   module.def("write_index", &WriteIndexBinding, py::arg("rec_path"), py::arg("idx_path"));
 }
 

@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "format/caffe_datum.h"
@@ -50,21 +51,73 @@ Status ParseFormat(const std::string& name, DatasetFormat* format) {
                                  "\" (expected auto, recordio, lmdb, caffe_lmdb or imagefolder)");
 }
 
+Status ResolveInsideDirectory(const std::string& directory, const std::string& name,
+                              bool allow_external_paths, const std::string& named_by,
+                              std::string* path) {
+  if (name.empty() || name.find('\0') != std::string::npos) {
+    return Status::InvalidArgument(named_by + ": empty path or a path with a NUL byte");
+  }
+  *path = AbsolutePath(JoinPath(directory, name));
+  if (allow_external_paths) return Status::OK();
+  const std::string hint =
+      "; refused, as a dataset from elsewhere must not reach other files of this machine "
+      "(pass allow_external_paths=True, or --allow-external-paths, if you trust it)";
+  if (name.front() == '/') {
+    return Status::PermissionDenied(named_by + ": \"" + name + "\" is an absolute path, outside " +
+                                    directory + hint);
+  }
+  for (size_t start = 0; start <= name.size();) {
+    size_t slash = name.find('/', start);
+    if (slash == std::string::npos) slash = name.size();
+    if (name.compare(start, slash - start, "..") == 0) {
+      return Status::PermissionDenied(named_by + ": \"" + name +
+                                      "\" has a \"..\" segment leading outside " + directory +
+                                      hint);
+    }
+    start = slash + 1;
+  }
+  // Symlinks: what the kernel will open is realpath(), which must stay
+  // under realpath(directory) (the directory itself may be a symlink).
+  char* resolved = ::realpath(path->c_str(), nullptr);
+  if (resolved == nullptr) return Status::OK();  // missing: the caller says NotFound
+  std::string target(resolved);
+  std::free(resolved);
+  char* resolved_directory = ::realpath(directory.c_str(), nullptr);
+  if (resolved_directory == nullptr) return Status::FromErrno(errno, directory);
+  std::string root(resolved_directory);
+  std::free(resolved_directory);
+  if (root != "/" && !StartsWith(target, root + "/")) {
+    return Status::PermissionDenied(named_by + ": \"" + name + "\" is a symlink (or lies under one) "
+                                    "leading to " + target + ", outside " + root + hint);
+  }
+  return Status::OK();
+}
+
 namespace {
 
 bool IsLmdbDirectory(const std::string& directory) {
   return IsRegularFile(JoinPath(directory, "data.mdb"));
 }
 
-// Sorted names of the .rec files / LMDB subdirectories of `directory`.
-Status ListShards(const std::string& directory, std::vector<std::string>* rec_files,
-                  std::vector<std::string>* lmdb_directories) {
+// Sorted names of the .rec files / LMDB subdirectories of `directory`. Each
+// (its .idx, its data.mdb) must stay inside `directory` unless allowed.
+Status ListShards(const std::string& directory, bool allow_external_paths,
+                  std::vector<std::string>* rec_files, std::vector<std::string>* lmdb_directories) {
   std::vector<DirectoryEntry> entries;
   GPUFEED_RETURN_IF_ERROR(ListDirectory(directory, &entries));
   for (const DirectoryEntry& entry : entries) {
     std::string full = JoinPath(directory, entry.name);
-    if (entry.is_regular_file && EndsWith(entry.name, ".rec")) rec_files->push_back(full);
-    if (entry.is_directory && IsLmdbDirectory(full)) lmdb_directories->push_back(full);
+    bool rec = entry.is_regular_file && EndsWith(entry.name, ".rec");
+    bool lmdb = entry.is_directory && IsLmdbDirectory(full);
+    if (!rec && !lmdb) continue;
+    std::string resolved;
+    std::vector<std::string> members = {entry.name};
+    members.push_back(rec ? IndexPathFor(entry.name) : JoinPath(entry.name, "data.mdb"));
+    for (const std::string& member : members) {
+      GPUFEED_RETURN_IF_ERROR(ResolveInsideDirectory(directory, member, allow_external_paths,
+                                                     JoinPath(directory, member), &resolved));
+    }
+    (rec ? rec_files : lmdb_directories)->push_back(full);
   }
   return Status::OK();
 }
@@ -94,7 +147,7 @@ Status LooksLikeCaffe(const std::string& directory, bool* is_caffe) {
 }
 
 Status OpenFromManifest(const std::string& directory, DatasetFormat requested,
-                        std::unique_ptr<Dataset>* dataset) {
+                        bool allow_external_paths, std::unique_ptr<Dataset>* dataset) {
   std::string manifest_path = JoinPath(directory, kManifestName);
   Manifest manifest;
   GPUFEED_RETURN_IF_ERROR(ReadManifest(manifest_path, &manifest));
@@ -105,11 +158,15 @@ Status OpenFromManifest(const std::string& directory, DatasetFormat requested,
   }
   if (manifest.format == DatasetFormat::kRecordIO) {
     std::vector<RecordIOShardSpec> specs;
-    for (const ManifestShard& shard : manifest.shards) {
+    for (size_t i = 0; i < manifest.shards.size(); ++i) {
+      const ManifestShard& shard = manifest.shards[i];
+      const std::string named_by = manifest_path + " shard " + std::to_string(i);
       RecordIOShardSpec spec;
-      spec.rec_path = JoinPath(directory, shard.file);
-      spec.idx_path = JoinPath(directory, shard.index.empty() ? IndexPathFor(shard.file)
-                                                              : shard.index);
+      GPUFEED_RETURN_IF_ERROR(ResolveInsideDirectory(directory, shard.file, allow_external_paths,
+                                                     named_by, &spec.rec_path));
+      GPUFEED_RETURN_IF_ERROR(ResolveInsideDirectory(
+          directory, shard.index.empty() ? IndexPathFor(shard.file) : shard.index,
+          allow_external_paths, named_by + " index", &spec.idx_path));
       spec.idx_required = true;
       spec.expected_records = static_cast<int64_t>(shard.records);
       spec.xxh64 = shard.xxh64;
@@ -117,13 +174,30 @@ Status OpenFromManifest(const std::string& directory, DatasetFormat requested,
         return Status::NotFound(spec.rec_path + ": shard listed in the manifest " + manifest_path +
                                 " does not exist");
       }
+      // The size the manifest recorded is checked before the .idx is
+      // trusted: a shard truncated or replaced since packing fails here,
+      // by name, rather than at some record later.
+      uint64_t size = 0;
+      GPUFEED_RETURN_IF_ERROR(FileSizeOf(spec.rec_path, &size));
+      if (shard.bytes != 0 && size != shard.bytes) {
+        return Status::Corruption(spec.rec_path + ": " + std::to_string(size) +
+                                  " bytes on disk but the manifest " + manifest_path + " says " +
+                                  std::to_string(shard.bytes) +
+                                  " (truncated or replaced since it was packed?)");
+      }
       specs.push_back(std::move(spec));
     }
     return OpenRecordIODataset(directory, specs, &manifest, dataset);
   }
   std::vector<std::string> environments;
-  for (const ManifestShard& shard : manifest.shards) {
-    std::string environment = JoinPath(directory, shard.file);
+  for (size_t i = 0; i < manifest.shards.size(); ++i) {
+    const ManifestShard& shard = manifest.shards[i];
+    const std::string named_by = manifest_path + " shard " + std::to_string(i);
+    std::string environment, data_file;
+    GPUFEED_RETURN_IF_ERROR(ResolveInsideDirectory(directory, shard.file, allow_external_paths,
+                                                   named_by, &environment));
+    GPUFEED_RETURN_IF_ERROR(ResolveInsideDirectory(directory, JoinPath(shard.file, "data.mdb"),
+                                                   allow_external_paths, named_by, &data_file));
     if (!IsLmdbDirectory(environment)) {
       return Status::NotFound(environment + ": LMDB shard listed in the manifest " + manifest_path +
                               " does not exist (or has no data.mdb)");
@@ -134,13 +208,16 @@ Status OpenFromManifest(const std::string& directory, DatasetFormat requested,
 }
 
 Status OpenDirectory(const std::string& directory, DatasetFormat requested,
-                     std::unique_ptr<Dataset>* dataset) {
+                     bool allow_external_paths, std::unique_ptr<Dataset>* dataset) {
   if (PathExists(JoinPath(directory, kManifestName)) && requested != DatasetFormat::kImageFolder &&
       requested != DatasetFormat::kCaffeLmdb) {
-    return OpenFromManifest(directory, requested, dataset);
+    return OpenFromManifest(directory, requested, allow_external_paths, dataset);
   }
   std::vector<std::string> rec_files, lmdb_directories;
-  GPUFEED_RETURN_IF_ERROR(ListShards(directory, &rec_files, &lmdb_directories));
+  if (requested != DatasetFormat::kImageFolder) {
+    GPUFEED_RETURN_IF_ERROR(
+        ListShards(directory, allow_external_paths, &rec_files, &lmdb_directories));
+  }
   bool lmdb_here = IsLmdbDirectory(directory);
 
   auto open_recordio = [&]() -> Status {
@@ -196,11 +273,11 @@ Status Dataset::Open(const std::string& path, const DatasetOptions& options,
   if (S_ISDIR(st.st_mode)) {
     // Fail early and clearly on a directory we may not list.
     if (::access(absolute.c_str(), R_OK | X_OK) != 0) return Status::FromErrno(errno, absolute);
-    return OpenDirectory(absolute, options.format, dataset);
+    return OpenDirectory(absolute, options.format, options.allow_external_paths, dataset);
   }
   std::string name = Basename(absolute);
   if (name == kManifestName || name == "data.mdb") {
-    return OpenDirectory(Dirname(absolute), options.format, dataset);
+    return OpenDirectory(Dirname(absolute), options.format, options.allow_external_paths, dataset);
   }
   if (options.format == DatasetFormat::kRecordIO ||
       (options.format == DatasetFormat::kAuto && EndsWith(name, ".rec"))) {

@@ -42,6 +42,18 @@ inline RecordIOShardSpec RecordIOShardAt(std::string rec_path) {
   return spec;
 }
 
+// Resolves `name` (a shard or index named by a manifest, a list file's
+// path, a file found in a shard directory) against `directory`, the
+// dataset's (or list file's) directory, into *path (absolute, lexically
+// normal). Unless `allow_external_paths`, refuses with PermissionDenied an
+// absolute name, a ".." segment, or a name that resolves through symlinks
+// to a place outside realpath(directory); `named_by` ("gpufeed.json shard
+// 3", "list.txt line 7") starts the message. A name that does not exist is
+// not an error here: the caller reports NotFound with its own context.
+Status ResolveInsideDirectory(const std::string& directory, const std::string& name,
+                              bool allow_external_paths, const std::string& named_by,
+                              std::string* path);
+
 Status OpenRecordIODataset(const std::string& path, const std::vector<RecordIOShardSpec>& shards,
                            const Manifest* manifest, std::unique_ptr<Dataset>* dataset);
 Status OpenLmdbDataset(const std::string& path, const std::vector<std::string>& environments,
@@ -59,6 +71,12 @@ Status ScanRecordIO(int fd, const std::string& path, uint64_t file_size,
 // the end of the .rec (`rec_size`) or one off the 4-byte record grid.
 Status ReadRecordIOIndex(const std::string& idx_path, uint64_t rec_size,
                          std::vector<uint64_t>* offsets, std::vector<std::string>* keys);
+// The same from the index's text (`idx_path` only names it in errors); the
+// fuzz target's entry point. Also refuses more entries than the .rec could
+// hold (8 bytes of framing each), so a hostile index cannot make the offset
+// table larger than the data it points into.
+Status ParseRecordIOIndex(const std::string& text, const std::string& idx_path, uint64_t rec_size,
+                          std::vector<uint64_t>* offsets, std::vector<std::string>* keys);
 
 // ImageFolder enumeration, as torchvision.datasets.ImageFolder: classes are
 // the sorted subdirectory names; files are found recursively (symlinks

@@ -10,19 +10,11 @@ namespace {
 
 using Json = nlohmann::json;
 
-// A shard name must stay inside the dataset directory.
-bool IsPlainRelativeName(const std::string& name) {
-  if (name.empty() || name.front() == '/' || name.find('\0') != std::string::npos) return false;
-  size_t start = 0;
-  while (start <= name.size()) {
-    size_t slash = name.find('/', start);
-    std::string part = name.substr(start, slash == std::string::npos ? std::string::npos
-                                                                      : slash - start);
-    if (part.empty() || part == "." || part == "..") return false;
-    if (slash == std::string::npos) break;
-    start = slash + 1;
-  }
-  return true;
+// A shard name is a path; whether it may leave the dataset directory
+// (absolute, "..", symlinks) is decided when the dataset is opened, where
+// DatasetOptions::allow_external_paths is known (ResolveInsideDirectory).
+bool IsUsableName(const std::string& name) {
+  return !name.empty() && name.find('\0') == std::string::npos;
 }
 
 bool IsHex16(const std::string& text) {
@@ -90,9 +82,8 @@ Status ParseManifest(const std::string& text, const std::string& path, Manifest*
       if (entry.contains("bytes")) GPUFEED_RETURN_IF_ERROR(count_field(entry, "bytes", &shard.bytes));
       shard.xxh64 = entry.value("xxh64", "");
       std::string where = "shard " + std::to_string(i) + " (\"" + shard.file + "\")";
-      if (!IsPlainRelativeName(shard.file) ||
-          (!shard.index.empty() && !IsPlainRelativeName(shard.index))) {
-        return bad(where + ": shard paths must be relative names inside the dataset directory");
+      if (!IsUsableName(shard.file) || (entry.contains("index") && !IsUsableName(shard.index))) {
+        return bad(where + ": a shard or index path is empty or has a NUL byte");
       }
       if (!shard.xxh64.empty() && !IsHex16(shard.xxh64)) {
         return bad(where + ": xxh64 must be 16 lowercase hex digits");
@@ -113,7 +104,7 @@ Status ParseManifest(const std::string& text, const std::string& path, Manifest*
 
 Status ReadManifest(const std::string& path, Manifest* manifest) {
   std::string text;
-  GPUFEED_RETURN_IF_ERROR(ReadFileToString(path, &text));
+  GPUFEED_RETURN_IF_ERROR(ReadFileToString(path, &text, kMaxManifestBytes));
   return ParseManifest(text, path, manifest);
 }
 

@@ -13,7 +13,8 @@
 //     ]
 //   }
 //
-// Shard file names are relative to the manifest's directory.
+// Shard file names are relative to the manifest's directory; Dataset::Open
+// refuses names that lead outside it unless allow_external_paths.
 #ifndef GPUFEED_FORMAT_MANIFEST_H_
 #define GPUFEED_FORMAT_MANIFEST_H_
 
@@ -28,6 +29,9 @@ namespace gpufeed {
 
 constexpr const char* kManifestName = "gpufeed.json";
 constexpr int kManifestFormatVersion = 1;
+// A manifest is ~150 bytes per shard: 64 MiB is hundreds of thousands of
+// shards, and a hostile multi-GB "gpufeed.json" is refused unread.
+constexpr uint64_t kMaxManifestBytes = 64ull << 20;
 
 struct ManifestShard {
   std::string file;   // relative: "part-00000.rec" or "part-00000" (LMDB directory)
@@ -46,8 +50,10 @@ struct Manifest {
   std::vector<ManifestShard> shards;
 };
 
-// Parses and validates (counts add up, names are plain relative file names,
-// checksums are hex). Corruption naming the file on any problem.
+// Parses and validates (counts add up, names are non-empty, checksums are
+// hex). Corruption naming the file on any problem. Where the names lead is
+// checked by Dataset::Open (ResolveInsideDirectory in datasets.h).
+// ReadManifest refuses a file over kMaxManifestBytes before reading it.
 Status ReadManifest(const std::string& path, Manifest* manifest);
 Status ParseManifest(const std::string& text, const std::string& path, Manifest* manifest);
 std::string SerializeManifest(const Manifest& manifest);

@@ -76,7 +76,8 @@ std::vector<std::string> Split(const std::string& text, char separator) {
 
 // Lines "path<TAB>label[,label...]". MXNet's .lst lines
 // "index<TAB>label[<TAB>label...]<TAB>path" are accepted too.
-Status ReadListFile(const std::string& list_path, std::vector<PackSource>* sources) {
+Status ReadListFile(const std::string& list_path, bool allow_external_paths,
+                    std::vector<PackSource>* sources) {
   std::string text;
   GPUFEED_RETURN_IF_ERROR(ReadFileToString(list_path, &text));
   std::string base = Dirname(list_path);
@@ -110,7 +111,10 @@ Status ReadListFile(const std::string& list_path, std::vector<PackSource>* sourc
       GPUFEED_RETURN_IF_ERROR(ParseLabel(label_text, &label, where));
       source.labels.push_back(label);
     }
-    source.path = JoinPath(base, source.path);
+    std::string resolved;
+    GPUFEED_RETURN_IF_ERROR(
+        ResolveInsideDirectory(base, source.path, allow_external_paths, where, &resolved));
+    source.path = std::move(resolved);
     sources->push_back(std::move(source));
   }
   return Status::OK();
@@ -327,7 +331,7 @@ Status Pack(const std::string& source, const std::string& destination, const Pac
     }
     manifest.integer_labels = true;
   } else {
-    GPUFEED_RETURN_IF_ERROR(ReadListFile(source_path, &sources));
+    GPUFEED_RETURN_IF_ERROR(ReadListFile(source_path, options.allow_external_paths, &sources));
   }
   if (sources.empty()) {
     return Status::InvalidArgument(source_path + ": nothing to pack (no samples)");

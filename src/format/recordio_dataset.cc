@@ -214,6 +214,13 @@ Status ReadRecordIOIndex(const std::string& idx_path, uint64_t rec_size,
                          std::vector<uint64_t>* offsets, std::vector<std::string>* keys) {
   std::string text;
   GPUFEED_RETURN_IF_ERROR(ReadFileToString(idx_path, &text));
+  return ParseRecordIOIndex(text, idx_path, rec_size, offsets, keys);
+}
+
+Status ParseRecordIOIndex(const std::string& text, const std::string& idx_path, uint64_t rec_size,
+                          std::vector<uint64_t>* offsets, std::vector<std::string>* keys) {
+  // Every record takes at least its 8-byte header in the .rec file.
+  const uint64_t max_entries = rec_size / 8;
   offsets->clear();
   keys->clear();
   size_t line_start = 0;
@@ -262,6 +269,11 @@ Status ReadRecordIOIndex(const std::string& idx_path, uint64_t rec_size,
     if (offset % 4 != 0) {
       return bad("offset " + std::to_string(offset) +
                  " is not at a record boundary (records start at multiples of 4)");
+    }
+    if (offsets->size() >= max_entries) {
+      return bad("more index entries than the " + std::to_string(rec_size) +
+                 "-byte .rec file can hold (at most " + std::to_string(max_entries) +
+                 ", 8 bytes of framing each)");
     }
     offsets->push_back(offset);
     keys->push_back(std::move(key));

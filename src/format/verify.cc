@@ -160,15 +160,26 @@ Status Verify(const std::string& path, const DatasetOptions& options, VerifyRepo
       return Status::OK();
     }
     report->format = manifest.format;
-    for (const ManifestShard& shard : manifest.shards) {
-      std::string file = JoinPath(absolute, shard.file);
+    for (size_t i = 0; i < manifest.shards.size(); ++i) {
+      const ManifestShard& shard = manifest.shards[i];
+      const std::string named_by = manifest_path + " shard " + std::to_string(i);
+      std::string file, idx;
+      Status inside = ResolveInsideDirectory(absolute, shard.file, options.allow_external_paths,
+                                             named_by, &file);
+      if (inside.ok() && manifest.format == DatasetFormat::kRecordIO) {
+        inside = ResolveInsideDirectory(
+            absolute, shard.index.empty() ? IndexPathFor(shard.file) : shard.index,
+            options.allow_external_paths, named_by + " index", &idx);
+      }
+      if (!inside.ok()) {
+        report->problems.push_back(inside.ToString());
+        continue;
+      }
       if (!PathExists(file)) {
         report->problems.push_back(file + ": shard listed in the manifest does not exist");
         continue;
       }
       if (manifest.format == DatasetFormat::kRecordIO) {
-        std::string idx = JoinPath(absolute, shard.index.empty() ? IndexPathFor(shard.file)
-                                                                 : shard.index);
         VerifyRecordIOShard(file, idx, static_cast<int64_t>(shard.records), report);
         CheckChecksum(file, shard.xxh64, report);
       } else {
