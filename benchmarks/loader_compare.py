@@ -38,11 +38,21 @@ def main():
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
 
+    try:
+        from tqdm import tqdm
+        bar = tqdm(total=5, desc="loader runs", unit="run", leave=False) \
+            if sys.stderr.isatty() else None
+    except ImportError:
+        bar = None
     ceiling, _ = run([args.bench, args.dataset, "--decode-only"])
     ceiling_one = float(ceiling["images_per_s"])
+    if bar is not None:
+        bar.update()
     rows = []
     for dtype in ("uint8", "float32"):
         for threads in (1, 2):
+            if bar is not None:
+                bar.update()
             values, rss = run([args.bench, args.dataset, "--threads", str(threads), "--dtype", dtype,
                                "--epochs", str(args.epochs), "--batch", str(args.batch),
                                "--prefetch", str(args.prefetch)])
@@ -52,6 +62,8 @@ def main():
                              batch_mb=float(values["batch_mb"]), rss_per_epoch_mb=rss,
                              verdict=values["verdict"],
                              ceiling=ceiling_one * threads))
+    if bar is not None:
+        bar.close()
     print(f"decode-only ceiling (libjpeg-turbo full-size decode, 1 thread): {ceiling_one:.0f} images/s")
     print(f"{'output':<16} {'threads':>7} {'images/s':>9} {'of ceiling':>10} {'peak RSS MiB':>12} "
           f"{'RSS per epoch (MiB)':<26}")

@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
-# The main job: build gpufeed, make the demo dataset, pack it, read it back,
-# run the loader end to end, and compare the read engine with fio. Later
-# issues add the GPU and cache benches.
+# The main job: installs what is missing, builds gpufeed, makes the demo
+# dataset, and runs the bundled benchmarks:
+#   1. small files vs packed shards (pack, then read every record back),
+#      cold (page cache dropped, when root) and warm
+#   2. the loader end to end vs a decode-only ceiling, and gpufeed.DataLoader
+#      vs torch's DataLoader on the same images and cores
+#   3. the read engine vs fio
+#   4. the node-local cache, cold vs warm (when its step is present)
+#   5. the GPU stage (benchmarks/gpu_check.sh) when nvidia-smi finds a GPU;
+#      skipped with a note otherwise
+# then one results table on stdout, benchmarks/results/summary.json and the
+# chart benchmarks/results/summary.png (per-step JSON files beside them).
 #
 #   ./benchmarks/run.sh            about 2,000 ImageNet-shaped JPEGs, a 1 GiB raw file
-#   ./benchmarks/run.sh --quick    500 images, a 256 MiB raw file, one run per case
+#   ./benchmarks/run.sh --quick    500 images, a 256 MiB raw file, one run per case (~1 min
+#                                  once built and the demo dataset exists)
 #
-# Results: tables on stdout, benchmarks/results/{read,loader,torch,io}.json.
+# GPUFEED_BENCH_BUILD_DIR (default build/release) and GPUFEED_BENCH_DATA
+# (default benchmarks/data) move the build and the data.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${GPUFEED_BENCH_BUILD_DIR:-$ROOT/build/release}
@@ -24,21 +35,32 @@ for arg in "$@"; do
   esac
 done
 
+run_started=$EPOCHREALTIME
+# A step heading with the seconds since the start, to see where the time goes.
+heading() { echo "== $* [at $(( ${EPOCHREALTIME%.*} - ${run_started%.*} )) s]"; }
 # shellcheck source=tests/deps.sh
 source "$ROOT/tests/deps.sh"
 gpufeed_install_packages fio
-echo "== build ($BUILD_DIR)"
-gpufeed_build_and_install "$ROOT" "$BUILD_DIR" "$VENV" >/dev/null
+heading "build ($BUILD_DIR)"
+mkdir -p "$BUILD_DIR"
+# A child bash: errexit holds inside it although its exit status is tested here.
+if ! bash -euo pipefail -c 'source "$1/tests/deps.sh"; gpufeed_build_and_install "$1" "$2" "$3"' \
+    _ "$ROOT" "$BUILD_DIR" "$VENV" 2>&1 \
+    | "$GPUFEED_PYTHON" "$ROOT/benchmarks/build_progress.py" "$BUILD_DIR/bench-build.log"; then
+  tail -40 "$BUILD_DIR/bench-build.log" >&2
+  echo "build failed; the full log is $BUILD_DIR/bench-build.log" >&2
+  exit 1
+fi
 PY=$VENV/bin/python
 BENCH=$BUILD_DIR/benchmarks/gpufeed_read_bench
 THREADS=$(nproc)
 mkdir -p "$DATA" "$RESULTS"
 
-echo "== demo dataset ($images JPEGs)"
+heading "demo dataset ($images JPEGs)"
 FOLDER=$DATA/demo-imagefolder-$images
 "$PY" "$ROOT/benchmarks/make_demo_dataset.py" "$FOLDER" --images "$images" --classes 10 --seed 0
 
-echo "== pack"
+heading "pack"
 declare -A PACK_SECONDS
 for fmt in recordio lmdb; do
   out=$DATA/demo-$fmt-$images
@@ -57,7 +79,7 @@ drop_caches() {
   return 1
 }
 
-echo "== read every record back ($THREADS threads)"
+heading "[1/5] small files vs packed shards: read every record back ($THREADS threads)"
 results_file=$(mktemp)
 for name in imagefolder recordio lmdb; do
   if [ "$name" = imagefolder ]; then path=$FOLDER; else path=$DATA/demo-$name-$images; fi
@@ -99,18 +121,36 @@ PYEOF
 rm -f "$results_file"
 
 echo
-echo "== loader: images/s end to end (RandomResizedCrop 224 + flip) vs a decode-only ceiling"
+heading "[2/5] loader: images/s end to end (RandomResizedCrop 224 + flip) vs a decode-only ceiling"
 "$PY" "$ROOT/benchmarks/loader_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" \
   --dataset "$DATA/demo-recordio-$images" --epochs "$([ ${#quick[@]} -gt 0 ] && echo 2 || echo 3)" \
   --json "$RESULTS/loader.json"
 
 echo
-echo "== gpufeed.DataLoader vs torch.utils.data.DataLoader (same images, same cores)"
+heading "[2/5] gpufeed.DataLoader vs torch.utils.data.DataLoader (same images, same cores)"
 "$PY" "$ROOT/benchmarks/compare_torch.py" --folder "$FOLDER" --packed "$DATA/demo-recordio-$images" \
   --epochs "$([ ${#quick[@]} -gt 0 ] && echo 1 || echo 2)" --json "$RESULTS/torch.json" 2> >(grep -v '\[gpufeed\] \[info\]' >&2)
 
 echo
-echo "== read engine vs fio (io_uring and pread backends, buffered and O_DIRECT)"
+heading "[3/5] read engine vs fio (io_uring and pread backends, buffered and O_DIRECT)"
 "$PY" "$ROOT/benchmarks/io_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_io_bench" \
   --raw "$DATA/raw-$raw_size.bin" --raw-size "$raw_size" \
   --shard "$DATA/demo-recordio-$images/part-00000.rec" --json "$RESULTS/io.json" "${quick[@]}"
+
+# Step 4, the node-local cache cold vs warm, writes $RESULTS/cache.json.
+
+echo
+heading "[5/5] GPU stage"
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  if [ -x "$ROOT/benchmarks/gpu_check.sh" ]; then
+    GPUFEED_BENCH_BUILD_DIR="$BUILD_DIR" GPUFEED_BENCH_DATA="$DATA" \
+      "$ROOT/benchmarks/gpu_check.sh" "${quick[@]}"
+  else
+    echo "skipped: a GPU is present but benchmarks/gpu_check.sh is missing"
+  fi
+else
+  echo "skipped: no NVIDIA GPU here (nvidia-smi missing or lists none); the CPU figures above stand"
+fi
+
+"$PY" "$ROOT/benchmarks/report.py" --results "$RESULTS" --since "${run_started%.*}" \
+  --seconds "$("$PY" -c "print(round($EPOCHREALTIME - $run_started))")" "${quick[@]}"

@@ -1,0 +1,265 @@
+#!/usr/bin/python3
+"""The closing step of benchmarks/run.sh: one results table on stdout, one
+JSON (summary.json) and one chart (summary.png) from the per-step JSON files.
+
+    report.py --results benchmarks/results [--since EPOCH_SECONDS] [--seconds RUN_SECONDS]
+              [--quick]
+
+Reads read.json (small files vs packed shards), loader.json (the C++ loader
+vs a decode-only ceiling), torch.json (gpufeed.DataLoader vs torch's),
+io.json (read engine vs fio), and, when their steps ran, cache.json and
+gpu.json. With --since, a file older than that moment is left out (it is
+from an earlier run, not this one) and the table says so.
+
+cache.json and gpu.json are written by their own steps; any flat numbers in
+them are listed, and a `chart` entry draws a panel:
+    "chart": {"title": "...", "unit": "GB/s", "labels": ["cold", "warm"], "values": [1.2, 9.8]}
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+STEPS = ("read", "loader", "torch", "io", "cache", "gpu")
+
+
+def machine():
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as source:
+            model = next((line.split(":", 1)[1].strip() for line in source
+                          if line.startswith("model name")), "")
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    memory_gb = 0.0
+    try:
+        with open("/proc/meminfo") as source:
+            for line in source:
+                if line.startswith("MemTotal:"):
+                    memory_gb = int(line.split()[1]) / 1e6
+    except OSError:
+        pass
+    os_name = platform.platform()
+    try:
+        with open("/etc/os-release") as source:
+            values = dict(line.rstrip("\n").split("=", 1) for line in source if "=" in line)
+            os_name = values.get("PRETTY_NAME", os_name).strip('"')
+    except OSError:
+        pass
+    return {"cpu": model, "cores": cores, "memory_gb": round(memory_gb, 1), "os": os_name,
+            "kernel": platform.release()}
+
+
+def load(results, since):
+    loaded, stale = {}, []
+    for step in STEPS:
+        path = os.path.join(results, f"{step}.json")
+        if not os.path.exists(path):
+            continue
+        if since and os.path.getmtime(path) < since:
+            stale.append(step)
+            continue
+        with open(path) as source:
+            loaded[step] = json.load(source)
+    return loaded, stale
+
+
+def flat_numbers(value, prefix=""):
+    """(dotted key, number) pairs of a JSON value, lists of rows skipped."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "chart":
+                continue
+            yield from flat_numbers(item, f"{prefix}{key}.")
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield prefix.rstrip("."), value
+
+
+def headline_rows(data):
+    """(section, what, value, unit) rows of the results table."""
+    rows = []
+    read = data.get("read")
+    if read:
+        for row in read["read"]:
+            rows.append(("read back", f"{row['dataset']} ({row['cache']} page cache)",
+                         row["records_per_s"], "records/s"))
+        for fmt, seconds in read.get("pack_seconds", {}).items():
+            rows.append(("pack", f"{read['images']} images -> {fmt}", seconds, "s"))
+    loader = data.get("loader")
+    if loader:
+        rows.append(("loader (C++)", "decode-only ceiling, 1 thread", loader["ceiling_one_thread"],
+                     "images/s"))
+        for row in loader["rows"]:
+            rows.append(("loader (C++)", f"RandomResizedCrop 224, {row['dtype']}, "
+                         f"{row['threads']} thread(s)", row["images_per_s"], "images/s"))
+    torch = data.get("torch")
+    if torch:
+        rows.append(("vs torch", f"torch DataLoader, ImageFolder, {torch['cores']} workers",
+                     torch["torch_images_per_s"], "images/s"))
+        rows.append(("vs torch", f"gpufeed.DataLoader, RecordIO, {torch['cores']} threads",
+                     torch["gpufeed_images_per_s"], "images/s"))
+        rows.append(("vs torch", "ratio gpufeed / torch", torch["ratio"], "x"))
+    io = data.get("io")
+    if io:
+        for case in io["cases"]:
+            iops = case.get("target") and case["target"][0] == "iops" or "4K" in case["name"]
+            ours = case["ours_iops"] if iops else case["ours_mb_per_s"]
+            fio = case["fio_iops"] if iops else case["fio_mb_per_s"]
+            rows.append(("read engine", f"{case['name']} ({case['file']}, {case['cache']}) "
+                         f"[fio {fio:,.0f}]", ours, "IOPS" if iops else "MB/s"))
+    for step in ("cache", "gpu"):
+        if step in data:
+            for key, value in flat_numbers(data[step]):
+                rows.append((step, key, value, ""))
+    return rows
+
+
+def print_table(rows, data, stale, info, seconds, quick):
+    print()
+    print(f"== results ({'--quick' if quick else 'full run'}"
+          + (f", {seconds / 60:.1f} min" if seconds else "") + ")")
+    print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory_gb']:.0f} GB RAM, "
+          f"{info['os']}, Linux {info['kernel']}")
+    width = max([len(r[1]) for r in rows] + [20])
+    section = None
+    for name, what, value, unit in rows:
+        if name != section:
+            print(f"-- {name}")
+            section = name
+        number = f"{value:,.2f}" if isinstance(value, float) and abs(value) < 100 else f"{value:,.0f}"
+        print(f"   {what:<{width}} {number:>12} {unit}")
+    for step in STEPS:
+        if step not in data:
+            reason = "an earlier run's file, not this run's" if step in stale else "not run"
+            print(f"-- {step}: {reason}")
+
+
+def draw(data, out_path, info, quick):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    panels = []
+    if "read" in data:
+        panels.append("read")
+    if "loader" in data or "torch" in data:
+        panels.append("images")
+    if "io" in data:
+        panels.append("io")
+    for step in ("cache", "gpu"):
+        if isinstance(data.get(step), dict) and isinstance(data[step].get("chart"), dict):
+            panels.append(step)
+    if not panels:
+        return False
+    columns = 2 if len(panels) > 1 else 1
+    rows = (len(panels) + columns - 1) // columns
+    figure, axes = plt.subplots(rows, columns, figsize=(7 * columns, 4.2 * rows), squeeze=False)
+    missing = [step for step in STEPS if step not in data]
+    for index, axis in enumerate(axes.flat[len(panels):]):
+        axis.axis("off")
+        if index == 0 and missing:
+            axis.text(0.05, 0.5, "not in this run: " + ", ".join(missing) +
+                      "\n(see the table on stdout for why)", fontsize=10, va="center")
+    for axis, panel in zip(axes.flat, panels):
+        if panel == "read":
+            read = data["read"]["read"]
+            names = sorted({r["dataset"] for r in read}, key=["imagefolder", "recordio", "lmdb"].index
+                           if all(r["dataset"] in ("imagefolder", "recordio", "lmdb") for r in read)
+                           else None)
+            for offset, cache, color in ((-0.2, "cold", "#4c72b0"), (0.2, "warm", "#dd8452")):
+                values = [next((r["records_per_s"] for r in read
+                                if r["dataset"] == n and r["cache"] == cache), 0) for n in names]
+                if any(values):
+                    axis.bar([i + offset for i in range(len(names))], values, 0.4, label=cache,
+                             color=color)
+            axis.set_xticks(range(len(names)))
+            axis.set_xticklabels(["small files\n(ImageFolder)" if n == "imagefolder" else
+                                  f"packed\n({n})" for n in names])
+            axis.set_ylabel("records/s")
+            axis.set_title("read every record back: small files vs packed shards")
+            axis.legend(title="page cache")
+        elif panel == "images":
+            labels, values, colors = [], [], []
+            if "torch" in data:
+                labels += ["torch\nDataLoader", "gpufeed\nDataLoader"]
+                values += [data["torch"]["torch_images_per_s"], data["torch"]["gpufeed_images_per_s"]]
+                colors += ["#8c8c8c", "#55a868"]
+            if "loader" in data:
+                for row in data["loader"]["rows"]:
+                    labels.append(f"C++ loader\n{row['dtype']}, {row['threads']}t")
+                    values.append(row["images_per_s"])
+                    colors.append("#4c72b0")
+            axis.bar(range(len(values)), values, color=colors)
+            axis.set_xticks(range(len(values)))
+            axis.set_xticklabels(labels, fontsize=8)
+            axis.set_ylabel("images/s (RandomResizedCrop 224)")
+            title = "end to end, same images, same cores"
+            if "torch" in data:
+                title += f" (gpufeed/torch {data['torch']['ratio']:.1f}x)"
+            axis.set_title(title)
+        elif panel == "io":
+            cases = data["io"]["cases"]
+            names = [f"{c['name']} ({c['cache']})" for c in cases]
+            ours = [c["ours_mb_per_s"] for c in cases]
+            fio = [c["fio_mb_per_s"] for c in cases]
+            positions = range(len(cases))
+            axis.barh([p + 0.2 for p in positions], ours, 0.4, label="gpufeed read engine",
+                      color="#55a868")
+            axis.barh([p - 0.2 for p in positions], fio, 0.4, label="fio", color="#8c8c8c")
+            axis.set_yticks(list(positions))
+            axis.set_yticklabels(names, fontsize=7)
+            axis.invert_yaxis()
+            axis.set_xlabel("MB/s")
+            axis.set_title("read engine vs fio (same file, same run)")
+            axis.legend(fontsize=8)
+        else:
+            chart = data[panel]["chart"]
+            axis.bar(range(len(chart["values"])), chart["values"], color="#4c72b0")
+            axis.set_xticks(range(len(chart["values"])))
+            axis.set_xticklabels(chart.get("labels", []), fontsize=8)
+            axis.set_ylabel(chart.get("unit", ""))
+            axis.set_title(chart.get("title", panel))
+    figure.suptitle(f"gpufeed benchmarks/run.sh{' --quick' if quick else ''}: {info['cpu']}, "
+                    f"{info['cores']} cores, {info['os']} ({time.strftime('%Y-%m-%d')})",
+                    fontsize=10)
+    figure.tight_layout()
+    figure.savefig(out_path, dpi=100)
+    plt.close(figure)
+    return True
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", required=True)
+    parser.add_argument("--since", type=float, default=None,
+                        help="leave out step files older than this (seconds since the epoch)")
+    parser.add_argument("--seconds", type=float, default=None, help="the run's duration")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    data, stale = load(args.results, args.since)
+    info = machine()
+    rows = headline_rows(data)
+    print_table(rows, data, stale, info, args.seconds, args.quick)
+    summary = {"machine": info, "quick": args.quick, "run_seconds": args.seconds,
+               "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+               "steps_run": sorted(data), "steps_not_run": [s for s in STEPS if s not in data],
+               "table": [dict(section=s, what=w, value=v, unit=u) for s, w, v, u in rows],
+               "results": data}
+    json_path = os.path.join(args.results, "summary.json")
+    with open(json_path, "w") as out:
+        json.dump(summary, out, indent=2)
+    png_path = os.path.join(args.results, "summary.png")
+    try:
+        drawn = draw(data, png_path, info, args.quick)
+    except ImportError as error:
+        drawn = False
+        print(f"no chart: matplotlib is not importable ({error}); apt-get install python3-matplotlib")
+    print(f"JSON: {json_path}" + (f"\nchart: {png_path}" if drawn else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
