@@ -118,8 +118,9 @@ def _parse_device(device) -> Tuple[str, int]:
         raise ValueError(f'device must be "cpu", "cuda" or "cuda:N", not {text!r}')
     if index and not index.isdigit():
         raise ValueError(f"bad CUDA device index in {text!r}")
-    if not index and getattr(device, "index", None) is not None:
-        return "cuda", int(device.index)
+    device_index = None if isinstance(device, str) else getattr(device, "index", None)
+    if not index and isinstance(device_index, int):  # torch.device("cuda", 1)
+        return "cuda", device_index
     if not index:
         torch = _torch()
         if torch is not None and torch.cuda.is_available():

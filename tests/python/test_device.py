@@ -1,0 +1,120 @@
+"""The device stage from Python: device="cuda" batches, pin_memory, and the
+clear errors where CUDA is missing. The GPU cases skip with the reason when
+gpufeed has no usable CUDA device (the C++ `gpu`-labelled tests cover the
+stage itself)."""
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import gpufeed
+from gpufeed import _core
+
+CUDA_REASON = _core.cuda_status(0)
+
+
+def _torch():
+    try:
+        import torch
+        return torch
+    except ImportError:
+        return None
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("device") / "folder"
+    rng = np.random.default_rng(1)
+    for i in range(12):
+        cls = root / f"c{i % 3}"
+        cls.mkdir(parents=True, exist_ok=True)
+        img = rng.integers(0, 256, (40 + i, 50 + 2 * i, 3), dtype=np.uint8)
+        buffer = io.BytesIO()
+        Image.fromarray(img).save(buffer, format="JPEG", quality=90)
+        (cls / f"{i:03d}.jpg").write_bytes(buffer.getvalue())
+    out = root.parent / "packed"
+    gpufeed.pack(root, out, progress=False)
+    return out
+
+
+def test_cuda_status_says_why_when_unusable():
+    if CUDA_REASON:
+        assert "CUDA" in CUDA_REASON or "cuda" in CUDA_REASON
+    else:
+        assert gpufeed.build_info()["with_cuda"]
+
+
+@pytest.mark.skipif(not CUDA_REASON, reason="a CUDA device is usable here")
+def test_device_cuda_without_a_device_is_not_supported(packed):
+    torch = _torch()
+    if torch is not None and torch.cuda.is_available():
+        pytest.skip("torch sees a GPU: the torch fallback path applies")
+    with pytest.raises(gpufeed.NotSupportedError) as info:
+        gpufeed.DataLoader(packed, batch_size=4, device="cuda")
+    assert CUDA_REASON in str(info.value) or "torch" in str(info.value)
+    with pytest.raises(gpufeed.NotSupportedError):
+        gpufeed.DataLoader(packed, batch_size=4, device="cuda:1")
+
+
+def test_bad_device_strings_are_value_errors(packed):
+    for device in ("gpu", "cuda:x", "tpu:0"):
+        with pytest.raises(ValueError):
+            gpufeed.DataLoader(packed, batch_size=4, device=device)
+
+
+@pytest.mark.skipif(not CUDA_REASON, reason="a CUDA device is usable here")
+def test_pin_memory_without_cuda_warns_and_works(packed):
+    with pytest.warns(UserWarning, match="pin_memory"):
+        loader = gpufeed.DataLoader(packed, batch_size=4, pin_memory=True,
+                                    transform=gpufeed.ImageTransform(16, train=False))
+    images, labels = next(iter(loader))
+    assert tuple(images.shape) == (4, 3, 16, 16)
+
+
+def _cuda_torch_or_skip():
+    if CUDA_REASON:
+        pytest.skip(f"no usable CUDA device: {CUDA_REASON}")
+    torch = _torch()
+    if torch is None or not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here (CPU build)")
+    return torch
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_cuda_batches_equal_the_cpu_ones(packed, dtype, layout):
+    torch = _cuda_torch_or_skip()
+    transform = gpufeed.ImageTransform(24, train=False, dtype=dtype, layout=layout)
+    cpu = gpufeed.DataLoader(packed, batch_size=4, shuffle=False, transform=transform)
+    gpu = gpufeed.DataLoader(packed, batch_size=4, shuffle=False, transform=transform,
+                             device="cuda")
+    batches = 0
+    for (x, y), (gx, gy) in zip(cpu, gpu):
+        assert gx.is_cuda and gy.is_cuda
+        assert gx.dtype == x.dtype and gx.shape == x.shape
+        assert torch.equal(gx.cpu(), x) and torch.equal(gy.cpu(), y)
+        batches += 1
+    assert batches == len(cpu)
+    assert gpu.stats()["device"] == "cuda:0"
+
+
+def test_cuda_batches_survive_a_slow_stream(packed):
+    torch = _cuda_torch_or_skip()
+    transform = gpufeed.ImageTransform(24, train=False, dtype="float32")
+    cpu = [x.clone() for x, _ in gpufeed.DataLoader(packed, batch_size=2, shuffle=False,
+                                                     transform=transform)]
+    gpu = gpufeed.DataLoader(packed, batch_size=2, shuffle=False, transform=transform,
+                             device="cuda", prefetch=1)
+    stream = torch.cuda.Stream()
+    kept = []
+    with torch.cuda.stream(stream):
+        for x, _ in gpu:
+            torch.cuda._sleep(20_000_000)  # keeps the stream busy before it reads x
+            kept.append(x * 1.0)           # read on the stream; x is dropped right after
+            del x
+    torch.cuda.synchronize()
+    assert len(kept) == len(cpu)
+    for got, want in zip(kept, cpu):
+        assert torch.equal(got.cpu(), want)
