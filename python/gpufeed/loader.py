@@ -14,6 +14,11 @@ returns to the loader when the last tensor viewing it is gone. The loader has
 for the next one (copy those you keep, e.g. `images.clone()`); asking with
 more alive raises ValueError instead of waiting forever or handing out a
 buffer that is still in use.
+
+device="cuda" gives CUDA tensors from gpufeed's device stage (pinned buffers,
+a copy stream, GPU normalize): torch's current stream waits for each batch on
+the GPU, and a device buffer is reused only after that stream passed the
+point where the tensor was freed. Keep at most prefetch + 1 of them alive.
 """
 
 from __future__ import annotations
