@@ -233,7 +233,7 @@ def plot_timeline(result: Dict[str, Any], out_path: str) -> None:
     if not rows:
         raise ValueError("no interval was sampled; run more batches or lower --interval")
     t = [(row["start"] + row["end"]) / 2 for row in rows]
-    figure, (workers, consumer, rate) = plt.subplots(3, 1, figsize=(9, 7.5), sharex=True)
+    figure, (workers, consumer, rate) = plt.subplots(3, 1, figsize=(11, 7.5), sharex=True)
     workers.stackplot(t, [r["workers_read"] for r in rows], [r["workers_decode"] for r in rows],
                       [r["workers_blocked"] for r in rows], [r["workers_starved"] for r in rows],
                       labels=["reading (busy)", "decoding (busy)", "blocked (window full)",
@@ -242,14 +242,14 @@ def plot_timeline(result: Dict[str, Any], out_path: str) -> None:
     workers.set_ylim(0, 1)
     workers.set_ylabel("share")
     workers.set_title(f"workers ({result['options']['num_threads']} threads)")
-    workers.legend(loc="upper left", fontsize=8, ncol=4)
+    workers.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     consumer.stackplot(t, [r["consumer_busy"] for r in rows], [r["consumer_starved"] for r in rows],
                        labels=["busy", "starved (waiting in next())"],
                        colors=["#55a868", "#c44e52"])
     consumer.set_ylim(0, 1)
     consumer.set_ylabel("share")
     consumer.set_title("consumer")
-    consumer.legend(loc="upper left", fontsize=8, ncol=2)
+    consumer.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     rate.plot(t, [r["samples_per_s"] for r in rows], color="#333333")
     rate.set_ylabel("samples/s")
     rate.set_xlabel("seconds since the loader started")
@@ -258,7 +258,7 @@ def plot_timeline(result: Dict[str, Any], out_path: str) -> None:
                     f"{result['samples_per_s']:.0f} samples/s\n{verdict[:110]}", fontsize=9)
     figure.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
-    figure.savefig(out_path, dpi=110)
+    figure.savefig(out_path, dpi=110, bbox_inches="tight")
     plt.close(figure)
 
 
