@@ -6,6 +6,11 @@
 #   ./tests/run.sh --cpp      C++ tests only
 #   ./tests/run.sh --python   Python tests only
 #   extra arguments after -- go to pytest, e.g. ./tests/run.sh --python -- -k caffe
+#   ./tests/run.sh --sanitize=address   C++ tests under ASan + UBSan (build/asan)
+#   ./tests/run.sh --sanitize=thread    C++ tests under TSan (build/tsan)
+#
+# The sanitizer runs cover the C++ suite only (the Python extension would
+# need a sanitized interpreter); see docs/reliability.md.
 #
 # Exits non-zero on any failure.
 set -euo pipefail
@@ -14,11 +19,13 @@ BUILD_DIR=${GPUFEED_TEST_BUILD_DIR:-$ROOT/build/release}
 VENV=$BUILD_DIR/venv
 run_cpp=1
 run_python=1
+sanitize=
 pytest_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpp) run_python=0 ;;
     --python) run_cpp=0 ;;
+    --sanitize=address|--sanitize=thread) sanitize=${1#--sanitize=} ;;
     --) shift; pytest_args=("$@"); break ;;
     *) echo "unknown argument: $1 (see the header of $0)" >&2; exit 2 ;;
   esac
@@ -29,6 +36,14 @@ done
 source "$ROOT/tests/deps.sh"
 started=$(date +%s)
 gpufeed_install_packages
+if [ -n "$sanitize" ]; then
+  # shellcheck source=tests/sanitize.sh
+  source "$ROOT/tests/sanitize.sh"
+  status=0
+  gpufeed_sanitizer_tests "$ROOT" "$sanitize" || status=1
+  echo "== tests/run.sh --sanitize=$sanitize finished in $(( $(date +%s) - started )) s: $([ $status = 0 ] && echo PASS || echo FAIL)"
+  exit $status
+fi
 echo "== build ($BUILD_DIR)"
 gpufeed_build_and_install "$ROOT" "$BUILD_DIR" "$VENV"
 

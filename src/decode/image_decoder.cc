@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <string>
 
 // jpeglib.h needs FILE and size_t declared first.
@@ -46,6 +48,27 @@ void AttachJpegError(jpeg_decompress_struct* info, JpegError* error) {
   info->err = jpeg_std_error(&error->manager);
   error->manager.error_exit = JpegErrorExit;
   error->manager.emit_message = JpegEmitMessage;
+}
+
+// Buffers sized from a header (within max_pixels) can still be more than
+// the memory left to the process (a container's limit, RLIMIT_AS, many
+// decode threads at once): that fails this sample with a Status instead of
+// throwing std::bad_alloc through a decode thread, which would end the
+// process.
+bool TryResize(std::vector<uint8_t>* buffer, size_t size) {
+  try {
+    buffer->resize(size);
+    return true;
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  return false;
+}
+
+Status OutOfMemory(const char* what, uint64_t bytes, int width, int height) {
+  return Status::Internal(std::string("out of memory: cannot allocate ") + std::to_string(bytes) +
+                          " bytes for the " + what + " of a " + std::to_string(width) + "x" +
+                          std::to_string(height) + " image");
 }
 
 Status JpegFailure(const JpegError& error, const char* during) {
@@ -133,11 +156,16 @@ Status DecodeJpeg(const uint8_t* data, size_t size, const CropRect& requested, i
   if (y0 > 0) jpeg_skip_scanlines(&info, static_cast<JDIMENSION>(y0));
   out->width = x1 - x0;
   out->height = y1 - y0;
-  out->pixels.resize(static_cast<size_t>(out->width) * out->height * 3);
   // One decoded row (cropped columns, RGB or CMYK). Thread-local: nothing
   // with a destructor may sit on the stack across a longjmp.
   thread_local std::vector<uint8_t> row_buffer;
-  row_buffer.resize(static_cast<size_t>(info.output_width) * info.output_components);
+  size_t out_bytes = static_cast<size_t>(out->width) * out->height * 3;
+  if (!TryResize(&out->pixels, out_bytes) ||
+      !TryResize(&row_buffer, static_cast<size_t>(info.output_width) * info.output_components)) {
+    jpeg_destroy_decompress(&info);
+    created = false;
+    return OutOfMemory("decoded pixels", out_bytes, out->width, out->height);
+  }
   std::vector<uint8_t>* scratch = &row_buffer;
   bool adobe = info.saw_Adobe_marker;
   for (int y = 0; y < out->height; ++y) {
@@ -182,7 +210,12 @@ Status DecodePng(const uint8_t* data, size_t size, const CropRect& requested, Im
   // output would composite over the output buffer's old contents instead).
   image.format = PNG_FORMAT_RGBA;
   thread_local std::vector<uint8_t> full;
-  full.resize(PNG_IMAGE_SIZE(image));
+  uint64_t full_bytes = uint64_t{image.width} * image.height * 4;
+  if (!TryResize(&full, full_bytes)) {
+    png_image_free(&image);
+    return OutOfMemory("RGBA rows", full_bytes, static_cast<int>(image.width),
+                       static_cast<int>(image.height));
+  }
   if (!png_image_finish_read(&image, nullptr, full.data(), 0, nullptr)) {
     std::string message = image.message;
     png_image_free(&image);
@@ -192,7 +225,10 @@ Status DecodePng(const uint8_t* data, size_t size, const CropRect& requested, Im
   CropRect crop = Clamp(requested, width, height);
   out->width = crop.width;
   out->height = crop.height;
-  out->pixels.resize(static_cast<size_t>(crop.width) * crop.height * 3);
+  if (!TryResize(&out->pixels, static_cast<size_t>(crop.width) * crop.height * 3)) {
+    return OutOfMemory("decoded pixels", uint64_t{3} * crop.width * crop.height, crop.width,
+                       crop.height);
+  }
   for (int y = 0; y < crop.height; ++y) {
     const uint8_t* source = full.data() + (static_cast<size_t>(crop.y + y) * width + crop.x) * 4;
     uint8_t* destination = out->row(y);

@@ -180,10 +180,10 @@ Status OpenFromManifest(const std::string& directory, DatasetFormat requested,
       uint64_t size = 0;
       GPUFEED_RETURN_IF_ERROR(FileSizeOf(spec.rec_path, &size));
       if (shard.bytes != 0 && size != shard.bytes) {
-        return Status::Corruption(spec.rec_path + ": " + std::to_string(size) +
-                                  " bytes on disk but the manifest " + manifest_path + " says " +
-                                  std::to_string(shard.bytes) +
-                                  " (truncated or replaced since it was packed?)");
+        return Status::Corruption(spec.rec_path + ": the file ends at byte offset " +
+                                  std::to_string(size) + " but the manifest " + manifest_path +
+                                  " says it holds " + std::to_string(shard.bytes) +
+                                  " bytes (truncated or replaced since it was packed?)");
       }
       specs.push_back(std::move(spec));
     }

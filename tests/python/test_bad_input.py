@@ -79,9 +79,15 @@ def test_truncated_shard_with_index_is_caught(rec_dataset):
     out, rec, idx, offsets = rec_dataset
     data = rec.read_bytes()
     rec.write_bytes(data[: offsets[2] + 12])  # the last record loses its tail
+    # The manifest recorded the shard's size: the open names the shard.
     with pytest.raises(gpufeed.CorruptRecordError) as excinfo:
         read_all(out)
-    # The manifest's count still matches; the read of sample 2 names it all.
+    assert_corrupt(excinfo, rec, f"byte offset {offsets[2] + 12}", "manifest")
+    # Without a manifest the .idx count still matches; the read of sample 2
+    # names it all.
+    (out / "gpufeed.json").unlink()
+    with pytest.raises(gpufeed.CorruptRecordError) as excinfo:
+        read_all(out)
     assert_corrupt(excinfo, rec, "sample 2", f"byte offset {offsets[2]}")
 
 

@@ -4,7 +4,11 @@
 // whose dimension fields were rewritten, as a hostile file would be.
 #include <gtest/gtest.h>
 #include <png.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -125,6 +129,35 @@ TEST(ImageLimitsTest, TheLimitIsConfigurable) {
   options.max_pixels = 20000;
   status = TransformImage(Bytes(jpeg), jpeg.size(), options, 0, 0, 0, out.data(), &scratch);
   EXPECT_TRUE(status.ok()) << status.ToString();
+}
+
+// A header under the pixel limit whose buffer is still more than the memory
+// left (here RLIMIT_AS, as in a container): the decode fails with a Status
+// for that sample. Before, std::bad_alloc escaped from the decode thread and
+// ended the process.
+TEST(ImageLimitsTest, AnAllocationFailureIsAStatusNotAnException) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "RLIMIT_AS cannot be lowered under a sanitizer (its shadow memory is reserved "
+                  "address space)";
+#endif
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";  // a fresh process, no other threads
+  std::string png = PngClaiming(13000, 13000);  // 169 M pixels < 178956970: 676 MB of RGBA
+  EXPECT_EXIT(
+      {
+        long pages = 0;
+        FILE* statm = std::fopen("/proc/self/statm", "r");
+        if (statm == nullptr || std::fscanf(statm, "%ld", &pages) != 1) std::_Exit(3);
+        std::fclose(statm);
+        rlimit limit;
+        limit.rlim_cur = limit.rlim_max =
+            static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (256u << 20);
+        if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(4);
+        Image image;
+        Status status = DecodeRegion(Bytes(png), png.size(), {}, 0, 0, &image);
+        std::fprintf(stderr, "%s\n", status.ToString().c_str());
+        std::_Exit(status.ok() ? 1 : 0);
+      },
+      ::testing::ExitedWithCode(0), "out of memory: cannot allocate 676000000 bytes");
 }
 
 }  // namespace
