@@ -50,8 +50,10 @@ def machine():
             os_name = values.get("PRETTY_NAME", os_name).strip('"')
     except OSError:
         pass
+    # Timings depend on what else runs: the load average goes with them.
+    load = [round(value, 2) for value in os.getloadavg()] if hasattr(os, "getloadavg") else None
     return {"cpu": model, "cores": cores, "memory_gb": round(memory_gb, 1), "os": os_name,
-            "kernel": platform.release()}
+            "kernel": platform.release(), "load_average_1_5_15_min": load}
 
 
 def load(results, since):
@@ -106,7 +108,8 @@ def headline_rows(data):
     io = data.get("io")
     if io:
         for case in io["cases"]:
-            iops = case.get("target") and case["target"][0] == "iops" or "4K" in case["name"]
+            # IOPS where the case is about operations (its target says so, or 4 KiB reads).
+            iops = (case["target"][0] == "iops") if case.get("target") else case["bs"] <= 4096
             ours = case["ours_iops"] if iops else case["ours_mb_per_s"]
             fio = case["fio_iops"] if iops else case["fio_mb_per_s"]
             rows.append(("read engine", f"{case['name']} ({case['file']}, {case['cache']}) "
@@ -123,14 +126,18 @@ def print_table(rows, data, stale, info, seconds, quick):
     print(f"== results ({'--quick' if quick else 'full run'}"
           + (f", {seconds / 60:.1f} min" if seconds else "") + ")")
     print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory_gb']:.0f} GB RAM, "
-          f"{info['os']}, Linux {info['kernel']}")
+          f"{info['os']}, Linux {info['kernel']}"
+          + (f"; load average {info['load_average_1_5_15_min'][0]:.1f} (1 min), "
+             f"{info['load_average_1_5_15_min'][2]:.1f} (15 min)"
+             if info["load_average_1_5_15_min"] else ""))
     width = max([len(r[1]) for r in rows] + [20])
     section = None
     for name, what, value, unit in rows:
         if name != section:
             print(f"-- {name}")
             section = name
-        number = f"{value:,.2f}" if isinstance(value, float) and abs(value) < 100 else f"{value:,.0f}"
+        small = unit in ("x", "s", "") and isinstance(value, float) and abs(value) < 100
+        number = f"{value:,.2f}" if small else f"{value:,.0f}"
         print(f"   {what:<{width}} {number:>12} {unit}")
     for step in STEPS:
         if step not in data:
