@@ -114,10 +114,24 @@ def headline_rows(data):
             fio = case["fio_iops"] if iops else case["fio_mb_per_s"]
             rows.append(("read engine", f"{case['name']} ({case['file']}, {case['cache']}) "
                          f"[fio {fio:,.0f}]", ours, "IOPS" if iops else "MB/s"))
-    for step in ("cache", "gpu"):
-        if step in data:
-            for key, value in flat_numbers(data[step]):
-                rows.append((step, key, value, ""))
+    if "cache" in data:
+        for key, value in flat_numbers(data["cache"]):
+            rows.append(("cache", key, value, ""))
+    gpu = data.get("gpu")
+    if isinstance(gpu, dict) and "raw_uint8_gbps" in gpu:
+        # benchmarks/gpu_check.sh (gpufeed_gpu_bench --json).
+        name = f"{gpu.get('gpu', 'GPU')}, batch {gpu.get('batch')} x {gpu.get('size')}px"
+        rows += [("gpu", f"raw pinned H2D, uint8 ({name})", gpu["raw_uint8_gbps"], "GB/s"),
+                 ("gpu", "raw pinned H2D, float32", gpu["raw_float32_gbps"], "GB/s"),
+                 ("gpu", "device stage, uint8", gpu["stage_uint8_gbps"], "GB/s"),
+                 ("gpu", "device stage, uint8 + GPU normalize", gpu["stage_normalize_gbps"], "GB/s"),
+                 ("gpu", f"pipeline into GPU memory, {gpu.get('threads')} threads",
+                  gpu["pipeline_images_per_s"], "images/s"),
+                 ("gpu", f"consumer stall at {gpu['consumer_ms']:.2f} ms/batch",
+                  gpu["stall_percent"], "%")]
+    elif gpu is not None:
+        for key, value in flat_numbers(gpu):
+            rows.append(("gpu", key, value, ""))
     return rows
 
 
@@ -136,7 +150,7 @@ def print_table(rows, data, stale, info, seconds, quick):
         if name != section:
             print(f"-- {name}")
             section = name
-        small = unit in ("x", "s", "") and isinstance(value, float) and abs(value) < 100
+        small = unit in ("x", "s", "", "GB/s", "%") and isinstance(value, float) and abs(value) < 100
         number = f"{value:,.2f}" if small else f"{value:,.0f}"
         print(f"   {what:<{width}} {number:>12} {unit}")
     for step in STEPS:
@@ -156,6 +170,15 @@ def draw(data, out_path, info, quick):
         panels.append("images")
     if "io" in data:
         panels.append("io")
+    gpu = data.get("gpu")
+    if isinstance(gpu, dict) and "raw_uint8_gbps" in gpu and "chart" not in gpu:
+        gpu["chart"] = {"title": f"GPU stage ({gpu.get('gpu', 'GPU')}): consumer stall "
+                                 f"{gpu['stall_percent']:.1f}%",
+                        "unit": "GB/s host to device",
+                        "labels": ["raw H2D\nuint8", "raw H2D\nfloat32", "stage\nuint8",
+                                   "stage uint8\n+ normalize"],
+                        "values": [gpu["raw_uint8_gbps"], gpu["raw_float32_gbps"],
+                                   gpu["stage_uint8_gbps"], gpu["stage_normalize_gbps"]]}
     for step in ("cache", "gpu"):
         if isinstance(data.get(step), dict) and isinstance(data[step].get("chart"), dict):
             panels.append(step)
