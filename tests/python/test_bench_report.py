@@ -1,0 +1,85 @@
+"""benchmarks/report.py: the closing table, summary.json and summary.png of
+benchmarks/run.sh, from the per-step JSON files the steps write."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = os.environ.get("GPUFEED_REPO_ROOT",
+                      os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+REPORT = os.path.join(REPO, "benchmarks", "report.py")
+
+
+def write(path, value):
+    path.write_text(json.dumps(value))
+
+
+@pytest.fixture
+def results(tmp_path):
+    """Step files shaped exactly as run.sh's steps write them."""
+    write(tmp_path / "read.json", {
+        "machine": {"cpus": 2}, "images": 500, "pack_seconds": {"recordio": 0.5, "lmdb": 0.7},
+        "read": [{"dataset": d, "cache": c, "records": 500, "bytes": 1, "threads": 2,
+                  "passes": 1, "records_per_s": r, "mb_per_s": 1.0}
+                 for d, c, r in (("imagefolder", "cold", 4000.0), ("imagefolder", "warm", 9000.0),
+                                 ("recordio", "cold", 12000.0), ("recordio", "warm", 20000.0))]})
+    write(tmp_path / "torch.json", {"cores": 2, "batch": 128, "torch_images_per_s": 150.0,
+                                    "gpufeed_images_per_s": 1000.0, "ratio": 6.67,
+                                    "verdict": "decode-bound: ..."})
+    write(tmp_path / "io.json", {"cases": [
+        {"name": "rand 4K qd64 O_DIRECT", "file": "raw.bin", "cache": "cold", "bs": 4096,
+         "target": ["iops", 0.85], "ours_mb_per_s": 300.0, "fio_mb_per_s": 200.0,
+         "ours_iops": 75000.0, "fio_iops": 50000.0},
+        {"name": "seq 64K qd32 O_DIRECT", "file": "raw.bin", "cache": "cold", "bs": 65536,
+         "target": None, "ours_mb_per_s": 2300.0, "fio_mb_per_s": 1600.0,
+         "ours_iops": 35000.0, "fio_iops": 24000.0}]})
+    return tmp_path
+
+
+def run_report(results, *extra):
+    return subprocess.run([sys.executable, REPORT, "--results", str(results), *extra],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_table_json_and_chart(results):
+    pytest.importorskip("matplotlib")
+    out = run_report(results, "--seconds", "95", "--quick")
+    assert "== results (--quick, 1.6 min)" in out
+    assert "gpufeed.DataLoader, RecordIO, 2 threads" in out and "6.67 x" in out
+    # 4 KiB cases in IOPS, larger blocks in MB/s.
+    assert any("rand 4K" in line and line.endswith("IOPS") for line in out.splitlines())
+    assert any("seq 64K" in line and line.endswith("MB/s") for line in out.splitlines())
+    assert "-- loader: not run" in out and "-- gpu: not run" in out
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["steps_run"] == ["io", "read", "torch"]
+    assert summary["machine"]["cores"] >= 1 and summary["run_seconds"] == 95
+    assert {"section", "what", "value", "unit"} <= set(summary["table"][0])
+    png = (results / "summary.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_files_from_an_earlier_run_are_left_out(results):
+    old = time.time() - 3600
+    os.utime(results / "io.json", (old, old))
+    out = run_report(results, "--since", str(int(time.time()) - 60))
+    assert "-- io: an earlier run's file, not this run's" in out
+    assert "io" not in json.loads((results / "summary.json").read_text())["steps_run"]
+
+
+def test_gpu_and_cache_files_are_reported(results):
+    write(results / "gpu.json", {"gpu": "NVIDIA H200", "batch": 256, "size": 224, "threads": 16,
+                                 "raw_uint8_gbps": 50.0, "raw_float32_gbps": 52.0,
+                                 "stage_uint8_gbps": 48.0, "stage_normalize_gbps": 45.0,
+                                 "pipeline_images_per_s": 9000.0, "consumer_ms": 3.0,
+                                 "images_per_s": 8000.0, "stall_percent": 0.5})
+    write(results / "cache.json", {"cold_mb_per_s": 500.0, "warm_mb_per_s": 3000.0,
+                                   "chart": {"title": "cache", "unit": "MB/s",
+                                             "labels": ["cold", "warm"], "values": [500, 3000]}})
+    out = run_report(results)
+    assert "device stage, uint8" in out and "consumer stall at 3.00 ms/batch" in out
+    assert "cold_mb_per_s" in out and "warm_mb_per_s" in out
+    assert json.loads((results / "summary.json").read_text())["results"]["cache"]["warm_mb_per_s"] == 3000
