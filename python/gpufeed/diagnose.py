@@ -704,7 +704,9 @@ def recommend(report: Dict[str, Any]) -> List[Dict[str, str]]:
                 f"read ({lustre.get('error', 'no lfs')})")
 
     rotational = any(d.get("rotational") for d in devices)
-    if storage.get("network") or (kind == "read-bound"):
+    # A local SSD that is read-bound gains nothing from a copy on another
+    # local SSD: there the verdict's own advice (pack, queue depth) applies.
+    if storage.get("network") or (kind == "read-bound" and rotational):
         reasons = []
         if storage.get("network"):
             reasons.append(f"the data is on {storage['filesystem']} (a network/parallel "
