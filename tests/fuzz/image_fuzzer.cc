@@ -1,0 +1,50 @@
+// Fuzz target: JPEG/PNG header reading, region decode and the full image
+// transform of the decode threads (random-resized crop, flip, resample,
+// normalize). The last byte picks the mode and the seed, so both the train
+// and the eval path and every output dtype/layout are reached.
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "decode/image_decoder.h"
+#include "decode/transform.h"
+#include "fuzz_util.h"
+
+using namespace gpufeed;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 2) return 0;
+  uint8_t control = data[size - 1];
+  size -= 1;
+  ImageHeader header;
+  Status status = ReadImageHeader(data, size, &header);
+  if (status.ok() && (header.width <= 0 || header.height <= 0)) std::abort();
+
+  // A fuzzing budget, not a product limit: 16 M pixels keeps every decode
+  // in the fuzzer's 2 GiB memory limit (the default limit is tested in
+  // tests/cpp/decode/image_limits_test.cc).
+  const uint64_t max_pixels = 16u << 20;
+  Image image;
+  CropRect crop{control % 7, control % 5, 8 + control % 13, 8 + control % 11};
+  status = DecodeRegion(data, size, crop, control % 3 == 0 ? 4 : 0, control % 3 == 0 ? 4 : 0,
+                        &image, nullptr, max_pixels);
+  if (status.ok() &&
+      image.pixels.size() != static_cast<size_t>(image.width) * image.height * 3) {
+    std::abort();
+  }
+
+  ImageTransformOptions options;
+  options.size = 8 + control % 9;
+  options.train = (control & 1) != 0;
+  options.max_pixels = max_pixels;
+  options.dtype = static_cast<OutputDtype>((control >> 1) % 4);
+  options.layout = (control & 0x20) ? OutputLayout::kNHWC : OutputLayout::kNCHW;
+  std::vector<uint8_t> out(static_cast<size_t>(options.size) * options.size * 3 *
+                           DtypeSize(options.dtype));
+  TransformScratch scratch;
+  CropParameters parameters;
+  status = TransformImage(data, size, options, control, 1, control, out.data(), &scratch,
+                          &parameters);
+  if (status.ok() && (parameters.width <= 0 || parameters.height <= 0)) std::abort();
+  return 0;
+}

@@ -1,0 +1,189 @@
+// Writes the seed corpora of the fuzz targets, made the way the tests make
+// their inputs: real RecordIO framing (magic inside payloads, multi-part
+// records, labels), .idx text, manifests, caffe.Datum messages, and real
+// JPEG (RGB, grayscale, CMYK, progressive) and PNG images.
+//
+//   make_seeds OUTPUT_DIR    -> OUTPUT_DIR/<target>/seed-NNN
+#include <png.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "format/manifest.h"
+#include "format/recordio.h"
+#include "format/irheader.h"
+#include "jpeg_test_util.h"
+#include "util/file.h"
+#include "util/path.h"
+
+using namespace gpufeed;
+
+namespace {
+
+std::string output_root;
+
+void Write(const std::string& target, const std::string& bytes) {
+  static std::map<std::string, int> counts;
+  std::string directory = JoinPath(output_root, target);
+  CreateDirectories(directory);
+  char name[32];
+  std::snprintf(name, sizeof(name), "seed-%03d", counts[target]++);
+  if (!WriteFileAtomically(JoinPath(directory, name), bytes).ok()) {
+    std::fprintf(stderr, "cannot write %s\n", JoinPath(directory, name).c_str());
+    std::exit(1);
+  }
+}
+
+std::string Payload(const std::vector<float>& labels, const std::string& data, uint64_t id) {
+  SampleToWrite sample;
+  sample.index = id;
+  sample.labels = labels;
+  sample.data = data;
+  std::string out;
+  AppendIRPayload(sample, &out);
+  return out;
+}
+
+std::string Varint(uint64_t value) {
+  std::string out;
+  while (value >= 0x80) {
+    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out.push_back(static_cast<char>(value));
+  return out;
+}
+
+std::string Png(int width, int height, uint32_t format) {
+  png_image image;
+  std::memset(&image, 0, sizeof(image));
+  image.version = PNG_IMAGE_VERSION;
+  image.width = width;
+  image.height = height;
+  image.format = format;
+  std::vector<uint8_t> pixels(PNG_IMAGE_SIZE(image));
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(i * 7);
+  png_alloc_size_t size = 0;
+  png_image_write_to_memory(&image, nullptr, &size, 0, pixels.data(), 0, nullptr);
+  std::string png(size, '\0');
+  png_image_write_to_memory(&image, png.data(), &size, 0, pixels.data(), 0, nullptr);
+  png.resize(size);
+  return png;
+}
+
+std::string ProgressiveJpeg(int width, int height) {
+  std::vector<uint8_t> pixels = MakePixels(width, height, 3, 7);
+  jpeg_compress_struct info;
+  jpeg_error_mgr error;
+  info.err = jpeg_std_error(&error);
+  jpeg_create_compress(&info);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&info, &buffer, &size);
+  info.image_width = width;
+  info.image_height = height;
+  info.input_components = 3;
+  info.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&info);
+  jpeg_simple_progression(&info);
+  jpeg_start_compress(&info, TRUE);
+  for (int y = 0; y < height; ++y) {
+    JSAMPROW row = pixels.data() + static_cast<size_t>(y) * width * 3;
+    jpeg_write_scanlines(&info, &row, 1);
+  }
+  jpeg_finish_compress(&info);
+  std::string out(reinterpret_cast<char*>(buffer), size);
+  jpeg_destroy_compress(&info);
+  free(buffer);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUTPUT_DIR\n", argv[0]);
+    return 2;
+  }
+  output_root = argv[1];
+  const uint32_t magic = kRecordIOMagic;
+  std::string magic_bytes(reinterpret_cast<const char*>(&magic), 4);
+
+  // RecordIO shards: the tricky payloads of tests/python/conftest.py.
+  std::vector<std::string> payloads = {
+      Payload({1.0f}, "plain", 0),
+      Payload({2.0f}, "", 1),
+      Payload({3.0f, 4.0f, 5.0f}, "multi-label", 2),
+      Payload({6.0f}, "abc" + magic_bytes + "def" + magic_bytes + magic_bytes, 3),
+      Payload({7.0f}, magic_bytes + "x", 4),
+      Payload({8.0f}, std::string(1, '\x01'), 5),
+      Payload({9.0f}, std::string(7, '\x02'), 6),
+  };
+  std::string shard;
+  std::string index;
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    index += std::to_string(i) + "\t" + std::to_string(shard.size()) + "\n";
+    std::string one;
+    EncodeRecordIO(payloads[i], &one);
+    Write("recordio", one);
+    shard += one;
+  }
+  Write("recordio", shard);
+  Write("recordio", shard.substr(0, shard.size() - 5));  // truncated
+  std::string legacy = shard;
+  legacy[3] = 0x3E;  // the pre-2016 magic
+  Write("recordio", legacy);
+
+  // .idx: 4 bytes of .rec size, then the text.
+  uint32_t rec_size = static_cast<uint32_t>(shard.size());
+  std::string size_prefix(reinterpret_cast<const char*>(&rec_size), 4);
+  Write("idx", size_prefix + index);
+  Write("idx", size_prefix + "0\t0\n1 \t 40\textra\r\n\n   \n");
+  Write("idx", size_prefix + "key\t99999999999999999999\n");
+
+  // Manifests.
+  Manifest manifest;
+  manifest.records = 3;
+  manifest.classes = {"cat", "dog"};
+  manifest.integer_labels = true;
+  manifest.shards.push_back({"part-00000.rec", "part-00000.idx", 2, 1234, "0123456789abcdef"});
+  manifest.shards.push_back({"part-00001.rec", "part-00001.idx", 1, 99, ""});
+  Write("manifest", SerializeManifest(manifest));
+  manifest.format = DatasetFormat::kLmdb;
+  manifest.shards = {{"part-00000", "", 3, 4096, "fedcba9876543210"}};
+  Write("manifest", SerializeManifest(manifest));
+  Write("manifest", R"({"format":"recordio","format_version":1,"records":1,
+    "shards":[{"file":"../outside.rec","index":"/etc/passwd","records":1}]})");
+
+  // caffe.Datum messages.
+  auto field = [](int number, int wire) { return Varint((number << 3) | wire); };
+  std::string pixels(2 * 3 * 4, '\x07');
+  Write("caffe_datum", field(1, 0) + Varint(2) + field(2, 0) + Varint(3) + field(3, 0) +
+                           Varint(4) + field(4, 2) + Varint(pixels.size()) + pixels +
+                           field(5, 0) + Varint(17));
+  Write("caffe_datum", field(4, 2) + Varint(4) + "\xFF\xD8\xFF\xE0" + field(7, 0) + Varint(1) +
+                           field(5, 0) + Varint(static_cast<uint64_t>(int64_t{-3})));
+  std::string floats = field(1, 0) + Varint(1) + field(2, 0) + Varint(1) + field(3, 0) + Varint(2);
+  floats += field(6, 5) + std::string(4, '\0') + field(6, 5) + std::string(4, '\0');
+  Write("caffe_datum", floats);
+  Write("caffe_datum", field(1, 0) + Varint(1) + field(2, 0) + Varint(1) + field(3, 0) + Varint(2) +
+                           field(6, 2) + Varint(8) + std::string(8, '\0') + field(99, 1) +
+                           std::string(8, 'z'));
+
+  // Images: the last byte of each seed is the fuzzer's control byte.
+  std::vector<std::string> images = {
+      EncodeJpeg(48, 40, JCS_RGB, 90, 1), EncodeJpeg(33, 17, JCS_GRAYSCALE, 75, 2),
+      EncodeJpeg(24, 24, JCS_CMYK, 80, 3), EncodeJpeg(64, 48, JCS_RGB, 50, 4),
+      ProgressiveJpeg(40, 30),           Png(20, 12, PNG_FORMAT_RGB),
+      Png(9, 9, PNG_FORMAT_GA),           Png(16, 8, PNG_FORMAT_RGBA)};
+  for (size_t i = 0; i < images.size(); ++i) {
+    Write("image", images[i] + std::string(1, static_cast<char>(i * 37)));
+  }
+  std::string truncated = images[0].substr(0, images[0].size() / 2);
+  Write("image", truncated + std::string(1, '\x03'));
+  return 0;
+}
