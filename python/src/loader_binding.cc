@@ -55,21 +55,27 @@ class BatchTensor {
 
   py::object DLPack(py::object stream) const {
     const Tensor& tensor = labels_ ? batch_->labels() : batch_->data();
-    auto* context = new DLContext();
-    context->batch = batch_;
-    context->shape = tensor.shape;
-    DLTensor& dl = context->managed.dl_tensor;
     if (tensor.device == DeviceKind::kCuda) {
       // The consumer's stream (DLPack/array API: None or 1 = the legacy
       // default stream, 2 = the per-thread default stream, -1 = do not
       // synchronize, else a cudaStream_t) waits on the GPU for the copy and
-      // is recorded as a user of the buffer (reuse waits for it).
+      // is recorded as a user of the buffer (reuse waits for it). With -1
+      // the consumer synchronizes itself, and reuse is ordered against the
+      // legacy default stream only.
       int64_t value = stream.is_none() ? 1 : stream.cast<int64_t>();
+      if (value == 0) {
+        throw py::value_error("__dlpack__: stream 0 is ambiguous for CUDA; pass 1 for the legacy "
+                              "default stream or 2 for the per-thread one");
+      }
       if (value != -1) {
         void* cuda_stream = value == 1 ? nullptr : reinterpret_cast<void*>(value);
         ThrowIfError(batch_->WaitOn(cuda_stream));
       }
     }
+    auto* context = new DLContext();
+    context->batch = batch_;
+    context->shape = tensor.shape;
+    DLTensor& dl = context->managed.dl_tensor;
     dl.data = tensor.data;
     dl.device = tensor.device == DeviceKind::kCuda
                     ? DLDevice{kDLCUDA, static_cast<int32_t>(tensor.device_id)}
@@ -201,7 +207,7 @@ class PyLoader {
       bool ready = false;
       {
         py::gil_scoped_release release;
-        status = loader_->NextFor(batch.get(), 100, &ready);
+        status = Native().NextFor(batch.get(), 100, &ready);
       }
       ThrowIfError(status);
       if (ready) break;
@@ -215,11 +221,11 @@ class PyLoader {
 
   void SetEpoch(uint64_t epoch) {
     py::gil_scoped_release release;
-    loader_->SetEpoch(epoch);
+    Native().SetEpoch(epoch);
   }
 
   py::dict State() const {
-    LoaderState state = loader_->State();
+    LoaderState state = Native().State();
     py::dict out;
     out["seed"] = state.seed;
     out["epoch"] = state.epoch;
@@ -239,13 +245,13 @@ class PyLoader {
     Status status;
     {
       py::gil_scoped_release release;
-      status = loader_->Restore(restored);
+      status = Native().Restore(restored);
     }
     ThrowIfError(status);
   }
 
   py::dict Stats() const {
-    LoaderStats stats = loader_->Stats();
+    LoaderStats stats = Native().Stats();
     py::dict out;
     out["batches"] = stats.batches;
     out["samples"] = stats.samples;
@@ -271,8 +277,8 @@ class PyLoader {
     return out;
   }
 
-  uint64_t batches_per_epoch() const { return loader_->batches_per_epoch(); }
-  uint64_t epoch() const { return loader_->epoch(); }
+  uint64_t batches_per_epoch() const { return Native().batches_per_epoch(); }
+  uint64_t epoch() const { return Native().epoch(); }
 
   void Close() {
     py::gil_scoped_release release;
@@ -280,6 +286,11 @@ class PyLoader {
   }
 
  private:
+  // The loader, or ValueError once close() ran (never a null dereference).
+  Loader& Native() const {
+    if (!loader_) throw py::value_error("the loader is closed");
+    return *loader_;
+  }
   std::unique_ptr<Loader> loader_;
 };
 

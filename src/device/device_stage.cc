@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -72,23 +74,30 @@ Status CudaError(cudaError_t error, const std::string& what) {
   GPUFEED_RETURN_IF_ERROR(CudaError((expr), #expr))
 
 // Makes `device` current for the scope and restores the caller's device
-// (the consumer's thread may work on another GPU).
+// (the consumer's thread may work on another GPU). It switches only when
+// the thread is on another device, so a thread already on `device` (the
+// usual case: torch sets it) never touches another GPU; used only where a
+// call needs the current device (the legacy default stream, allocation).
 class DeviceScope {
  public:
   explicit DeviceScope(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != device) cudaSetDevice(device);
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current != device &&
+        cudaSetDevice(device) == cudaSuccess) {
+      previous_ = current;
+    }
   }
   ~DeviceScope() {
-    int now = -1;
-    if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) {
-      cudaSetDevice(previous_);
-    }
+    if (previous_ >= 0) cudaSetDevice(previous_);
   }
 
  private:
-  int previous_ = -1;
+  int previous_ = -1;  // set when switched
 };
+
+// Release events created per buffer up front: one consumer stream, or two,
+// needs no event creation at release time.
+constexpr size_t kReleaseEventsPerBuffer = 2;
 
 class PinnedAllocator final : public BatchAllocator {
  public:
@@ -138,7 +147,9 @@ struct DeviceShared {
 
   std::mutex mutex;
   std::condition_variable changed;
-  std::vector<size_t> free;  // buffers neither queued nor held nor being filled
+  // Buffers neither queued nor held nor being filled, oldest release first
+  // (its events are the likeliest to have passed).
+  std::deque<size_t> free;
   size_t held = 0;           // buffers in Batches handed to the consumer
 
   ~DeviceShared() {
@@ -160,14 +171,24 @@ struct DeviceShared {
   // consumer's thread (or the thread dropping a Python tensor).
   void Release(size_t index, const std::vector<cudaStream_t>& streams, bool delivered) {
     {
-      DeviceScope scope(device);
       DeviceBuffer& buffer = buffers[index];
       size_t count = 0;
       if (delivered) {
         // Without a declared stream the consumer used the legacy default
-        // stream (which also orders against every blocking stream).
-        std::vector<cudaStream_t> used = streams;
+        // stream (which also orders against every blocking stream). The
+        // per-thread default stream is a pseudo-handle that would mean the
+        // releasing thread's own: the legacy stream orders against every
+        // per-thread default stream, so it stands in for it.
+        std::vector<cudaStream_t> used;
+        for (cudaStream_t stream : streams) {
+          if (stream == cudaStreamPerThread) stream = nullptr;
+          if (std::find(used.begin(), used.end(), stream) == used.end()) used.push_back(stream);
+        }
         if (used.empty()) used.push_back(nullptr);
+        bool needs_device = buffer.release.size() < used.size() ||
+                            std::find(used.begin(), used.end(), nullptr) != used.end();
+        std::optional<DeviceScope> scope;
+        if (needs_device) scope.emplace(device);
         for (cudaStream_t stream : used) {
           if (buffer.release.size() <= count) {
             cudaEvent_t event = nullptr;
@@ -207,21 +228,31 @@ class CudaBatchHandle final : public DeviceBatchHandle {
   void* ready_event() const override { return shared_->buffers[index_].ready; }
 
   Status WaitOn(void* stream) override {
-    DeviceScope scope(shared_->device);
-    GPUFEED_RETURN_IF_ERROR(
-        CudaError(cudaStreamWaitEvent(AsStream(stream), shared_->buffers[index_].ready, 0),
-                  "cudaStreamWaitEvent on the batch's ready event"));
-    return RecordStream(stream);
+    std::optional<DeviceScope> scope;
+    if (stream == nullptr) scope.emplace(shared_->device);  // that device's legacy stream
+    GPUFEED_RETURN_IF_ERROR(RecordStream(stream));
+    return CudaError(cudaStreamWaitEvent(AsStream(stream), shared_->buffers[index_].ready, 0),
+                     "cudaStreamWaitEvent on the batch's ready event");
   }
 
   Status RecordStream(void* stream) override {
     cudaStream_t s = AsStream(stream);
+    // A stream being captured into a CUDA graph would pull the loader's
+    // copy stream into the capture (and the release event would be a graph
+    // node, not a point the stream passes): refused.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (s != nullptr && s != cudaStreamPerThread &&
+        cudaStreamIsCapturing(s, &capture) == cudaSuccess &&
+        capture != cudaStreamCaptureStatusNone) {
+      return Status::InvalidArgument(
+          "the stream is capturing a CUDA graph: wait on the batch before the capture starts "
+          "(or copy the batch into the graph's own buffers)");
+    }
     if (std::find(streams_.begin(), streams_.end(), s) == streams_.end()) streams_.push_back(s);
     return Status::OK();
   }
 
   Status Synchronize() override {
-    DeviceScope scope(shared_->device);
     return CudaError(cudaEventSynchronize(shared_->buffers[index_].ready),
                      "cudaEventSynchronize on the batch's ready event");
   }
@@ -321,22 +352,29 @@ class DeviceStage::Impl {
       GPUFEED_CUDA_RETURN_IF_ERROR(
           cudaMemcpy(shared_->table, table.data(), table.size(), cudaMemcpyHostToDevice));
     }
-    out_data_bytes_ = data_bytes;
     shared_->buffers.resize(static_cast<size_t>(options_.prefetch) + 2);
     for (size_t i = 0; i < shared_->buffers.size(); ++i) {
       DeviceBuffer& buffer = shared_->buffers[i];
       GPUFEED_CUDA_RETURN_IF_ERROR(cudaMalloc(&buffer.data, std::max<size_t>(data_bytes, 1)));
       GPUFEED_CUDA_RETURN_IF_ERROR(
           cudaMalloc(&buffer.labels, std::max<size_t>(options_.max_label_bytes, 1)));
-      GPUFEED_CUDA_RETURN_IF_ERROR(
-          cudaEventCreateWithFlags(&buffer.ready, cudaEventDisableTiming));
+      // Blocking sync: a consumer's Synchronize sleeps instead of spinning.
+      GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(
+          &buffer.ready, cudaEventDisableTiming | cudaEventBlockingSync));
+      for (size_t e = 0; e < kReleaseEventsPerBuffer; ++e) {
+        cudaEvent_t event = nullptr;
+        GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+        buffer.release.push_back(event);
+      }
       shared_->free.push_back(i);
     }
     // Timing pairs for the copies in flight (at most kMaxInFlight + 1).
     for (int i = 0; i < kMaxInFlight + 1; ++i) {
       cudaEvent_t start = nullptr, done = nullptr;
       GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-      GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventCreate(&done));
+      // The copy thread waits on `done`: sleeping, not spinning on a core
+      // the decode threads need (timing stays enabled).
+      GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done, cudaEventBlockingSync));
       timing_events_.emplace_back(start, done);
     }
     last_state_ = source_.state();
@@ -355,8 +393,7 @@ class DeviceStage::Impl {
       wait_after_end_ = false;
       shared_->changed.notify_all();
     }
-    ready_sum_ += static_cast<double>(ready_.size());
-    ready_count_ += 1;
+    const double ready_at_call = static_cast<double>(ready_.size());
     if (ready_.empty() && shared_->held == shared_->buffers.size()) {
       return Status::InvalidArgument(
           "every device batch buffer is held by the consumer: keep at most prefetch + 1 (" +
@@ -373,6 +410,8 @@ class DeviceStage::Impl {
       return Status::OK();
     }
     consumer_wait_ += Seconds(Clock::now() - wait_started);
+    ready_sum_ += ready_at_call;  // counted once per batch taken, not per poll
+    ready_count_ += 1;
     Item item = std::move(ready_.front());
     ready_.pop_front();
     last_state_ = item.after;
@@ -447,11 +486,20 @@ class DeviceStage::Impl {
     std::deque<InFlight> in_flight;
     size_t next_timing = 0;
     std::unique_lock<std::mutex> lock(shared_->mutex);
+    auto can_go = [&] {
+      return stop_ || (!paused_ && !wait_after_end_ &&
+                       ready_.size() < static_cast<size_t>(options_.prefetch));
+    };
     while (true) {
-      shared_->changed.wait(lock, [&] {
-        return stop_ || (!paused_ && !wait_after_end_ &&
-                         ready_.size() < static_cast<size_t>(options_.prefetch));
-      });
+      // Parked with copies in flight: hand their host batches back as they
+      // finish (and count them) instead of holding them until woken.
+      while (!in_flight.empty() && !can_go()) {
+        shared_->changed.wait_for(lock, std::chrono::milliseconds(1), can_go);
+        lock.unlock();
+        Retire(&in_flight, SIZE_MAX);
+        lock.lock();
+      }
+      shared_->changed.wait(lock, can_go);
       if (stop_) break;
       busy_ = true;
       uint64_t generation = generation_;
@@ -470,6 +518,8 @@ class DeviceStage::Impl {
         item.after = source_.state();
         push = true;
       } else if (got && host.end_of_epoch()) {
+        // Every copy of the epoch is done before its end is announced.
+        Retire(&in_flight, 0);
         item.end = true;
         item.epoch = host.epoch();
         item.index = host.index();
@@ -498,6 +548,7 @@ class DeviceStage::Impl {
           push = true;
         }
       }
+      host.reset();  // its release takes the host loader's lock: not under ours
       lock.lock();
       busy_ = false;
       if (push && generation == generation_ && !stop_) {
@@ -524,8 +575,8 @@ class DeviceStage::Impl {
     });
     wait_buffer_ += Seconds(Clock::now() - started);
     if (stop_ || paused_ || generation != generation_) return false;
-    *index = shared_->free.back();
-    shared_->free.pop_back();
+    *index = shared_->free.front();
+    shared_->free.pop_front();
     return true;
   }
 
@@ -535,7 +586,20 @@ class DeviceStage::Impl {
     // The handle owns the buffer from here: on any failure it goes back.
     item->handle = std::make_shared<CudaBatchHandle>(shared_, index);
     cudaStream_t stream = shared_->copy_stream;
-    // The consumer's streams must have passed the release point.
+    const Tensor& data = host.data();
+    const Tensor& labels = host.labels();
+    size_t data_bytes = data.bytes();
+    size_t label_bytes = labels.bytes();
+    if (data_bytes > options_.max_data_bytes || label_bytes > options_.max_label_bytes) {
+      return Status::Internal("host batch larger than the device buffers");
+    }
+    if (options_.normalize &&
+        (data.dtype != TensorDtype::kUint8 || data.shape.size() != 4 || data.shape[3] != 3)) {
+      return Status::Internal("device normalization needs uint8 (B, H, W, 3) host batches");
+    }
+    // The consumer's streams must have passed the release point. If a wait
+    // cannot be queued, the host waits for the remaining events instead, so
+    // the buffer is never overwritten early.
     size_t pending;
     {
       std::lock_guard<std::mutex> lock(shared_->mutex);
@@ -543,14 +607,11 @@ class DeviceStage::Impl {
       buffer.pending_release = 0;
     }
     for (size_t i = 0; i < pending; ++i) {
-      GPUFEED_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, buffer.release[i], 0));
-    }
-    const Tensor& data = host.data();
-    const Tensor& labels = host.labels();
-    size_t data_bytes = data.bytes();
-    size_t label_bytes = labels.bytes();
-    if (data_bytes > options_.max_data_bytes || label_bytes > options_.max_label_bytes) {
-      return Status::Internal("host batch larger than the device buffers");
+      cudaError_t error = cudaStreamWaitEvent(stream, buffer.release[i], 0);
+      if (error != cudaSuccess) {
+        for (size_t j = i; j < pending; ++j) cudaEventSynchronize(buffer.release[j]);
+        return CudaError(error, "cudaStreamWaitEvent on a release event");
+      }
     }
     GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventRecord(copy->start, stream));
     Tensor out_data = data;
@@ -618,7 +679,6 @@ class DeviceStage::Impl {
   DeviceStageOptions options_;
   std::shared_ptr<DeviceShared> shared_;
   size_t element_size_ = 1;
-  size_t out_data_bytes_ = 0;
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>> timing_events_;
   std::thread thread_;
 

@@ -84,7 +84,10 @@ class DeviceStage {
   // As Loader::NextFor, with device batches.
   Status NextFor(Batch* batch, int timeout_ms, bool* ready);
   // Pauses the copy thread, drops the batches prepared ahead, runs
-  // `host_op` (SetEpoch or Restore of the source), and resumes.
+  // `host_op` (SetEpoch or Restore of the source), and resumes. `host_op`
+  // must leave the source at a consistent position even when it fails
+  // (Loader validates a state before restoring it): the dropped batches are
+  // not brought back.
   Status Reconfigure(const std::function<Status()>& host_op);
   // As Loader::State, for the batches the consumer has taken.
   LoaderState State() const;

@@ -118,3 +118,13 @@ def test_cuda_batches_survive_a_slow_stream(packed):
     assert len(kept) == len(cpu)
     for got, want in zip(kept, cpu):
         assert torch.equal(got.cpu(), want)
+
+
+def test_a_closed_loader_raises_instead_of_crashing(packed):
+    loader = gpufeed.DataLoader(packed, batch_size=4, transform=gpufeed.ImageTransform(16))
+    next(iter(loader))
+    loader.close()
+    with pytest.raises(ValueError, match="closed"):
+        next(iter(loader))
+    with pytest.raises(ValueError, match="closed"):
+        loader.stats()
