@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "gpufeed/cache.h"
 #include "gpufeed/export.h"
 #include "gpufeed/status.h"
 
@@ -54,6 +55,9 @@ struct DatasetOptions {
   // dataset and follow such names (shards kept on another mount on purpose).
   // ImageFolder datasets follow symlinks as torchvision does, either way.
   bool allow_external_paths = false;
+  // Node-local cache of the shards (include/gpufeed/cache.h). With an empty
+  // cache.cache_dir (the default) every read goes to the source.
+  CacheOptions cache;
 };
 
 // One sample as stored. Reading into the same Record again reuses its buffers.
@@ -135,6 +139,14 @@ class GPUFEED_EXPORT Dataset {
   // itself if the record runs past them). Safe from many threads.
   virtual Status ParseLocated(uint64_t index, const RecordLocation& location, const char* data,
                               size_t size, Record* record) const;
+  // True when Locate gives byte ranges for this dataset's samples (it may
+  // still return false for some: a shard served from a node-cache copy is
+  // read through Read, which holds the copy's lease for the read).
+  virtual bool CanLocate() const;
+  // The samples the caller will read next, in order (a loader's epoch for
+  // this rank): a node cache fetches the shards ahead of the reads. Safe
+  // from many threads; a later call replaces the earlier one.
+  virtual void ExpectReads(const std::vector<uint64_t>& samples) const;
 
   DatasetFormat format() const { return format_; }
   // The path given to Open, made absolute.

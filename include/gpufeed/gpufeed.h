@@ -3,6 +3,7 @@
 #define GPUFEED_GPUFEED_H_
 
 #include "gpufeed/batch.h"
+#include "gpufeed/cache.h"
 #include "gpufeed/dataset.h"
 #include "gpufeed/loader.h"
 #include "gpufeed/options.h"

@@ -215,26 +215,30 @@ Status ParseMeta(const std::string& text, const std::string& shown, CacheSource*
 // few in flight, small buffers (the fill is a background task).
 std::shared_ptr<ReadEngine> FillEngine() {
   static std::mutex mutex;
-  static std::shared_ptr<ReadEngine> engine;
-  static bool tried = false;
+  static std::shared_ptr<ReadEngine>* engine = new std::shared_ptr<ReadEngine>();
+  static pid_t created_in = 0;
   std::lock_guard<std::mutex> lock(mutex);
-  if (!tried) {
-    tried = true;
+  if (created_in != ::getpid()) {
+    // A forked child has the parent's engine object but not its threads:
+    // leave that one alone (destroying it would wait for threads that do
+    // not exist here) and make one of its own.
+    if (created_in != 0) engine = new std::shared_ptr<ReadEngine>();
+    created_in = ::getpid();
     IoOptions options;
     options.queue_depth = static_cast<int>(kFillChunksInFlight);
     options.threads = 1;
-    options.inflight_bytes = kFillChunk * kFillChunksInFlight;
+    options.inflight_bytes = kFillChunk * (kFillChunksInFlight + 1);  // + alignment slack
     options.register_buffers = false;
     options.register_files = false;
     std::unique_ptr<ReadEngine> created;
     Status status = ReadEngine::Create(options, &created);
     if (status.ok()) {
-      engine = std::move(created);
+      *engine = std::move(created);
     } else {
       Log().info("cache: no read engine for fills ({}); copying with pread", status.ToString());
     }
   }
-  return engine;
+  return *engine;
 }
 
 }  // namespace
@@ -721,10 +725,16 @@ Status CacheDirectory::Fill(const CacheSource& source, uint64_t capacity, double
     GPUFEED_RETURN_IF_ERROR(LockIndex(&held));
     Status published = WriteMetaLocked(key, source, hex);
     if (published.ok()) {
-      // O_EXCL would refuse a lease file left by an evicted predecessor
-      // that a slow reader still holds open; reuse it, never through a link.
+      // Only this process, under the index lock, creates lease files: a
+      // name that is not a regular file was planted, and is removed (the
+      // name, never what it points to) before an O_EXCL create.
+      struct stat existing;
+      if (::fstatat(entries_fd_.get(), LeaseName(key).c_str(), &existing, AT_SYMLINK_NOFOLLOW) ==
+          0) {
+        ::unlinkat(entries_fd_.get(), LeaseName(key).c_str(), 0);
+      }
       UniqueFd lease(::openat(entries_fd_.get(), LeaseName(key).c_str(),
-                              O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, FileMode()));
+                              O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, FileMode()));
       if (!lease.valid()) published = ErrnoStatus(errno, DataPathFor(key) + " lease");
     }
     if (published.ok() &&

@@ -1,5 +1,7 @@
 #include "cache/node_cache.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -10,16 +12,6 @@
 namespace gpufeed {
 
 namespace {
-
-// How often a reader looks again for a copy that another process may have
-// completed meanwhile: a few syscalls each time, so not on every record.
-constexpr int64_t kRecheckNs = 50 * 1000 * 1000;
-
-int64_t SteadyNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 bool IsStorageUnavailable(const Status& status) {
   // Read-only, full, or not ours to write: the cache steps aside.
@@ -81,7 +73,8 @@ Status NodeCache::Open(const CacheOptions& options, const std::string& dataset,
         " bytes), so it cannot stay cached; raise cache_capacity or use policy=\"train\"");
   }
   NodeCache* self = result.get();
-  result->filler_ = std::thread([self] { self->FillerLoop(); });
+  result->filler_pid_ = ::getpid();
+  result->filler_ = std::make_unique<std::thread>([self] { self->FillerLoop(); });
   if (options.policy == CachePolicy::kPinned) {
     // A validation set is read whole at every evaluation: copy it all now.
     for (size_t i = 0; i < result->slots_.size(); ++i) result->Queue(i, false);
@@ -96,7 +89,11 @@ NodeCache::~NodeCache() {
     stopping_ = true;
   }
   changed_.notify_all();
-  if (filler_.joinable()) filler_.join();
+  if (filler_pid_ != ::getpid()) {
+    (void)filler_.release();  // the parent's thread: not ours to join
+  } else if (filler_ && filler_->joinable()) {
+    filler_->join();
+  }
   FlushCounters();
 }
 
@@ -119,11 +116,11 @@ std::shared_ptr<const CacheLease> NodeCache::Acquire(size_t index) {
     }
     return std::atomic_load(&slot.local);
   }
-  int64_t now = SteadyNs();
-  int64_t last = slot.last_check_ns.load(std::memory_order_relaxed);
-  if (now - last < kRecheckNs ||
-      !slot.last_check_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-    return nullptr;  // looked a moment ago (or another thread looks now)
+  // One fstatat while the shard has no copy: cheap beside a read from the
+  // source, and a copy another process completes is used at once.
+  if (slot.queued.load(std::memory_order_relaxed) || !directory_->HasEntry(slot.source)) {
+    if (!writes_disabled_.load()) Queue(index, /*front=*/true);
+    return nullptr;
   }
   if (TryOpenLocal(index)) return std::atomic_load(&slot.local);
   if (!writes_disabled_.load()) Queue(index, /*front=*/true);
@@ -166,15 +163,32 @@ void NodeCache::Invalidate(size_t index, const CacheLease* local) {
   Log().warn("cache: {} (copy of {}) is corrupt; reading the source and copying it again",
              local->path, slot.source.path);
   slot.bad.store(true);
+  current.reset();
   std::atomic_store(&slot.local, std::shared_ptr<const CacheLease>());
+  // With the last reference gone the lease is released and the copy can be
+  // removed now; if a reader still holds it, the filler tries again.
+  bool removed = false;
+  if (directory_->Remove(CacheKeyFor(slot.source), &removed).ok() && removed) {
+    slot.bad.store(false);
+  }
   Queue(index, /*front=*/true);
 }
 
 void NodeCache::Queue(size_t index, bool front) {
   Slot& slot = *slots_[index];
-  if (slot.queued.exchange(true)) return;
+  if (slot.queued.exchange(true) && filler_pid_ == ::getpid()) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (filler_pid_ != ::getpid()) {
+      // Forked after Open: what the parent had queued is its business.
+      (void)filler_.release();
+      queue_.clear();
+      busy_ = false;
+      for (auto& other : slots_) other->queued.store(false);
+      slot.queued.store(true);
+      filler_pid_ = ::getpid();
+      filler_ = std::make_unique<std::thread>([this] { FillerLoop(); });
+    }
     if (front) {
       queue_.push_front(index);
     } else {
@@ -226,7 +240,6 @@ bool NodeCache::FillNow(size_t index, bool wait_for_others) {
     switch (outcome) {
       case FillOutcome::kFilled:
       case FillOutcome::kAlreadyCached:
-        slot.last_check_ns.store(0);  // the next read looks at once
         return true;
       case FillOutcome::kBusy:
         if (!wait_for_others) return false;

@@ -9,6 +9,8 @@
 #ifndef GPUFEED_CACHE_NODE_CACHE_H_
 #define GPUFEED_CACHE_NODE_CACHE_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -67,7 +69,6 @@ class NodeCache {
   struct Slot {
     CacheSource source;
     std::shared_ptr<const CacheLease> local;  // std::atomic_load/store
-    std::atomic<int64_t> last_check_ns{0};
     std::atomic<uint64_t> last_use{0};
     std::atomic<bool> queued{false};
     std::atomic<bool> bad{false};  // a corrupt copy: never reopened, removed then refilled
@@ -107,7 +108,11 @@ class NodeCache {
   std::shared_ptr<const Plan> plan_;  // std::atomic_load/store
   std::atomic<bool> thrash_logged_{false};
   std::mutex leases_mutex_;       // ReleaseBeyondLimit
-  std::thread filler_;
+  // The filler thread of the process that started it. A forked child (a
+  // torch DataLoader worker) has the object but not the thread: it leaks
+  // the parent's object and starts its own (see Queue).
+  std::unique_ptr<std::thread> filler_;
+  pid_t filler_pid_ = 0;
 };
 
 }  // namespace gpufeed

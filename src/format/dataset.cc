@@ -22,6 +22,13 @@ Dataset::~Dataset() = default;
 
 bool Dataset::Locate(uint64_t, RecordLocation*) const { return false; }
 
+bool Dataset::CanLocate() const {
+  RecordLocation probe;
+  return size() > 0 && Locate(0, &probe);
+}
+
+void Dataset::ExpectReads(const std::vector<uint64_t>&) const {}
+
 Status Dataset::ParseLocated(uint64_t index, const RecordLocation&, const char*, size_t,
                              Record* record) const {
   return Read(index, record);
@@ -264,8 +271,10 @@ Status OpenDirectory(const std::string& directory, DatasetFormat requested,
 
 }  // namespace
 
-Status Dataset::Open(const std::string& path, const DatasetOptions& options,
-                     std::unique_ptr<Dataset>* dataset) {
+namespace {
+
+Status OpenUncached(const std::string& path, const DatasetOptions& options,
+                    std::unique_ptr<Dataset>* dataset) {
   if (path.empty()) return Status::InvalidArgument("empty dataset path");
   std::string absolute = AbsolutePath(path);
   struct stat st;
@@ -285,6 +294,28 @@ Status Dataset::Open(const std::string& path, const DatasetOptions& options,
   }
   return Status::InvalidArgument(absolute + ": cannot tell the dataset format of this file "
                                  "(expected a .rec file or a directory); pass format=");
+}
+
+}  // namespace
+
+Status Dataset::Open(const std::string& path, const DatasetOptions& options,
+                     std::unique_ptr<Dataset>* dataset) {
+  std::unique_ptr<Dataset> opened;
+  GPUFEED_RETURN_IF_ERROR(OpenUncached(path, options, &opened));
+  if (!options.cache.cache_dir.empty()) {
+    auto* base = dynamic_cast<DatasetBase*>(opened.get());
+    if (base == nullptr) return Status::Internal("dataset without DatasetBase");
+    GPUFEED_RETURN_IF_ERROR(base->AttachCache(options.cache));
+  }
+  *dataset = std::move(opened);
+  return Status::OK();
+}
+
+Status DatasetBase::AttachCache(const CacheOptions& options) {
+  Log().info("cache: {} is a {} dataset; the node-local cache holds RecordIO shards only, so it "
+             "is read from the source ({} unused)",
+             path_, FormatName(format_), options.cache_dir);
+  return Status::OK();
 }
 
 }  // namespace gpufeed

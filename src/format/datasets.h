@@ -17,6 +17,12 @@ namespace gpufeed {
 
 // A Dataset subclass may use the protected constructor through this.
 class DatasetBase : public Dataset {
+ public:
+  // Serves the shards through a node-local cache (Dataset::Open calls it
+  // when options name a cache_dir). The default logs that the format does
+  // not use one.
+  virtual Status AttachCache(const CacheOptions& options);
+
  protected:
   using Dataset::Dataset;
 

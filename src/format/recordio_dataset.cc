@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cache/node_cache.h"
+#include "cache/source_throttle.h"
 #include "format/datasets.h"
 #include "format/irheader.h"
 #include "format/recordio.h"
@@ -49,19 +51,27 @@ class RecordIODataset final : public DatasetBase {
   bool Locate(uint64_t index, RecordLocation* location) const override;
   Status ParseLocated(uint64_t index, const RecordLocation& location, const char* data,
                       size_t size, Record* record) const override;
+  bool CanLocate() const override;
+  void ExpectReads(const std::vector<uint64_t>& samples) const override;
+  Status AttachCache(const CacheOptions& options) override;
 
  private:
   // The shard holding sample `index`, and the sample's position in it.
   const RecordIOShard& ShardOf(uint64_t index, size_t* local) const;
+  size_t ShardIndexOf(uint64_t index) const;
+  bool LocateSource(uint64_t index, RecordLocation* location) const;
   // Bytes from the record's offset to the next record's (or the end of the
   // file); 0 when the index is not sorted there.
   static uint64_t RecordLength(const RecordIOShard& shard, size_t local);
   // Decodes record `local` of `shard`; `window` holds the file's bytes from
   // `preloaded_at` when that is not negative.
+  // `copy`: read from this node-cache copy instead of the source.
   Status ParseAt(const RecordIOShard& shard, size_t local, uint64_t index, uint64_t hint,
-                 std::string* window, Record* record, int64_t preloaded_at = -1) const;
+                 std::string* window, Record* record, int64_t preloaded_at = -1,
+                 const CacheLease* copy = nullptr) const;
 
   std::vector<std::unique_ptr<RecordIOShard>> files_;
+  std::unique_ptr<NodeCache> cache_;
   std::vector<uint64_t> first_records_;
   uint64_t total_ = 0;
 };
@@ -110,9 +120,13 @@ Status RecordIODataset::AddShard(const RecordIOShardSpec& spec) {
   return Status::OK();
 }
 
+size_t RecordIODataset::ShardIndexOf(uint64_t index) const {
+  return std::upper_bound(first_records_.begin(), first_records_.end(), index) -
+         first_records_.begin() - 1;
+}
+
 const RecordIOShard& RecordIODataset::ShardOf(uint64_t index, size_t* local) const {
-  size_t shard_index = std::upper_bound(first_records_.begin(), first_records_.end(), index) -
-                       first_records_.begin() - 1;
+  size_t shard_index = ShardIndexOf(index);
   *local = index - first_records_[shard_index];
   return *files_[shard_index];
 }
@@ -132,10 +146,98 @@ Status RecordIODataset::Read(uint64_t index, Record* record) const {
   // Scratch buffers per thread: no allocation per read once warm.
   thread_local std::string window;
   window.clear();
-  return ParseAt(shard, local, index, hint, &window, record);
+  if (cache_ == nullptr) {
+    ThrottleSourceRead(hint);
+    return ParseAt(shard, local, index, hint, &window, record);
+  }
+  size_t shard_index = ShardIndexOf(index);
+  std::shared_ptr<const CacheLease> copy = cache_->Acquire(shard_index);
+  cache_->CountRead(copy != nullptr);
+  if (copy == nullptr) {
+    ThrottleSourceRead(hint);
+    return ParseAt(shard, local, index, hint, &window, record);
+  }
+  Status status = ParseAt(shard, local, index, hint, &window, record, -1, copy.get());
+  if (status.ok() || status.code() != Status::Code::kCorruption) return status;
+  // The copy was verified when it was made: a record that does not parse
+  // there may still be fine in the source. Read it there; if it is, the
+  // copy is bad and is replaced.
+  window.clear();
+  ThrottleSourceRead(hint);
+  Status from_source = ParseAt(shard, local, index, hint, &window, record);
+  if (from_source.ok()) {
+    const CacheLease* bad = copy.get();
+    copy.reset();
+    cache_->Invalidate(shard_index, bad);
+  }
+  return from_source;
 }
 
 bool RecordIODataset::Locate(uint64_t index, RecordLocation* location) const {
+  if (index >= total_) return false;
+  if (cache_ != nullptr) {
+    // A shard with a complete local copy is read through Read, which holds
+    // the copy's lease for the read: the loader's read engine keeps the
+    // files it opens for its whole life, which would pin an evicted copy's
+    // blocks on disk. Its source ranges go to the engine as usual.
+    std::shared_ptr<const CacheLease> copy = cache_->Acquire(ShardIndexOf(index));
+    if (copy != nullptr) return false;
+    if (!LocateSource(index, location)) return false;
+    cache_->CountRead(false);
+    return true;
+  }
+  return LocateSource(index, location);
+}
+
+bool RecordIODataset::CanLocate() const {
+  RecordLocation probe;
+  return total_ > 0 && LocateSource(0, &probe);
+}
+
+Status RecordIODataset::AttachCache(const CacheOptions& options) {
+  std::vector<CachedShard> shards;
+  for (const ShardInfo& info : shards_) {
+    CachedShard shard;
+    shard.path = info.path;
+    shard.size = info.bytes;
+    shard.xxh64 = info.xxh64;
+    shards.push_back(std::move(shard));
+  }
+  return NodeCache::Open(options, path_, shards, &cache_);
+}
+
+void RecordIODataset::ExpectReads(const std::vector<uint64_t>& samples) const {
+  if (cache_ == nullptr) return;
+  // First and last position of each shard in the coming reads: the order
+  // to fetch them in, and how many bytes are needed at the same time.
+  constexpr uint64_t kUnused = ~uint64_t{0};
+  std::vector<uint64_t> first(files_.size(), kUnused), last(files_.size(), 0);
+  for (uint64_t position = 0; position < samples.size(); ++position) {
+    if (samples[position] >= total_) continue;
+    size_t shard = ShardIndexOf(samples[position]);
+    if (first[shard] == kUnused) first[shard] = position;
+    last[shard] = position;
+  }
+  std::vector<size_t> order;
+  std::vector<std::pair<uint64_t, int64_t>> events;  // (position, +/- bytes)
+  for (size_t shard = 0; shard < files_.size(); ++shard) {
+    if (first[shard] == kUnused) continue;
+    order.push_back(shard);
+    int64_t bytes = static_cast<int64_t>(files_[shard]->file_size);
+    events.emplace_back(2 * first[shard], bytes);
+    events.emplace_back(2 * last[shard] + 1, -bytes);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return first[a] < first[b]; });
+  std::sort(events.begin(), events.end());
+  int64_t live = 0, most = 0;
+  for (const auto& [position, bytes] : events) {
+    live += bytes;
+    most = std::max(most, live);
+  }
+  cache_->ExpectShards(std::move(order), static_cast<uint64_t>(most));
+}
+
+bool RecordIODataset::LocateSource(uint64_t index, RecordLocation* location) const {
   if (index >= total_) return false;
   size_t local = 0;
   const RecordIOShard& shard = ShardOf(index, &local);
@@ -160,10 +262,14 @@ Status RecordIODataset::ParseLocated(uint64_t index, const RecordLocation& locat
 
 Status RecordIODataset::ParseAt(const RecordIOShard& shard, size_t local, uint64_t index,
                                 uint64_t hint, std::string* window, Record* record,
-                                int64_t preloaded_at) const {
+                                int64_t preloaded_at, const CacheLease* copy) const {
   uint64_t offset = shard.offsets[local];
   thread_local std::string payload;
-  RecordIOCursor cursor(shard.fd.get(), shard.rec_path, shard.file_size, hint, window);
+  // Errors name the source file (what the user knows), and the copy.
+  std::string shown =
+      copy == nullptr ? shard.rec_path : shard.rec_path + " (node-cache copy " + copy->path + ")";
+  RecordIOCursor cursor(copy == nullptr ? shard.fd.get() : copy->data.get(), shown,
+                        shard.file_size, hint, window);
   if (preloaded_at >= 0) cursor.Preload(static_cast<uint64_t>(preloaded_at));
   uint64_t next_offset = 0;
   Status status = cursor.ReadRecord(offset, &payload, &next_offset);
@@ -171,7 +277,7 @@ Status RecordIODataset::ParseAt(const RecordIOShard& shard, size_t local, uint64
     ParsedPayload parsed;
     status = ParseIRPayload(payload, &record->labels, &parsed);
     if (!status.ok()) {
-      status = status.WithContext(shard.rec_path + " at byte offset " + std::to_string(offset));
+      status = status.WithContext(shown + " at byte offset " + std::to_string(offset));
     } else {
       record->data.assign(payload, parsed.data_offset, std::string::npos);
       record->id = parsed.id;

@@ -558,8 +558,10 @@ class Loader::Impl {
         SubmitAhead(lock);
         if (!direct_.count(task)) {
           auto waited = Clock::now();
+          // Another worker may still be locating this task (its SubmitAhead
+          // runs unlocked) and decide to read it directly: wait for either.
           shared_->changed.wait(lock, [&] {
-            return stopping_ || run_ != run || fetched_.count(task) > 0;
+            return stopping_ || run_ != run || fetched_.count(task) > 0 || direct_.count(task) > 0;
           });
           figures.read += Seconds(Clock::now() - waited);
           auto found = fetched_.find(task);
