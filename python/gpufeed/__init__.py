@@ -16,6 +16,7 @@ from ._core import build_info as _build_info
 from .dataset import FORMATS, Dataset, Record, open_dataset
 from .loader import DataLoader, ImageTransform, LoaderStats, RawTransform
 from .pack import PackSummary, pack, parse_size
+from . import cache  # gpufeed.cache: the node-local cache (stat, clear, warm, checkpoints)
 
 __version__ = _build_info()["version"]
 

@@ -6,6 +6,8 @@
     gpufeed index FILE.rec [--output FILE.idx]
     gpufeed bench PATH [--batches N] [--batch-size B] [--threads N] [--plot OUT.png] [--json] ...
     gpufeed diagnose PATH [--seconds S] [--json] ...
+    gpufeed cache stat DIR [--json] | clear DIR [--dataset PATH] | warm SOURCE DIR [--capacity C]
+                  | put-checkpoint PATH DIR [--keep N]
 
 Exit status: 0 success, 1 failure (or problems found by verify), 2 bad usage.
 """
@@ -150,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
                                         "with recommendations")
     diagnose.add_arguments(p)
     p.set_defaults(run=diagnose.main_from_args)
+
+    from . import cache
+    p = sub.add_parser("cache", help="the node-local cache: stat, clear, warm, put-checkpoint")
+    cache.add_arguments(p)
+    p.set_defaults(run=cache.main_from_args)
     return parser
 
 

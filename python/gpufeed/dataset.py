@@ -63,10 +63,12 @@ class Dataset:
     """
 
     def __init__(self, path: Union[str, os.PathLike], format: str = "auto",
-                 allow_external_paths: bool = False):
+                 allow_external_paths: bool = False, **cache):
         if format not in FORMATS:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
-        self._native = _core.Dataset(os.fspath(path), format, bool(allow_external_paths))
+        from .cache import cache_options
+        self._native = _core.Dataset(os.fspath(path), format, bool(allow_external_paths),
+                                     cache_options(**cache) if cache else {})
         self._integer_labels = self._native.integer_labels
 
     def __len__(self) -> int:
@@ -124,7 +126,9 @@ class Dataset:
 
 
 def open_dataset(path: Union[str, os.PathLike], format: str = "auto",
-                 allow_external_paths: bool = False) -> Dataset:
+                 allow_external_paths: bool = False, cache_dir=None, cache_capacity=None,
+                 cache_policy: str = "train", cache_prefetch: int = 2, cache_wait: bool = False,
+                 cache_group: Optional[str] = None) -> Dataset:
     """Opens a dataset: a ``.rec`` file, a directory of shards (with or without
     ``gpufeed.json``), an LMDB or Caffe LMDB environment, or an ImageFolder.
 
@@ -132,6 +136,14 @@ def open_dataset(path: Union[str, os.PathLike], format: str = "auto",
     inside the dataset directory, symlinks followed; a manifest naming an
     absolute path, a ``..`` path or a symlink leading out is refused with
     PermissionError (datasets come from the internet). True trusts them.
+
+    ``cache_dir``, ``cache_capacity`` (bytes or "800GiB"): serve RecordIO
+    shards from whole-shard copies on node-local disk, shared by every process
+    of the node (see :mod:`gpufeed.cache` for the other ``cache_*`` options).
+    Reads go to the source until a shard's copy is complete. A cache
+    directory owned by another user or writable by others is refused with
+    PermissionError; a read-only or full one is logged once and the source
+    is read.
 
     Raises:
         FileNotFoundError (gpufeed.NotFoundError): no such path, or a shard or
@@ -141,4 +153,9 @@ def open_dataset(path: Union[str, os.PathLike], format: str = "auto",
         gpufeed.CorruptRecordError: malformed framing, index or manifest.
         ValueError (gpufeed.InvalidArgumentError): empty or undetectable dataset.
     """
-    return Dataset(path, format, allow_external_paths)
+    cache = {}
+    if cache_dir is not None or cache_capacity is not None:
+        cache = dict(cache_dir=cache_dir, cache_capacity=cache_capacity,
+                     cache_policy=cache_policy, cache_prefetch=cache_prefetch,
+                     cache_wait=cache_wait, cache_group=cache_group)
+    return Dataset(path, format, allow_external_paths, **cache)

@@ -154,7 +154,8 @@ class DataLoader:
                  io_backend: str = "auto", direct_io: bool = False, on_error: str = "raise",
                  label_dtype: str = "int64", cache_dir=None, cache_capacity=None,
                  shuffle_window_shards: int = 4, format: str = "auto",
-                 pin_memory: bool = False):
+                 pin_memory: bool = False, cache_policy: str = "train", cache_prefetch: int = 2,
+                 cache_wait: bool = False, cache_group: Optional[str] = None):
         if isinstance(shuffle, bool):
             shuffle = "global" if shuffle else "none"
         if shuffle not in ("global", "block", "none"):
@@ -167,9 +168,10 @@ class DataLoader:
             raise ValueError(f'io_backend must be "auto", "io_uring" or "pread", not {io_backend!r}')
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
-        if cache_dir is not None or cache_capacity is not None:
-            raise NotSupportedError("cache_dir/cache_capacity: the node-local cache is not built "
-                                    "yet (issue [6/8])")
+        from .cache import cache_options
+        # The node-local cache (gpufeed.cache): checked here, opened in C++.
+        cache = cache_options(cache_dir, cache_capacity, cache_policy, cache_prefetch, cache_wait,
+                              cache_group)
         self.device, device_id = _parse_device(device)
         # "native": gpufeed's device stage (pinned buffers, copy stream, GPU
         # normalize); "torch": gpufeed was built without CUDA but torch has
@@ -217,7 +219,8 @@ class DataLoader:
             rank=rank, world_size=world_size,
             num_threads=int(num_threads or 0), prefetch=int(prefetch), on_error=on_error,
             label_dtype=label_dtype, label_count=label_count, io_backend=io_backend,
-            direct_io=bool(direct_io), transform=transform._options(), **native_device)
+            direct_io=bool(direct_io), transform=transform._options(), cache=cache,
+            **native_device)
         self._native = _core.Loader(path, format, self._options)
         self._epoch = 0
         self._epoch_set = False

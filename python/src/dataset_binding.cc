@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "binding_util.h"
+#include "gpufeed/cache.h"
 #include "gpufeed/dataset.h"
 #include "gpufeed/writer.h"
 
@@ -22,12 +23,44 @@ DatasetFormat FormatFromName(const std::string& name) {
   return format;
 }
 
+}  // namespace
+
+// {"cache_dir": str, "cache_capacity": int, "cache_policy": str,
+//  "cache_prefetch": int, "cache_wait": bool, "cache_group": str}; absent
+// keys keep CacheOptions' defaults. Shared with the loader binding.
+CacheOptions CacheOptionsFromDict(const py::dict& cache) {
+  CacheOptions options;
+  if (cache.contains("cache_dir") && !cache["cache_dir"].is_none()) {
+    options.cache_dir = py::str(cache["cache_dir"]);
+  }
+  if (cache.contains("cache_capacity") && !cache["cache_capacity"].is_none()) {
+    options.capacity = cache["cache_capacity"].cast<uint64_t>();
+  }
+  if (cache.contains("cache_policy") && !cache["cache_policy"].is_none()) {
+    ThrowIfError(ParseCachePolicy(cache["cache_policy"].cast<std::string>(), &options.policy));
+  }
+  if (cache.contains("cache_prefetch") && !cache["cache_prefetch"].is_none()) {
+    options.prefetch_shards = cache["cache_prefetch"].cast<uint32_t>();
+  }
+  if (cache.contains("cache_wait") && !cache["cache_wait"].is_none()) {
+    options.wait_for_fill = cache["cache_wait"].cast<bool>();
+  }
+  if (cache.contains("cache_group") && !cache["cache_group"].is_none()) {
+    options.cache_group = cache["cache_group"].cast<std::string>();
+  }
+  return options;
+}
+
+namespace {
+
 class PyDataset {
  public:
-  PyDataset(const std::string& path, const std::string& format, bool allow_external_paths) {
+  PyDataset(const std::string& path, const std::string& format, bool allow_external_paths,
+            py::dict cache) {
     DatasetOptions options;
     options.format = FormatFromName(format);
     options.allow_external_paths = allow_external_paths;
+    options.cache = CacheOptionsFromDict(cache);
     Status status;
     {
       py::gil_scoped_release release;
@@ -169,10 +202,116 @@ uint64_t WriteIndexBinding(const std::string& rec_path, const std::string& idx_p
 
 }  // namespace
 
+py::dict CacheStatBinding(const std::string& cache_dir) {
+  CacheReport report;
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = CacheStat(cache_dir, &report);
+  }
+  ThrowIfError(status);
+  py::dict out;
+  out["cache_dir"] = LossyStr(report.cache_dir);
+  out["entries"] = report.entries;
+  out["bytes"] = report.bytes;
+  out["fills_in_progress"] = report.fills_in_progress;
+  out["fill_bytes_in_progress"] = report.fill_bytes_in_progress;
+  out["leased_entries"] = report.leased_entries;
+  py::list datasets;
+  for (const CacheDatasetReport& dataset : report.datasets) {
+    py::dict entry;
+    entry["dataset"] = LossyStr(dataset.dataset);
+    entry["policy"] = dataset.policy;
+    entry["entries"] = dataset.entries;
+    entry["bytes"] = dataset.bytes;
+    entry["hits"] = dataset.hits;
+    entry["misses"] = dataset.misses;
+    entry["fills"] = dataset.fills;
+    entry["fill_bytes"] = dataset.fill_bytes;
+    entry["evictions"] = dataset.evictions;
+    datasets.append(entry);
+  }
+  out["datasets"] = datasets;
+  return out;
+}
+
+py::tuple CacheClearBinding(const std::string& cache_dir, const std::string& dataset) {
+  uint64_t removed = 0, in_use = 0;
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = CacheClear(cache_dir, dataset, &removed, &in_use);
+  }
+  ThrowIfError(status);
+  return py::make_tuple(removed, in_use);
+}
+
+py::dict CacheWarmBinding(const std::string& source, py::dict cache, py::object progress) {
+  CacheOptions options = CacheOptionsFromDict(cache);
+  CacheWarmSummary summary;
+  bool interrupted = false;
+  auto last_call = std::chrono::steady_clock::time_point();
+  auto report = [&](uint64_t done, uint64_t total) {
+    auto now = std::chrono::steady_clock::now();
+    if (done != total && now - last_call < std::chrono::milliseconds(50)) return;
+    last_call = now;
+    py::gil_scoped_acquire acquire;
+    if (interrupted) return;
+    if (PyErr_CheckSignals() != 0) {
+      interrupted = true;
+      return;
+    }
+    if (!progress.is_none()) {
+      try {
+        progress(done, total);
+      } catch (py::error_already_set& error) {
+        error.restore();
+        interrupted = true;
+      }
+    }
+  };
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = CacheWarm(source, options, report, &summary);
+  }
+  if (interrupted && PyErr_Occurred()) throw py::error_already_set();
+  ThrowIfError(status);
+  py::dict out;
+  out["shards"] = summary.shards;
+  out["filled"] = summary.filled;
+  out["already_cached"] = summary.already_cached;
+  out["skipped"] = summary.skipped;
+  out["bytes_copied"] = summary.bytes_copied;
+  return out;
+}
+
+std::string CachePutCheckpointBinding(const std::string& path, const std::string& cache_dir,
+                                      uint32_t keep, const std::string& cache_group) {
+  std::string cached;
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = CachePutCheckpoint(path, cache_dir, keep, &cached, cache_group);
+  }
+  ThrowIfError(status);
+  return cached;
+}
+
+py::object CacheLatestCheckpointBinding(const std::string& directory,
+                                        const std::string& cache_dir) {
+  std::string cached, source;
+  Status status = CacheLatestCheckpoint(directory, cache_dir, &cached, &source);
+  if (status.code() == Status::Code::kNotFound) return py::none();
+  ThrowIfError(status);
+  return py::make_tuple(cached, source);
+}
+
 void BindDataset(py::module_& module) {
   py::class_<PyDataset>(module, "Dataset")
-      .def(py::init<const std::string&, const std::string&, bool>(), py::arg("path"),
-           py::arg("format") = "auto", py::arg("allow_external_paths") = false)
+      .def(py::init<const std::string&, const std::string&, bool, py::dict>(), py::arg("path"),
+           py::arg("format") = "auto", py::arg("allow_external_paths") = false,
+           py::arg("cache") = py::dict())
       .def("__len__", &PyDataset::size)
       .def("read", &PyDataset::Read, py::arg("index"))
       .def_property_readonly("format", &PyDataset::format)
@@ -183,6 +322,14 @@ void BindDataset(py::module_& module) {
   module.def("pack", &PackBinding, py::arg("source"), py::arg("destination"), py::arg("format"),
              py::arg("shard_size"), py::arg("workers"), py::arg("overwrite"),
              py::arg("progress") = py::none(), py::arg("allow_external_paths") = false);
+  module.def("cache_stat", &CacheStatBinding, py::arg("cache_dir"));
+  module.def("cache_clear", &CacheClearBinding, py::arg("cache_dir"), py::arg("dataset") = "");
+  module.def("cache_warm", &CacheWarmBinding, py::arg("source"), py::arg("cache"),
+             py::arg("progress") = py::none());
+  module.def("cache_put_checkpoint", &CachePutCheckpointBinding, py::arg("path"),
+             py::arg("cache_dir"), py::arg("keep"), py::arg("cache_group") = "");
+  module.def("cache_latest_checkpoint", &CacheLatestCheckpointBinding, py::arg("directory"),
+             py::arg("cache_dir"));
   module.def("verify", &VerifyBinding, py::arg("path"), py::arg("format") = "auto",
              py::arg("allow_external_paths") = false);
   module.def("write_index", &WriteIndexBinding, py::arg("rec_path"), py::arg("idx_path"));

@@ -16,6 +16,9 @@ namespace py = pybind11;
 
 namespace gpufeed::python {
 
+// dataset_binding.cc: the cache_* keywords as CacheOptions.
+CacheOptions CacheOptionsFromDict(const py::dict& cache);
+
 namespace {
 
 DLDataType ToDLType(TensorDtype dtype) {
@@ -117,6 +120,9 @@ class PyLoader {
   PyLoader(py::object dataset_path, const std::string& format, py::dict options) {
     DatasetOptions dataset_options;
     ThrowIfError(ParseFormat(format, &dataset_options.format));
+    if (options.contains("cache")) {
+      dataset_options.cache = CacheOptionsFromDict(options["cache"].cast<py::dict>());
+    }
     std::string path = py::str(dataset_path);
     LoaderOptions o;
     o.batch_size = options["batch_size"].cast<uint32_t>();
