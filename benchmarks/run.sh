@@ -139,6 +139,12 @@ heading "[3/5] read engine vs fio (io_uring and pread backends, buffered and O_D
   --repeats 2  # the target cases still get 5 runs; the others 2, to stay within 10 minutes
 
 # Step 4, the node-local cache cold vs warm, writes $RESULTS/cache.json.
+echo
+heading "[4/5] node-local cache over a simulated busy parallel filesystem (2 ms/request, 200 MB/s shared)"
+"$BUILD_DIR/benchmarks/gpufeed_cache_bench" "$DATA/demo-recordio-$images" \
+  --cache-dir "$DATA/cache-bench" --latency-ms 2 --mbps 200 --threads 8 --epochs 2 \
+  --json "$RESULTS/cache.json" 2> >(grep -v '\[gpufeed\] \[info\]' >&2) \
+  || echo "cache benchmark failed (exit $?)"
 
 echo
 heading "[5/5] GPU stage"
