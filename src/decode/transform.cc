@@ -70,7 +70,11 @@ void Precompute(int in_size, double box0, double box1, int out_size, Coefficient
 
 // The two hot loops of resampling, compiled for AVX2 as well where the
 // compiler can (picked at run time): whole rows are weighted and summed.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Not under TSan: the clones' ifunc resolvers run while the dynamic linker
+// relocates, before the TSan runtime exists, and their instrumentation
+// crashes the process at startup (tests/run.sh --sanitize=thread).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
 #define GPUFEED_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define GPUFEED_VECTOR_CLONES

@@ -38,6 +38,10 @@ Status ParseManifest(const std::string& text, const std::string& path, Manifest*
   } catch (const Json::parse_error& error) {
     return bad("not valid JSON at byte offset " + std::to_string(error.byte) + " (" +
                error.what() + ")");
+  } catch (const Json::exception& error) {
+    // Found by the manifest fuzzer: a number such as 1e99999 throws
+    // out_of_range (406) from the parser, not parse_error.
+    return bad(std::string("not valid JSON (") + error.what() + ")");
   }
   if (!json.is_object()) return bad("the top level is not an object");
   auto count_field = [&](const Json& object, const char* name, uint64_t* value) -> Status {

@@ -32,6 +32,11 @@ void ExpectBad(const std::string& text, const std::string& needle) {
 
 TEST(ManifestTest, RejectsMalformed) {
   ExpectBad("{not json", "not valid JSON");
+  // Found by tests/fuzz/manifest_fuzzer: a number overflowing a double threw
+  // nlohmann's out_of_range through Dataset::Open.
+  ExpectBad("    99999e99999e  mffgncl", "number overflow");
+  ExpectBad(R"({"format":"recordio","format_version":1,"records":1e99999,"shards":[]})",
+            "number overflow");
   ExpectBad(R"({"format":"tfrecord","format_version":1,"records":0,"shards":[]})", "unknown format");
   ExpectBad(R"({"format":"recordio","format_version":9,"records":0,"shards":[]})", "format_version 9");
   ExpectBad(R"({"format":"recordio","format_version":1,"records":5,
