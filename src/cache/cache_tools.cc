@@ -109,7 +109,7 @@ Status CacheWarm(const std::string& source, const CacheOptions& options,
   std::unique_ptr<Dataset> dataset;
   GPUFEED_RETURN_IF_ERROR(Dataset::Open(source, dataset_options, &dataset));
   if (dataset->format() != DatasetFormat::kRecordIO) {
-    return Status::NotSupported(dataset->path() + " is a " + FormatName(dataset->format()) +
+    return Status::NotSupported(dataset->path() + ": a " + FormatName(dataset->format()) +
                                 " dataset; the node-local cache holds RecordIO shards only");
   }
   std::shared_ptr<CacheDirectory> directory;

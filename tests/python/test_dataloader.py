@@ -205,8 +205,8 @@ def test_stats_and_errors(token_dataset, tmp_path):
         gpufeed.DataLoader(token_dataset, shuffle="sometimes")
     with pytest.raises(FileNotFoundError):
         gpufeed.DataLoader(tmp_path / "missing")
-    with pytest.raises(gpufeed.NotSupportedError):
-        gpufeed.DataLoader(token_dataset, cache_dir=str(tmp_path))
+    # The node-local cache is built (tests/python/test_cache.py): accepted now.
+    gpufeed.DataLoader(token_dataset, cache_dir=str(tmp_path / "cache"))
     (tmp_path / "f.bin").write_bytes(b"abcd")
     (tmp_path / "l.txt").write_text("f.bin\t1.5\n")
     gpufeed.pack(tmp_path / "l.txt", tmp_path / "p", progress=False)
@@ -290,9 +290,11 @@ def test_error_mapping_through_the_loader(token_dataset, tmp_path):
     skipping = tokens_loader(broken, shuffle=False, on_error="skip")
     assert len(epoch_ids(skipping)) == 103 and skipping.stats()["skipped"] >= 1
     # NotSupportedError
+    (tmp_path / "folder" / "a").mkdir(parents=True)
+    (tmp_path / "folder" / "a" / "x.jpg").write_bytes(b"not decoded here")
     with pytest.raises(gpufeed.NotSupportedError):
         gpufeed.DataLoader(token_dataset, device="cuda:0") if not _cuda() else \
-            gpufeed.DataLoader(token_dataset, cache_dir=str(tmp_path))
+            gpufeed.cache.warm(tmp_path / "folder", tmp_path / "cache")  # not RecordIO
     # ValueError for bad arguments
     with pytest.raises(ValueError):
         tokens_loader(token_dataset, batch_size=0)
