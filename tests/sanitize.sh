@@ -17,7 +17,10 @@ gpufeed_sanitizer_tests() {
     thread)
       build_dir=${GPUFEED_TEST_BUILD_DIR:-$root/build/tsan}
       flags="-fsanitize=thread -fno-omit-frame-pointer"
-      export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp}
+      # die_after_fork=0: read_engine_test's PermissionDenied forks a child
+      # that drops root and starts an engine (threads): fine with glibc, but
+      # TSan refuses threads after a multi-threaded fork by default.
+      export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:suppressions=$root/tests/tsan.supp}
       ;;
     *) echo "unknown sanitizer: $kind (address or thread)" >&2; return 2 ;;
   esac
