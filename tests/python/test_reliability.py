@@ -221,3 +221,20 @@ def test_a_decode_thread_out_of_memory_is_an_error_not_a_crash(tmp_path, on_erro
         assert "delivered 4" in out, out
     else:
         assert "delivered 12 skipped 1" in out, (out, err)
+
+
+def test_cache_directory_removed_underneath_a_running_loader(tokens, tmp_path, capfd):
+    cache = tmp_path / "cache"
+    loader = tokens_loader(tokens, cache_dir=str(cache), seed=5)
+    batches = iter(loader)
+    taken = ids_of(next(batches))
+    assert (cache / "entries").is_dir()
+    import shutil
+    shutil.rmtree(cache)
+    # The epoch goes on from the source: nothing lost, nothing twice.
+    taken += [i for batch in batches for i in ids_of(batch)]
+    assert sorted(taken) == list(range(90))
+    # And so does the next one; the loader said what happened, once.
+    assert sorted(i for batch in loader for i in ids_of(batch)) == list(range(90))
+    assert loader.stats()["skipped"] == 0
+    assert "read from the source" in capfd.readouterr().err
