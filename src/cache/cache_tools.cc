@@ -65,7 +65,7 @@ Status CacheStat(const std::string& cache_dir, CacheReport* report) {
       CacheDatasetReport& dataset = by_dataset[name];
       dataset.dataset = name;
       if (dataset.policy.empty()) dataset.policy = counters.value("policy", std::string("train"));
-      auto get = [&](const char* field) {
+      auto get = [&, &counters = counters](const char* field) {
         return counters.contains(field) && counters[field].is_number_unsigned()
                    ? counters[field].get<uint64_t>()
                    : uint64_t{0};
