@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -574,10 +575,17 @@ class Loader::Impl {
       }
       lock.unlock();
 
-      Status status = have_bytes ? ProcessFetched(sample, epoch, slot, position, &fetched, &record,
-                                                  &raw_image, &scratch, &figures)
-                                 : Process(sample, epoch, slot, position, &record, &raw_image,
-                                           &scratch, &figures);
+      Status status;
+      try {
+        status = have_bytes ? ProcessFetched(sample, epoch, slot, position, &fetched, &record,
+                                             &raw_image, &scratch, &figures)
+                            : Process(sample, epoch, slot, position, &record, &raw_image,
+                                      &scratch, &figures);
+      } catch (const std::exception& e) {
+        // Nothing may escape a worker (it would end the process): an
+        // allocation failure or a library exception is this sample's error.
+        status = Status::Internal("sample " + std::to_string(sample) + ": " + e.what());
+      }
       fetched.completion.buffer.reset();  // back to the engine's budget
       uint64_t used = sample;
       if (!status.ok() && options_.on_error == OnError::kSkip) {
@@ -585,7 +593,11 @@ class Loader::Impl {
         skipped_ += 1;
         for (int attempt = 1; attempt <= kMaxSubstitutes && !status.ok(); ++attempt) {
           used = samples_[(task + attempt) % samples_.size()];
-          status = Process(used, epoch, slot, position, &record, &raw_image, &scratch, &figures);
+          try {
+            status = Process(used, epoch, slot, position, &record, &raw_image, &scratch, &figures);
+          } catch (const std::exception& e) {
+            status = Status::Internal("sample " + std::to_string(used) + ": " + e.what());
+          }
           if (!status.ok()) skipped_ += 1;
         }
       }
