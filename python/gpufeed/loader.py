@@ -55,6 +55,9 @@ class ImageTransform:
     dtype: str = "float32"
     layout: str = "NCHW"
     normalize_on_device: Optional[bool] = None
+    # Images whose header declares more pixels are refused before decoding
+    # (a decompression bomb): PIL's default limit.
+    max_pixels: int = 178_956_970
 
     def __post_init__(self):
         if self.dtype not in ("uint8", "float32", "float16", "bfloat16"):
@@ -65,11 +68,14 @@ class ImageTransform:
             raise ValueError("size must be between 1 and 8192")
         if len(self.mean) != 3 or len(self.std) != 3:
             raise ValueError("mean and std take 3 values")
+        if self.max_pixels < 1:
+            raise ValueError("max_pixels must be positive")
 
     def _options(self) -> Dict[str, Any]:
         return dict(kind="image", size=self.size, train=self.train, scale=list(self.scale),
                     ratio=list(self.ratio), flip=self.flip, mean=list(self.mean),
-                    std=list(self.std), dtype=self.dtype, layout=self.layout)
+                    std=list(self.std), dtype=self.dtype, layout=self.layout,
+                    max_pixels=int(self.max_pixels))
 
 
 @dataclasses.dataclass(frozen=True)

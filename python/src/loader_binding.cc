@@ -191,6 +191,7 @@ class PyLoader {
                                           : OutputDtype::kFloat32;
       image.layout = transform["layout"].cast<std::string>() == "NHWC" ? OutputLayout::kNHWC
                                                                          : OutputLayout::kNCHW;
+      if (transform.contains("max_pixels")) image.max_pixels = transform["max_pixels"].cast<uint64_t>();
     }
     Status status;
     {

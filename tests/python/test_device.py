@@ -128,3 +128,15 @@ def test_a_closed_loader_raises_instead_of_crashing(packed):
         next(iter(loader))
     with pytest.raises(ValueError, match="closed"):
         loader.stats()
+
+
+def test_image_transform_max_pixels_refuses_larger_images(packed):
+    # The fixture's images are at least 40 x 50 pixels: a limit of 100 refuses
+    # each one before decoding, naming the limit and the sample.
+    loader = gpufeed.DataLoader(packed, batch_size=4, shuffle=False,
+                                transform=gpufeed.ImageTransform(16, max_pixels=100))
+    with pytest.raises(gpufeed.CorruptRecordError, match="limit of 100") as info:
+        next(iter(loader))
+    assert "sample" in str(info.value)
+    with pytest.raises(ValueError):
+        gpufeed.ImageTransform(16, max_pixels=0)
