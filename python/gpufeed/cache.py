@@ -16,7 +16,7 @@ import os
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from . import _core
-from .pack import parse_size
+from .pack import human_bytes as _human, parse_size
 
 __all__ = ["POLICIES", "cache_options", "stat", "clear", "warm", "put_checkpoint",
            "latest_checkpoint"]
@@ -100,15 +100,6 @@ def latest_checkpoint(directory, cache_dir) -> Optional[Tuple[str, str]]:
 
 
 # -- the ``gpufeed cache`` command ---------------------------------------------
-
-def _human(count: int) -> str:
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.1f} {unit}" if unit != "B" else f"{int(value)} B"
-        value /= 1024
-    return f"{count} B"
-
 
 def add_arguments(parser) -> None:
     """``gpufeed cache stat|clear|warm|put-checkpoint``."""

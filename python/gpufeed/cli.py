@@ -21,16 +21,7 @@ from typing import List, Optional
 
 from . import _errors
 from .dataset import FORMATS, open_dataset
-from .pack import pack, parse_size
-
-
-def _human_bytes(count: int) -> str:
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.1f} {unit}" if unit != "B" else f"{int(value)} B"
-        value /= 1024
-    return f"{count} B"
+from .pack import human_bytes as _human_bytes, pack, parse_size
 
 
 def _cmd_pack(args) -> int:

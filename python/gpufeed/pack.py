@@ -16,6 +16,16 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb"
           "tib": 2**40}
 
 
+def human_bytes(count: int) -> str:
+    """1536 -> "1.5 KiB"."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}" if unit != "B" else f"{int(value)} B"
+        value /= 1024
+    return f"{count} B"
+
+
 def parse_size(size: Union[int, str]) -> int:
     """``256MiB`` -> 268435456; plain integers are bytes."""
     if isinstance(size, int):

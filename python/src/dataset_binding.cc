@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 
 #include "binding_util.h"
 #include "gpufeed/cache.h"
@@ -16,6 +17,54 @@ namespace py = pybind11;
 namespace gpufeed::python {
 
 namespace {
+
+// Relays a C++ progress callback to Python (called on the calling thread,
+// at most ~20 times a second). Ctrl-C, or an exception from the callback,
+// stops reporting, sets `cancel` (when the operation has one) and is raised
+// by RaiseIfInterrupted once the operation has returned.
+class ProgressRelay {
+ public:
+  ProgressRelay(py::object progress, std::atomic<bool>* cancel)
+      : progress_(std::move(progress)), cancel_(cancel) {}
+
+  std::function<void(uint64_t, uint64_t)> Callback() {
+    return [this](uint64_t done, uint64_t total) {
+      auto now = std::chrono::steady_clock::now();
+      if (done != total && now - last_call_ < std::chrono::milliseconds(50)) return;
+      last_call_ = now;
+      py::gil_scoped_acquire acquire;
+      if (interrupted_) return;
+      if (PyErr_CheckSignals() != 0) {
+        Interrupt();
+        return;
+      }
+      if (!progress_.is_none()) {
+        try {
+          progress_(done, total);
+        } catch (py::error_already_set& error) {
+          error.restore();
+          Interrupt();
+        }
+      }
+    };
+  }
+
+  // REQUIRES: the GIL.
+  void RaiseIfInterrupted() const {
+    if (interrupted_ && PyErr_Occurred()) throw py::error_already_set();
+  }
+
+ private:
+  void Interrupt() {
+    interrupted_ = true;
+    if (cancel_ != nullptr) *cancel_ = true;
+  }
+
+  py::object progress_;
+  std::atomic<bool>* cancel_;
+  std::chrono::steady_clock::time_point last_call_;
+  bool interrupted_ = false;
+};
 
 DatasetFormat FormatFromName(const std::string& name) {
   DatasetFormat format = DatasetFormat::kAuto;
@@ -129,36 +178,15 @@ py::dict PackBinding(const std::string& source, const std::string& destination,
   options.allow_external_paths = allow_external_paths;
   std::atomic<bool> cancel{false};
   options.cancel = &cancel;
-  // Python is called at most ~20 times a second, and Ctrl-C is honoured there.
-  auto last_call = std::chrono::steady_clock::time_point();
-  bool interrupted = false;
-  options.progress = [&](uint64_t done, uint64_t total) {
-    auto now = std::chrono::steady_clock::now();
-    if (done != total && now - last_call < std::chrono::milliseconds(50)) return;
-    last_call = now;
-    py::gil_scoped_acquire acquire;
-    if (PyErr_CheckSignals() != 0) {
-      interrupted = true;
-      cancel = true;
-      return;
-    }
-    if (!progress.is_none()) {
-      try {
-        progress(done, total);
-      } catch (py::error_already_set& error) {
-        error.restore();
-        interrupted = true;
-        cancel = true;
-      }
-    }
-  };
+  ProgressRelay relay(progress, &cancel);
+  options.progress = relay.Callback();
   PackSummary summary;
   Status status;
   {
     py::gil_scoped_release release;
     status = Pack(source, destination, options, &summary);
   }
-  if (interrupted && PyErr_Occurred()) throw py::error_already_set();
+  relay.RaiseIfInterrupted();
   ThrowIfError(status);
   py::dict out;
   out["records"] = summary.records;
@@ -249,33 +277,14 @@ py::tuple CacheClearBinding(const std::string& cache_dir, const std::string& dat
 py::dict CacheWarmBinding(const std::string& source, py::dict cache, py::object progress) {
   CacheOptions options = CacheOptionsFromDict(cache);
   CacheWarmSummary summary;
-  bool interrupted = false;
-  auto last_call = std::chrono::steady_clock::time_point();
-  auto report = [&](uint64_t done, uint64_t total) {
-    auto now = std::chrono::steady_clock::now();
-    if (done != total && now - last_call < std::chrono::milliseconds(50)) return;
-    last_call = now;
-    py::gil_scoped_acquire acquire;
-    if (interrupted) return;
-    if (PyErr_CheckSignals() != 0) {
-      interrupted = true;
-      return;
-    }
-    if (!progress.is_none()) {
-      try {
-        progress(done, total);
-      } catch (py::error_already_set& error) {
-        error.restore();
-        interrupted = true;
-      }
-    }
-  };
+  ProgressRelay relay(progress, nullptr);
+  auto report = relay.Callback();
   Status status;
   {
     py::gil_scoped_release release;
     status = CacheWarm(source, options, report, &summary);
   }
-  if (interrupted && PyErr_Occurred()) throw py::error_already_set();
+  relay.RaiseIfInterrupted();
   ThrowIfError(status);
   py::dict out;
   out["shards"] = summary.shards;
