@@ -114,8 +114,16 @@ def headline_rows(data):
             fio = case["fio_iops"] if iops else case["fio_mb_per_s"]
             rows.append(("read engine", f"{case['name']} ({case['file']}, {case['cache']}) "
                          f"[fio {fio:,.0f}]", ours, "IOPS" if iops else "MB/s"))
-    if "cache" in data:
-        for key, value in flat_numbers(data["cache"]):
+    cache = data.get("cache")
+    if isinstance(cache, dict) and "runs" in cache:
+        # benchmarks/cache_bench (gpufeed_cache_bench --json): epoch by epoch.
+        for run in cache["runs"]:
+            for epoch in run["epochs"]:
+                rows.append(("cache", f"{run['config']}, epoch {epoch['epoch']} "
+                             f"(source read {epoch['source_mb']:.1f} MB)",
+                             epoch["records_per_s"], "records/s"))
+    elif cache:
+        for key, value in flat_numbers(cache):
             rows.append(("cache", key, value, ""))
     gpu = data.get("gpu")
     if isinstance(gpu, dict) and "raw_uint8_gbps" in gpu:
