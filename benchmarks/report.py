@@ -257,7 +257,12 @@ def draw(data, out_path, info, quick):
             chart = data[panel]["chart"]
             axis.bar(range(len(chart["values"])), chart["values"], color="#4c72b0")
             axis.set_xticks(range(len(chart["values"])))
-            axis.set_xticklabels(chart.get("labels", []), fontsize=8)
+            labels = chart.get("labels", [])
+            # Long labels side by side overlap: tilt them.
+            tilt = max((len(line) for label in labels for line in str(label).split("\n")),
+                       default=0) * len(labels) > 80
+            axis.set_xticklabels(labels, fontsize=7 if tilt else 8, rotation=20 if tilt else 0,
+                                 ha="right" if tilt else "center")
             axis.set_ylabel(chart.get("unit", ""))
             axis.set_title(chart.get("title", panel))
     figure.suptitle(f"gpufeed benchmarks/run.sh{' --quick' if quick else ''}: {info['cpu']}, "
