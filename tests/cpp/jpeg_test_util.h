@@ -32,7 +32,8 @@ inline std::vector<uint8_t> MakePixels(int width, int height, int channels, uint
   return pixels;
 }
 
-inline std::string EncodeJpeg(int width, int height, J_COLOR_SPACE space, int quality = 90, uint32_t seed = 1) {
+inline std::string EncodeJpeg(int width, int height, J_COLOR_SPACE space, int quality = 90,
+                              uint32_t seed = 1, bool progressive = false) {
   int channels = space == JCS_GRAYSCALE ? 1 : space == JCS_CMYK ? 4 : 3;
   std::vector<uint8_t> pixels = MakePixels(width, height, channels, seed);
   jpeg_compress_struct info;
@@ -48,6 +49,7 @@ inline std::string EncodeJpeg(int width, int height, J_COLOR_SPACE space, int qu
   info.in_color_space = space;
   jpeg_set_defaults(&info);
   jpeg_set_quality(&info, quality, TRUE);
+  if (progressive) jpeg_simple_progression(&info);
   jpeg_start_compress(&info, TRUE);
   for (int y = 0; y < height; ++y) {
     JSAMPROW row = pixels.data() + static_cast<size_t>(y) * width * channels;

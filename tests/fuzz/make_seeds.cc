@@ -17,6 +17,7 @@
 #include "format/recordio.h"
 #include "format/irheader.h"
 #include "jpeg_test_util.h"
+#include "protobuf_test_util.h"
 #include "util/file.h"
 #include "util/path.h"
 
@@ -48,15 +49,6 @@ std::string Payload(const std::vector<float>& labels, const std::string& data, u
   return out;
 }
 
-std::string Varint(uint64_t value) {
-  std::string out;
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<char>(value));
-  return out;
-}
 
 std::string Png(int width, int height, uint32_t format) {
   png_image image;
@@ -75,32 +67,6 @@ std::string Png(int width, int height, uint32_t format) {
   return png;
 }
 
-std::string ProgressiveJpeg(int width, int height) {
-  std::vector<uint8_t> pixels = MakePixels(width, height, 3, 7);
-  jpeg_compress_struct info;
-  jpeg_error_mgr error;
-  info.err = jpeg_std_error(&error);
-  jpeg_create_compress(&info);
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&info, &buffer, &size);
-  info.image_width = width;
-  info.image_height = height;
-  info.input_components = 3;
-  info.in_color_space = JCS_RGB;
-  jpeg_set_defaults(&info);
-  jpeg_simple_progression(&info);
-  jpeg_start_compress(&info, TRUE);
-  for (int y = 0; y < height; ++y) {
-    JSAMPROW row = pixels.data() + static_cast<size_t>(y) * width * 3;
-    jpeg_write_scanlines(&info, &row, 1);
-  }
-  jpeg_finish_compress(&info);
-  std::string out(reinterpret_cast<char*>(buffer), size);
-  jpeg_destroy_compress(&info);
-  free(buffer);
-  return out;
-}
 
 }  // namespace
 
@@ -160,7 +126,7 @@ int main(int argc, char** argv) {
     "shards":[{"file":"../outside.rec","index":"/etc/passwd","records":1}]})");
 
   // caffe.Datum messages.
-  auto field = [](int number, int wire) { return Varint((number << 3) | wire); };
+  auto field = Tag;
   std::string pixels(2 * 3 * 4, '\x07');
   Write("caffe_datum", field(1, 0) + Varint(2) + field(2, 0) + Varint(3) + field(3, 0) +
                            Varint(4) + field(4, 2) + Varint(pixels.size()) + pixels +
@@ -178,8 +144,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> images = {
       EncodeJpeg(48, 40, JCS_RGB, 90, 1), EncodeJpeg(33, 17, JCS_GRAYSCALE, 75, 2),
       EncodeJpeg(24, 24, JCS_CMYK, 80, 3), EncodeJpeg(64, 48, JCS_RGB, 50, 4),
-      ProgressiveJpeg(40, 30),           Png(20, 12, PNG_FORMAT_RGB),
-      Png(9, 9, PNG_FORMAT_GA),           Png(16, 8, PNG_FORMAT_RGBA)};
+      EncodeJpeg(40, 30, JCS_RGB, 90, 7, /*progressive=*/true), Png(20, 12, PNG_FORMAT_RGB),
+      Png(9, 9, PNG_FORMAT_GA), Png(16, 8, PNG_FORMAT_RGBA)};
   for (size_t i = 0; i < images.size(); ++i) {
     Write("image", images[i] + std::string(1, static_cast<char>(i * 37)));
   }

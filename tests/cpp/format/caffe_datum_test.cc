@@ -5,25 +5,11 @@
 
 #include <string>
 
+#include "protobuf_test_util.h"
+
 namespace gpufeed {
 namespace {
 
-std::string Varint(uint64_t value) {
-  std::string out;
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<char>(value));
-  return out;
-}
-std::string Tag(int field, int wire) { return Varint((field << 3) | wire); }
-std::string IntField(int field, int64_t value) {
-  return Tag(field, 0) + Varint(static_cast<uint64_t>(value));
-}
-std::string BytesField(int field, const std::string& bytes) {
-  return Tag(field, 2) + Varint(bytes.size()) + bytes;
-}
 
 TEST(CaffeDatumTest, RawDatum) {
   std::string pixels(2 * 3 * 4, '\x07');

@@ -15,6 +15,7 @@
 #include "format/recordio.h"
 #include "gpufeed/dataset.h"
 #include "gpufeed/writer.h"
+#include "protobuf_test_util.h"
 #include "test_util.h"
 #include "util/path.h"
 
@@ -221,15 +222,6 @@ TEST(UntrustedRecordIOTest, A500MiBLengthInA1KiBFileIsNotAllocated) {
   EXPECT_TRUE(Contains(status, "524288000")) << status.ToString();
 }
 
-std::string Varint(uint64_t value) {
-  std::string out;
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<char>(value));
-  return out;
-}
 
 std::string DatumClaiming3x10000x10000With10Bytes() {
   return Varint(1 << 3) + Varint(3) + Varint(2 << 3) + Varint(10000) + Varint(3 << 3) +
