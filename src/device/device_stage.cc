@@ -25,6 +25,7 @@
 namespace gpufeed {
 
 DeviceBatchHandle::~DeviceBatchHandle() = default;
+HostReleaseFence::~HostReleaseFence() = default;
 
 // The Batch calls that concern device memory (host batches: no-ops).
 void* Batch::ready_event() const { return device_ ? device_->ready_event() : nullptr; }
@@ -44,6 +45,11 @@ Status CudaDeviceUsable(int) {
 }
 Status MakePinnedAllocator(int device_id, std::shared_ptr<BatchAllocator>*) {
   return CudaDeviceUsable(device_id);
+}
+
+std::shared_ptr<DeviceBatchHandle> MakePinnedBatchHandle(
+    int, std::function<void(std::shared_ptr<HostReleaseFence>)>) {
+  return nullptr;
 }
 
 class DeviceStage::Impl {};
@@ -73,26 +79,85 @@ Status CudaError(cudaError_t error, const std::string& what) {
 #define GPUFEED_CUDA_RETURN_IF_ERROR(expr) \
   GPUFEED_RETURN_IF_ERROR(CudaError((expr), #expr))
 
-// Makes `device` current for the scope and restores the caller's device
-// (the consumer's thread may work on another GPU). It switches only when
-// the thread is on another device, so a thread already on `device` (the
-// usual case: torch sets it) never touches another GPU; used only where a
-// call needs the current device (the legacy default stream, allocation).
+// cuCtxGetCurrent / cuCtxSetCurrent, reached through the runtime (gpufeed
+// links no libcuda: it must load on machines without a driver). Null when
+// the runtime cannot serve them.
+struct ContextCalls {
+  int (*get_current)(void** context) = nullptr;
+  int (*set_current)(void* context) = nullptr;
+};
+
+void* DriverEntryPoint(const char* symbol) {
+  void* function = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+  cudaError_t error =
+      cudaGetDriverEntryPointByVersion(symbol, &function, 12000, cudaEnableDefault, &found);
+#else
+  cudaError_t error = cudaGetDriverEntryPoint(symbol, &function, cudaEnableDefault, &found);
+#endif
+  if (error != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+    cudaGetLastError();  // not this caller's error to keep
+    return nullptr;
+  }
+  return function;
+}
+
+const ContextCalls& Contexts() {
+  static const ContextCalls calls = [] {
+    ContextCalls c;
+    void* get = DriverEntryPoint("cuCtxGetCurrent");
+    void* set = DriverEntryPoint("cuCtxSetCurrent");
+    if (get != nullptr && set != nullptr) {
+      c.get_current = reinterpret_cast<int (*)(void**)>(get);
+      c.set_current = reinterpret_cast<int (*)(void*)>(set);
+    }
+    return c;
+  }();
+  return calls;
+}
+
+// Makes `device` current for the scope and gives the caller's thread back
+// exactly the context it had (the consumer's thread may work on another
+// GPU, or on none yet). It switches only when the thread is on another
+// device or has no context, so a thread already on `device` (the usual
+// case: torch sets it) never touches another GPU. Restoring goes through
+// cuCtxSetCurrent, not cudaSetDevice: since CUDA 12 cudaSetDevice creates
+// the device's primary context, so "restoring" device 0 to a thread that
+// never used a GPU would leave a stray context (hundreds of MB) on GPU 0.
+// Used only where a call needs the current device (the legacy default
+// stream, allocation, event creation).
 class DeviceScope {
  public:
   explicit DeviceScope(int device) {
     int current = -1;
-    if (cudaGetDevice(&current) == cudaSuccess && current != device &&
-        cudaSetDevice(device) == cudaSuccess) {
-      previous_ = current;
-    }
+    if (cudaGetDevice(&current) != cudaSuccess) return;
+    const ContextCalls& calls = Contexts();
+    void* context = nullptr;
+    bool known = calls.get_current != nullptr && calls.get_current(&context) == 0;
+    if (current == device && (!known || context != nullptr)) return;
+    if (cudaSetDevice(device) != cudaSuccess) return;
+    switched_ = true;
+    previous_device_ = current;
+    previous_context_ = context;
+    restore_context_ = known;
   }
   ~DeviceScope() {
-    if (previous_ >= 0) cudaSetDevice(previous_);
+    if (!switched_) return;
+    if (restore_context_) {
+      Contexts().set_current(previous_context_);  // the caller's, or none
+    } else {
+      cudaSetDevice(previous_device_);
+    }
   }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
 
  private:
-  int previous_ = -1;  // set when switched
+  bool switched_ = false;
+  bool restore_context_ = false;
+  int previous_device_ = 0;
+  void* previous_context_ = nullptr;
 };
 
 // Release events created per buffer up front: one consumer stream, or two,
@@ -194,12 +259,15 @@ struct DeviceShared {
             cudaEvent_t event = nullptr;
             if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess) {
               // Cannot order the reuse on the GPU: order it on the host.
+              // (The consumer's thread: its next error check must not see ours.)
+              cudaGetLastError();
               cudaStreamSynchronize(stream);
               continue;
             }
             buffer.release.push_back(event);
           }
           if (cudaEventRecord(buffer.release[count], stream) != cudaSuccess) {
+            cudaGetLastError();
             cudaStreamSynchronize(stream);
             continue;
           }
@@ -207,7 +275,9 @@ struct DeviceShared {
         }
       }
       std::lock_guard<std::mutex> lock(mutex);
-      buffer.pending_release = count;
+      // A buffer never handed out keeps the release events it had (its
+      // failed Issue may not have queued the waits for them yet).
+      if (delivered) buffer.pending_release = count;
       free.push_back(index);
       if (delivered) held -= 1;
     }
@@ -264,6 +334,67 @@ class CudaBatchHandle final : public DeviceBatchHandle {
   bool delivered_ = false;
 };
 
+// The fence of a released pinned host batch: its events, waited once.
+class PinnedFence final : public HostReleaseFence {
+ public:
+  explicit PinnedFence(std::vector<cudaEvent_t> events) : events_(std::move(events)) {}
+  ~PinnedFence() override {
+    for (cudaEvent_t event : events_) cudaEventDestroy(event);
+  }
+  void Wait() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (; waited_ < events_.size(); ++waited_) cudaEventSynchronize(events_[waited_]);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<cudaEvent_t> events_;
+  size_t waited_ = 0;  // guarded by mutex_
+};
+
+class PinnedBatchHandle final : public DeviceBatchHandle {
+ public:
+  PinnedBatchHandle(int device, std::function<void(std::shared_ptr<HostReleaseFence>)> release)
+      : device_(device), release_(std::move(release)) {}
+  ~PinnedBatchHandle() override {
+    std::vector<cudaEvent_t> events;
+    {
+      DeviceScope scope(device_);
+      if (streams_.empty()) streams_.push_back(nullptr);  // torch's default stream
+      for (cudaStream_t stream : streams_) {
+        cudaEvent_t event = nullptr;
+        if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventBlockingSync) !=
+                cudaSuccess ||
+            cudaEventRecord(event, stream) != cudaSuccess) {
+          // Cannot order the reuse on the GPU: order it on the host.
+          cudaGetLastError();
+          if (event != nullptr) cudaEventDestroy(event);
+          cudaStreamSynchronize(stream);
+          continue;
+        }
+        events.push_back(event);
+      }
+    }
+    release_(events.empty() ? nullptr : std::make_shared<PinnedFence>(std::move(events)));
+  }
+
+  void* ready_event() const override { return nullptr; }
+  // The bytes are on the host already: nothing to wait for, only a user.
+  Status WaitOn(void* stream) override { return RecordStream(stream); }
+  Status RecordStream(void* stream) override {
+    cudaStream_t s = AsStream(stream);
+    if (s == cudaStreamPerThread) s = nullptr;  // as in DeviceShared::Release
+    if (std::find(streams_.begin(), streams_.end(), s) == streams_.end()) streams_.push_back(s);
+    return Status::OK();
+  }
+  Status Synchronize() override { return Status::OK(); }
+
+ private:
+  int device_;
+  std::function<void(std::shared_ptr<HostReleaseFence>)> release_;
+  std::vector<cudaStream_t> streams_;
+};
+
 // A prepared item of the queue: a device batch, an error, or an epoch end.
 struct Item {
   Batch batch;
@@ -298,6 +429,11 @@ Status CudaDeviceUsable(int device_id) {
                                 std::to_string(count) + " found)");
   }
   return Status::OK();
+}
+
+std::shared_ptr<DeviceBatchHandle> MakePinnedBatchHandle(
+    int device_id, std::function<void(std::shared_ptr<HostReleaseFence>)> release) {
+  return std::make_shared<PinnedBatchHandle>(device_id, std::move(release));
 }
 
 Status MakePinnedAllocator(int device_id, std::shared_ptr<BatchAllocator>* allocator) {
@@ -597,9 +733,17 @@ class DeviceStage::Impl {
         (data.dtype != TensorDtype::kUint8 || data.shape.size() != 4 || data.shape[3] != 3)) {
       return Status::Internal("device normalization needs uint8 (B, H, W, 3) host batches");
     }
-    // The consumer's streams must have passed the release point. If a wait
-    // cannot be queued, the host waits for the remaining events instead, so
-    // the buffer is never overwritten early.
+    GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventRecord(copy->start, stream));
+    if (options_.normalize) {
+      // The staging buffer is the stage's own (the stream's order protects
+      // it): its copy need not wait for the consumer.
+      GPUFEED_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(shared_->staging, data.data, data_bytes,
+                                                   cudaMemcpyHostToDevice, stream));
+    }
+    // The consumer's streams must have passed the release point before
+    // anything writes the reused buffer. If a wait cannot be queued, the
+    // host waits for the remaining events instead, so the buffer is never
+    // overwritten early.
     size_t pending;
     {
       std::lock_guard<std::mutex> lock(shared_->mutex);
@@ -613,7 +757,6 @@ class DeviceStage::Impl {
         return CudaError(error, "cudaStreamWaitEvent on a release event");
       }
     }
-    GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventRecord(copy->start, stream));
     Tensor out_data = data;
     out_data.device = DeviceKind::kCuda;
     out_data.device_id = options_.device_id;
@@ -621,9 +764,10 @@ class DeviceStage::Impl {
     if (options_.normalize) {
       // (B, H, W, 3) uint8 in; (B, 3, H, W) or (B, H, W, 3) of the dtype out.
       int64_t images = data.shape[0], height = data.shape[1], width = data.shape[2];
-      GPUFEED_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(shared_->staging, data.data, data_bytes,
-                                                   cudaMemcpyHostToDevice, stream));
       bool nchw = options_.image.layout == OutputLayout::kNCHW;
+      // The launch reports the thread's last error: an earlier, unchecked
+      // one (a failed cudaEventElapsedTime, say) must not be blamed on it.
+      cudaGetLastError();
       GPUFEED_CUDA_RETURN_IF_ERROR(LaunchNormalize(static_cast<const uint8_t*>(shared_->staging),
                                                    buffer.data, element_size_, images, height,
                                                    width, nchw, shared_->table, stream));
@@ -664,7 +808,7 @@ class DeviceStage::Impl {
         break;
       }
       float ms = 0;
-      cudaEventElapsedTime(&ms, oldest.start, oldest.done);
+      if (cudaEventElapsedTime(&ms, oldest.start, oldest.done) != cudaSuccess) ms = 0;
       {
         std::lock_guard<std::mutex> lock(shared_->mutex);
         copy_seconds_ += ms / 1e3;

@@ -51,6 +51,28 @@ Status CudaDeviceUsable(int device_id);
 // allocates its buffers once at Open, never on the hot path.
 Status MakePinnedAllocator(int device_id, std::shared_ptr<BatchAllocator>* allocator);
 
+// What a released pinned host batch leaves behind (pin_memory on the CPU
+// device): its buffer may be written again only after Wait() returns, that
+// is after the GPU has passed the points recorded on the consumer's streams
+// at release (the consumer's cudaMemcpyAsync from it, x.cuda(non_blocking=
+// True), has read it). Wait may be called from several threads; it is cheap
+// once passed. As torch's caching host allocator does with its events.
+class HostReleaseFence {
+ public:
+  virtual ~HostReleaseFence();
+  virtual void Wait() = 0;
+};
+
+// The device handle of a pinned host batch on `device_id`: WaitOn and
+// RecordStream declare the consumer's streams (no wait: the bytes are on the
+// host already); when the handle is destroyed it records an event on each
+// (on the legacy default stream when none was declared, where torch's
+// default stream copies) and calls `release` with the fence of those events
+// (null when there is nothing to wait for). `release` runs on the releasing
+// thread. Null without CUDA.
+std::shared_ptr<DeviceBatchHandle> MakePinnedBatchHandle(
+    int device_id, std::function<void(std::shared_ptr<HostReleaseFence>)> release);
+
 // Host batches in order.
 struct HostBatchSource {
   // As Loader::NextFor.

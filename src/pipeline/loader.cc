@@ -107,6 +107,9 @@ struct Slot {
   int samples = 0;
   int done = 0;
   bool held = false;  // by a consumer's Batch
+  // pin_memory: passes when the consumer's async copies from the buffer
+  // (released with it) have read it; workers wait before writing.
+  std::shared_ptr<HostReleaseFence> fence;
   Status error;
   std::vector<uint64_t> sample_ids;
 };
@@ -443,20 +446,30 @@ class Loader::Impl {
     std::vector<uint64_t> ids(slot.sample_ids.begin(), slot.sample_ids.begin() + slot.samples);
     size_t slot_index = static_cast<size_t>(&slot - shared_->slots.data());
     std::shared_ptr<LoaderShared> shared = shared_;
-    std::shared_ptr<void> hold(nullptr, [shared, slot_index](void*) {
+    auto release = [shared, slot_index](std::shared_ptr<HostReleaseFence> fence) {
       {
         std::lock_guard<std::mutex> guard(shared->mutex);
         shared->slots[slot_index].held = false;
         shared->slots[slot_index].batch = kNoBatch;
+        shared->slots[slot_index].fence = std::move(fence);
       }
       shared->changed.notify_all();
-    });
+    };
+    std::shared_ptr<void> hold;
+    std::shared_ptr<DeviceBatchHandle> pinned;
+    if (pinned_device_ >= 0) {
+      // The slot goes back with a fence: the consumer may still be copying
+      // from it asynchronously (x.cuda(non_blocking=True)).
+      pinned = MakePinnedBatchHandle(pinned_device_, release);
+    } else {
+      hold = std::shared_ptr<void>(nullptr, [release](void*) { release(nullptr); });
+    }
     delivered_ += 1;
     delivered_samples_ += static_cast<uint64_t>(slot.samples);
     stats_batches_ += 1;
     stats_samples_ += static_cast<uint64_t>(slot.samples);
     LoaderBatchAccess::Fill(batch, std::move(data), std::move(labels), std::move(ids), epoch_, k,
-                            false, std::move(hold));
+                            false, std::move(hold), std::move(pinned));
     lock.unlock();
     shared_->changed.notify_all();
     return Status::OK();
@@ -470,6 +483,9 @@ class Loader::Impl {
   // Slots beyond prefetch + 1: the device stage's copy thread holds up to
   // two host batches while their copies run. Call before Start.
   void set_extra_slots(int extra) { extra_slots_ = extra; }
+  // pin_memory on the CPU device: batches released with a fence (see
+  // MakePinnedBatchHandle). REQUIRES: before Start.
+  void set_pinned_release(int device_id) { pinned_device_ = device_id; }
   size_t data_bytes() const { return shared_->data_bytes; }
   size_t label_bytes() const { return shared_->label_bytes; }
 
@@ -548,6 +564,7 @@ class Loader::Impl {
         slot.error = Status::OK();
       }
       size_t position = task % options_.batch_size;
+      std::shared_ptr<HostReleaseFence> fence = slot.fence;
       uint64_t sample = samples_[task];
       uint64_t epoch = epoch_;
       uint64_t run = run_;
@@ -574,6 +591,7 @@ class Loader::Impl {
         }
       }
       lock.unlock();
+      if (fence) fence->Wait();  // before anything writes the slot
 
       Status status;
       try {
@@ -873,6 +891,7 @@ class Loader::Impl {
   LoaderOptions options_;
   std::shared_ptr<LoaderShared> shared_;
   int extra_slots_ = 0;
+  int pinned_device_ = -1;  // constant after Start
   // Declared before engine_: the engine delivers into it until destroyed.
   CompletionQueue queue_;
   std::unique_ptr<ReadEngine> engine_;
@@ -977,6 +996,7 @@ Status Loader::Open(std::shared_ptr<const Dataset> dataset, const LoaderOptions&
   }
   auto impl = std::make_unique<Impl>(std::move(dataset), host);
   if (cuda) impl->set_extra_slots(1);
+  if (!cuda && device.pin_memory) impl->set_pinned_release(device.device_id);
   GPUFEED_RETURN_IF_ERROR(impl->Start());
   std::unique_ptr<DeviceStage> device_stage;
   if (cuda) {
