@@ -57,6 +57,17 @@ if [ "$run_python" = 1 ]; then
   # Run from outside the source tree so that the installed package is imported.
   (cd "$BUILD_DIR" && GPUFEED_REPO_ROOT="$ROOT" GPUFEED_BUILD_DIR="$BUILD_DIR" \
      "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python" "${pytest_args[@]}") || status=1
+  standin_library=$BUILD_DIR/tests/libgpufeed_cuda_standin.so
+  if [ -f "$standin_library" ] && [ "${#pytest_args[@]}" -eq 0 ]; then
+    # The device tests once more against gpufeed._core built on the CUDA
+    # stand-in (tests/cuda_standin): DLPack device batches, streams and
+    # pin_memory run here although this machine has no GPU.
+    echo "== Python device tests on the CUDA stand-in ($BUILD_DIR/standin_python)"
+    (cd "$BUILD_DIR" && GPUFEED_CUDA_STANDIN_LIBRARY="$standin_library" \
+       PYTHONPATH="$BUILD_DIR/standin_python" GPUFEED_REPO_ROOT="$ROOT" GPUFEED_BUILD_DIR="$BUILD_DIR" \
+       "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python/test_device.py" \
+       "$ROOT/tests/python/test_device_standin.py") || status=1
+  fi
 fi
 echo "== tests/run.sh finished in $(( $(date +%s) - started )) s: $([ $status = 0 ] && echo PASS || echo FAIL)"
 exit $status

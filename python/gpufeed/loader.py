@@ -211,6 +211,7 @@ class DataLoader:
                 warnings.warn(f"pin_memory=True ignored: {reason}")
             else:
                 native_device["pin_memory"] = True
+                self._pinned = True
         transform = transform if transform is not None else ImageTransform()
         path = os.fspath(source) if not hasattr(source, "path") else source.path
         label_count = 1
@@ -259,6 +260,7 @@ class DataLoader:
             yield self._convert(data), self._convert(labels)
 
     _started = False
+    _pinned = False
 
     def _convert(self, tensor):
         if self._device_path == "native":
@@ -267,6 +269,12 @@ class DataLoader:
             # passed the point where the tensor was freed.
             return self._torch.utils.dlpack.from_dlpack(tensor)
         if self._torch is not None:
+            if self._pinned and self._torch.cuda.is_available():
+                # x.cuda(non_blocking=True) copies on torch's current stream:
+                # the pinned buffer is refilled only after that stream passed
+                # the point where the tensor was freed (the legacy default
+                # stream is always covered).
+                tensor.record_stream(self._torch.cuda.current_stream().cuda_stream)
             out = self._torch.utils.dlpack.from_dlpack(tensor.__dlpack__())
             if self._device_path == "torch":
                 out = out.to(self._torch_device, non_blocking=False)

@@ -56,8 +56,29 @@ class BatchTensor {
  public:
   BatchTensor(std::shared_ptr<Batch> batch, bool labels) : batch_(std::move(batch)), labels_(labels) {}
 
-  py::object DLPack(py::object stream) const {
+  // The array API's __dlpack__(stream, max_version, dl_device, copy); torch
+  // 2.x passes max_version first. The capsule is always the unversioned
+  // "dltensor" (allowed for any max_version), on the tensor's own device,
+  // never a copy: dl_device naming another device and copy=True are
+  // BufferErrors, as the standard asks of a producer that cannot do them.
+  py::object DLPack(py::object stream, py::object max_version, py::object dl_device,
+                    py::object copy) const {
+    (void)max_version;
     const Tensor& tensor = labels_ ? batch_->labels() : batch_->data();
+    if (!copy.is_none() && copy.cast<bool>()) {
+      throw py::buffer_error("__dlpack__(copy=True): gpufeed hands out its batch buffers "
+                             "without copying; copy the tensor after from_dlpack");
+    }
+    if (!dl_device.is_none()) {
+      py::tuple wanted = dl_device.cast<py::tuple>();
+      py::tuple own = Device();
+      if (wanted.size() != 2 || wanted[0].cast<int>() != own[0].cast<int>() ||
+          wanted[1].cast<int>() != own[1].cast<int>()) {
+        throw py::buffer_error("__dlpack__(dl_device=" + py::str(dl_device).cast<std::string>() +
+                               "): the batch lives on " + py::str(own).cast<std::string>() +
+                               " and is not copied");
+      }
+    }
     if (tensor.device == DeviceKind::kCuda) {
       // The consumer's stream (DLPack/array API: None or 1 = the legacy
       // default stream, 2 = the per-thread default stream, -1 = do not
@@ -96,6 +117,16 @@ class BatchTensor {
       throw py::error_already_set();
     }
     return py::reinterpret_steal<py::object>(capsule);
+  }
+
+  // Declares `stream` (a cudaStream_t as int; 0 or 1 the legacy default
+  // stream, 2 the per-thread one) as a user of the batch: its buffer is
+  // reused only after that stream passed the point where the batch was
+  // released. For CUDA batches and pinned host batches (pin_memory, where
+  // x.cuda(non_blocking=True) reads it asynchronously); a no-op otherwise.
+  void RecordStream(int64_t stream) const {
+    void* cuda_stream = stream == 0 || stream == 1 ? nullptr : reinterpret_cast<void*>(stream);
+    ThrowIfError(batch_->RecordStream(cuda_stream));
   }
 
   py::tuple Device() const {
@@ -313,7 +344,10 @@ void BindLoader(py::module_& module) {
       py::arg("device_id") = 0,
       "'' when CUDA device `device_id` is usable by gpufeed, else the reason.");
   py::class_<BatchTensor>(module, "BatchTensor")
-      .def("__dlpack__", &BatchTensor::DLPack, py::arg("stream") = py::none())
+      .def("__dlpack__", &BatchTensor::DLPack, py::kw_only(), py::arg("stream") = py::none(),
+           py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(),
+           py::arg("copy") = py::none())
+      .def("record_stream", &BatchTensor::RecordStream, py::arg("stream"))
       .def("__dlpack_device__", &BatchTensor::Device)
       .def_property_readonly("shape", &BatchTensor::shape)
       .def_property_readonly("dtype", &BatchTensor::dtype);

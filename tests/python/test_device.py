@@ -1,9 +1,13 @@
 """The device stage from Python: device="cuda" batches, pin_memory, and the
 clear errors where CUDA is missing. The GPU cases skip with the reason when
-gpufeed has no usable CUDA device (the C++ `gpu`-labelled tests cover the
-stage itself)."""
+gpufeed has no usable CUDA device or torch has no CUDA (the C++
+`gpu`-labelled tests cover the stage itself), and fail instead with
+GPUFEED_REQUIRE_GPU=1 (benchmarks/gpu_check.sh): a GPU run must not pass by
+skipping. Every other case runs in both worlds. test_device_standin.py
+covers the DLPack path on the CUDA stand-in in every CI run."""
 
 import io
+import os
 
 import numpy as np
 import pytest
@@ -13,6 +17,8 @@ import gpufeed
 from gpufeed import _core
 
 CUDA_REASON = _core.cuda_status(0)
+REQUIRE_GPU = os.environ.get("GPUFEED_REQUIRE_GPU") == "1"
+STANDIN = os.environ.get("GPUFEED_CUDA_STANDIN_LIBRARY")
 
 
 def _torch():
@@ -40,17 +46,30 @@ def packed(tmp_path_factory):
 
 
 def test_cuda_status_says_why_when_unusable():
+    if REQUIRE_GPU:
+        assert not CUDA_REASON, f"GPUFEED_REQUIRE_GPU=1 but CUDA is unusable: {CUDA_REASON}"
     if CUDA_REASON:
         assert "CUDA" in CUDA_REASON or "cuda" in CUDA_REASON
     else:
-        assert gpufeed.build_info()["with_cuda"]
+        assert gpufeed.build_info()["with_cuda"] or STANDIN
+    assert "does not exist" in _core.cuda_status(99) or "CUDA" in _core.cuda_status(99)
 
 
-@pytest.mark.skipif(not CUDA_REASON, reason="a CUDA device is usable here")
 def test_device_cuda_without_a_device_is_not_supported(packed):
     torch = _torch()
+    if not CUDA_REASON:
+        # A usable GPU: a device that does not exist is refused the same way.
+        with pytest.raises(gpufeed.NotSupportedError, match="99"):
+            gpufeed.DataLoader(packed, batch_size=4, device="cuda:99")
+        return
     if torch is not None and torch.cuda.is_available():
-        pytest.skip("torch sees a GPU: the torch fallback path applies")
+        # gpufeed without CUDA, torch with it: the tensor.to() fallback.
+        with pytest.warns(UserWarning, match="without CUDA"):
+            loader = gpufeed.DataLoader(packed, batch_size=4, device="cuda",
+                                        transform=gpufeed.ImageTransform(16, train=False))
+        x, _ = next(iter(loader))
+        assert x.is_cuda
+        return
     with pytest.raises(gpufeed.NotSupportedError) as info:
         gpufeed.DataLoader(packed, batch_size=4, device="cuda")
     assert CUDA_REASON in str(info.value) or "torch" in str(info.value)
@@ -64,21 +83,61 @@ def test_bad_device_strings_are_value_errors(packed):
             gpufeed.DataLoader(packed, batch_size=4, device=device)
 
 
-@pytest.mark.skipif(not CUDA_REASON, reason="a CUDA device is usable here")
-def test_pin_memory_without_cuda_warns_and_works(packed):
-    with pytest.warns(UserWarning, match="pin_memory"):
-        loader = gpufeed.DataLoader(packed, batch_size=4, pin_memory=True,
-                                    transform=gpufeed.ImageTransform(16, train=False))
-    images, labels = next(iter(loader))
-    assert tuple(images.shape) == (4, 3, 16, 16)
+def test_pin_memory_works_and_warns_only_without_cuda(packed):
+    transform = gpufeed.ImageTransform(16, train=False)
+    if CUDA_REASON:
+        with pytest.warns(UserWarning, match="pin_memory"):
+            loader = gpufeed.DataLoader(packed, batch_size=4, pin_memory=True, shuffle=False,
+                                        transform=transform)
+    else:
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            loader = gpufeed.DataLoader(packed, batch_size=4, pin_memory=True, shuffle=False,
+                                        transform=transform)
+    plain = gpufeed.DataLoader(packed, batch_size=4, shuffle=False, transform=transform)
+    batches = 0
+    for (images, labels), (want, want_labels) in zip(loader, plain):
+        assert tuple(images.shape) == (4, 3, 16, 16)
+        assert np.array_equal(np.asarray(images), np.asarray(want))
+        assert np.array_equal(np.asarray(labels), np.asarray(want_labels))
+        torch = _torch()
+        if not CUDA_REASON and torch is not None and torch.cuda.is_available():
+            assert images.is_pinned()
+        batches += 1
+    assert batches == len(plain)
+
+
+def test_pin_memory_copies_with_non_blocking_never_see_a_refilled_buffer(packed):
+    """x.cuda(non_blocking=True) on torch's current stream, x dropped, the
+    next batch taken at once: what lands on the GPU is x's bytes (the pinned
+    slot is refilled only after the copy has read it)."""
+    torch = _cuda_torch_or_skip()
+    transform = gpufeed.ImageTransform(24, train=False, dtype="float32")
+    want = [x.clone() for x, _ in gpufeed.DataLoader(packed, batch_size=2, shuffle=False,
+                                                      transform=transform)]
+    loader = gpufeed.DataLoader(packed, batch_size=2, shuffle=False, transform=transform,
+                                pin_memory=True, prefetch=1)
+    for stream in (torch.cuda.current_stream(), torch.cuda.Stream()):
+        got = []
+        with torch.cuda.stream(stream):
+            for x, _ in loader:
+                torch.cuda._sleep(20_000_000)  # the stream is busy before it reads x
+                got.append(x.cuda(non_blocking=True))
+                del x
+        torch.cuda.synchronize()
+        assert len(got) == len(want)
+        for have, expected in zip(got, want):
+            assert torch.equal(have.cpu(), expected)
 
 
 def _cuda_torch_or_skip():
+    skip = pytest.fail if REQUIRE_GPU else pytest.skip
     if CUDA_REASON:
-        pytest.skip(f"no usable CUDA device: {CUDA_REASON}")
+        skip(f"no usable CUDA device: {CUDA_REASON}")
     torch = _torch()
     if torch is None or not torch.cuda.is_available():
-        pytest.skip("torch has no CUDA here (CPU build)")
+        skip("torch has no CUDA here (CPU build)")
     return torch
 
 

@@ -1,0 +1,241 @@
+"""The Python side of the device stage on the CUDA stand-in (tests/cuda_standin):
+DLPack capsules of device batches, the stream the consumer names, the keywords
+torch 2.x passes, capsule ownership, and pin_memory under asynchronous copies.
+
+Collected only when tests/run.sh runs the stand-in build of gpufeed._core
+(GPUFEED_CUDA_STANDIN_LIBRARY names the stand-in library; see conftest.py).
+torch here has no CUDA, so the tests play the consumer through ctypes: they
+call the stand-in's cudaMemcpyAsync on their own streams, as torch would, and
+read the capsules' DLManagedTensor as torch.from_dlpack does."""
+
+import ctypes
+import io
+import os
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import gpufeed
+from gpufeed import _core
+
+STANDIN = os.environ["GPUFEED_CUDA_STANDIN_LIBRARY"]
+cuda = ctypes.CDLL(STANDIN)
+HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+cuda.cudaStreamCreateWithFlags.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
+cuda.cudaStreamDestroy.argtypes = [ctypes.c_void_p]
+cuda.cudaStreamSynchronize.argtypes = [ctypes.c_void_p]
+cuda.cudaMemcpyAsync.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                 ctypes.c_void_p]
+cuda.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+cuda.cudaFree.argtypes = [ctypes.c_void_p]
+cuda.cudaLaunchHostFunc.argtypes = [ctypes.c_void_p, HOST_FN, ctypes.c_void_p]
+cuda.gpufeed_standin_is_device_pointer.argtypes = [ctypes.c_void_p]
+HOST_TO_DEVICE, DEVICE_TO_HOST = 1, 2
+NON_BLOCKING = 1
+KDL_CPU, KDL_CUDA = 1, 2
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class DLManagedTensor(ctypes.Structure):
+    pass
+
+
+DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p),
+                            ("deleter", ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor)))]
+ctypes.pythonapi.PyCapsule_GetPointer.restype = ctypes.c_void_p
+ctypes.pythonapi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+ctypes.pythonapi.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+USED_NAME = ctypes.c_char_p(b"used_dltensor")  # must outlive the capsules renamed to it
+
+
+class Consumed:
+    """What torch.from_dlpack does with a capsule: takes the DLManagedTensor
+    (renaming the capsule) and calls its deleter when done."""
+
+    def __init__(self, capsule):
+        address = ctypes.pythonapi.PyCapsule_GetPointer(capsule, b"dltensor")
+        ctypes.pythonapi.PyCapsule_SetName(capsule, USED_NAME)
+        self.managed = DLManagedTensor.from_address(address)
+        tensor = self.managed.dl_tensor
+        self.data = tensor.data
+        self.device = (tensor.device.device_type, tensor.device.device_id)
+        self.shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
+        self.dtype = (tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes)
+        self.nbytes = int(np.prod(self.shape)) * tensor.dtype.bits // 8
+
+    def delete(self):
+        self.managed.deleter(ctypes.pointer(self.managed))
+
+
+def new_stream():
+    stream = ctypes.c_void_p()
+    assert cuda.cudaStreamCreateWithFlags(ctypes.byref(stream), NON_BLOCKING) == 0
+    return stream.value
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("standin") / "folder"
+    rng = np.random.default_rng(7)
+    for i in range(24):
+        cls = root / f"c{i % 3}"
+        cls.mkdir(parents=True, exist_ok=True)
+        img = rng.integers(0, 256, (30 + i, 40 + 2 * i, 3), dtype=np.uint8)
+        buffer = io.BytesIO()
+        Image.fromarray(img).save(buffer, format="JPEG", quality=90)
+        (cls / f"{i:03d}.jpg").write_bytes(buffer.getvalue())
+    out = root.parent / "packed"
+    gpufeed.pack(root, out, progress=False)
+    return out
+
+
+def native_loaders(packed, dtype="float32", prefetch=2, **device):
+    """(host loader, device loader): the same options, the second on device 0."""
+    transform = gpufeed.ImageTransform(16, train=False, dtype=dtype)
+    base = gpufeed.DataLoader(packed, batch_size=4, shuffle=False, transform=transform,
+                              prefetch=prefetch)
+    options = dict(base._options, device="cuda", device_id=0, **device)
+    return base, _core.Loader(str(packed), "auto", options)
+
+
+def host_bytes(tensor):
+    consumed = Consumed(tensor.__dlpack__())
+    data = ctypes.string_at(consumed.data, consumed.nbytes)
+    consumed.delete()
+    return data
+
+
+def test_the_stand_in_build_is_the_one_imported():
+    assert not _core.cuda_status(0)
+    assert "standin_python" in _core.__file__
+
+
+@pytest.mark.parametrize("dtype,on_device", [("uint8", False), ("float32", False),
+                                             ("float32", True), ("float16", True)])
+def test_device_batches_reach_the_consumers_stream_intact(packed, dtype, on_device):
+    base, device = native_loaders(packed, dtype, normalize_on_device=on_device)
+    host = base._native
+    stream = new_stream()
+    batches = 0
+    try:
+        while True:
+            want, got = host.next(), device.next()
+            assert (want is None) == (got is None)
+            if got is None:
+                break
+            for expected, tensor in zip(want[:2], got[:2]):
+                assert tensor.__dlpack_device__() == (KDL_CUDA, 0)
+                # As torch 2.x calls it: its current stream, max_version first.
+                capsule = tensor.__dlpack__(stream=stream, max_version=(1, 0),
+                                            dl_device=(KDL_CUDA, 0), copy=False)
+                consumed = Consumed(capsule)
+                assert consumed.device == (KDL_CUDA, 0)
+                assert cuda.gpufeed_standin_is_device_pointer(consumed.data) == 1
+                assert list(consumed.shape) == list(tensor.shape)
+                out = ctypes.create_string_buffer(consumed.nbytes)
+                # On the named stream, right away: correct only if that stream
+                # was made to wait for the batch's copy (and kernel).
+                assert cuda.cudaMemcpyAsync(out, consumed.data, consumed.nbytes, DEVICE_TO_HOST,
+                                            stream) == 0
+                assert cuda.cudaStreamSynchronize(stream) == 0
+                consumed.delete()
+                assert out.raw == host_bytes(expected)
+            batches += 1
+        assert batches == len(base)
+        assert device.stats()["device"] == "cuda:0"
+    finally:
+        device.close()
+        cuda.cudaStreamDestroy(stream)
+
+
+def test_dlpack_keywords_torch_passes_and_what_is_refused(packed):
+    base, device = native_loaders(packed)
+    data, labels, _, _, _ = device.next()
+    with pytest.raises(BufferError, match="copy=True"):
+        data.__dlpack__(copy=True)
+    with pytest.raises(BufferError, match="not copied"):
+        data.__dlpack__(dl_device=(KDL_CPU, 0))
+    with pytest.raises(ValueError, match="ambiguous"):
+        data.__dlpack__(stream=0)
+    for kwargs in (dict(), dict(stream=None), dict(stream=1), dict(stream=2), dict(stream=-1),
+                   dict(max_version=(1, 0)), dict(max_version=(0, 8), dl_device=(KDL_CUDA, 0))):
+        Consumed(data.__dlpack__(**kwargs)).delete()
+    host_data, _, _, _, _ = base._native.next()
+    assert host_data.__dlpack_device__() == (KDL_CPU, 0)
+    Consumed(host_data.__dlpack__(max_version=(1, 0), dl_device=(KDL_CPU, 0), copy=False)).delete()
+    with pytest.raises(BufferError):
+        host_data.__dlpack__(dl_device=(KDL_CUDA, 0))
+    device.close()
+
+
+def test_capsules_dropped_or_deleted_give_the_buffers_back(packed):
+    # prefetch=1: 3 device buffers; 3 epochs of 6 batches reuse each many
+    # times. Capsules never consumed, consumed and deleted, and batch tensors
+    # simply dropped all release their buffer (else: "every device batch
+    # buffer is held").
+    _, device = native_loaders(packed, prefetch=1)
+    taken = 0
+    for epoch in range(3):
+        device.set_epoch(epoch)
+        while True:
+            item = device.next()
+            if item is None:
+                break
+            data, labels = item[0], item[1]
+            if taken % 3 == 0:
+                data.__dlpack__()  # never consumed: the capsule's destructor frees it
+            elif taken % 3 == 1:
+                Consumed(data.__dlpack__()).delete()
+                Consumed(labels.__dlpack__()).delete()
+            del data, labels, item
+            taken += 1
+    assert taken == 18
+    device.close()
+
+
+def test_pin_memory_buffers_are_not_refilled_under_an_async_copy(packed):
+    """torch's x.cuda(non_blocking=True) on its default stream, played with the
+    stand-in: a cudaMemcpyAsync from the pinned batch behind 20 ms of other work
+    on the legacy default stream, the tensor dropped, the next batch taken."""
+    transform = gpufeed.ImageTransform(16, train=False, dtype="float32")
+    want = [x.clone() for x, _ in gpufeed.DataLoader(packed, batch_size=4, shuffle=False,
+                                                      transform=transform)]
+
+    @HOST_FN
+    def busy(_):
+        time.sleep(0.02)
+
+    loader = gpufeed.DataLoader(packed, batch_size=4, shuffle=False, transform=transform,
+                                pin_memory=True, prefetch=1)
+    copies = []
+    for x, y in loader:
+        pointer = ctypes.c_void_p()
+        assert cuda.cudaMalloc(ctypes.byref(pointer), x.numel() * 4) == 0
+        assert cuda.cudaLaunchHostFunc(None, busy, None) == 0
+        assert cuda.cudaMemcpyAsync(pointer, x.data_ptr(), x.numel() * 4, HOST_TO_DEVICE,
+                                    None) == 0
+        copies.append(pointer.value)
+        del x, y
+    assert cuda.cudaStreamSynchronize(None) == 0
+    assert len(copies) == len(want)
+    for pointer, expected in zip(copies, want):
+        out = ctypes.create_string_buffer(expected.numel() * 4)
+        assert cuda.cudaMemcpyAsync(out, pointer, len(out.raw), DEVICE_TO_HOST, None) == 0
+        assert cuda.cudaStreamSynchronize(None) == 0
+        assert out.raw == expected.numpy().tobytes()
+        cuda.cudaFree(pointer)
