@@ -256,8 +256,12 @@ def test_break_then_del_is_prompt_and_ctrl_c_interrupts(token_dataset):
             sys.exit(0)
     """)
     import signal
+    # SIGINT at its default in the child whatever the runner inherited
+    # (a background CI step has it ignored, and Python then never raises
+    # KeyboardInterrupt).
     process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert process.stdout.readline().strip() == "ready"
     time.sleep(1.0)
     sent = time.perf_counter()

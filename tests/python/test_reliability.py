@@ -153,9 +153,18 @@ def test_fifty_shuffled_epochs_exactly_once_with_flat_resources(tokens):
     assert len({tuple(order) for order in orders}) == 50  # every epoch reshuffled
 
 
+def default_sigint():
+    """The child starts with SIGINT at its default, whatever the test runner
+    inherited: Python installs its KeyboardInterrupt handler only then, and a
+    suite started in the background of a non-interactive shell (a CI step,
+    `cmd &`) has SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_python(code, **kwargs):
     return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kwargs)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
+                            **kwargs)
 
 
 def test_sigint_during_iteration_interrupts_and_the_process_recovers(tmp_path):
