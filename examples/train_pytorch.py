@@ -44,7 +44,11 @@ def main():
 
     mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
     if args.loader == "gpufeed":
+        # The swap: the class name, the packed path, and the transform; torch's
+        # keywords (num_workers, persistent_workers, pin_memory, ...) stay.
         loader = gpufeed.DataLoader(args.data, batch_size=args.batch_size, shuffle=True, seed=0,
+                                    num_workers=2, persistent_workers=True,
+                                    pin_memory=device.type == "cuda",
                                     transform=gpufeed.ImageTransform(args.size, train=True,
                                                                      mean=mean, std=std))
         classes = gpufeed.open_dataset(args.data).classes or []

@@ -21,6 +21,14 @@
 // Thread safety: Next, SetEpoch, State and Restore are called by one
 // consumer thread; Stats may be called from any thread. The destructor
 // stops every thread promptly (mid-epoch, with full queues).
+//
+// Batches the consumer keeps stay valid as long as they live (see
+// LoaderOptions::max_held_bytes): holding many costs memory, never
+// correctness. fork(): a Loader inherited by a child process has no threads
+// there; its Next and Restore return InvalidArgument at once (never hang),
+// SetEpoch, State and Stats do nothing, and its destructor leaves it as it is
+// (no joins, no locks). Create a new Loader in the child; the parent's keeps
+// working.
 #ifndef GPUFEED_LOADER_H_
 #define GPUFEED_LOADER_H_
 
@@ -93,6 +101,14 @@ struct LoaderOptions {
   OnError on_error = OnError::kRaise;
   // Batch buffer memory (nullptr: host memory).
   std::shared_ptr<BatchAllocator> allocator;
+  // Batches the consumer keeps alive (a list of an epoch's batches, a few
+  // kept for evaluation) never block and are never overwritten: when every
+  // buffer is held, Next adds one, and buffers beyond the steady ring
+  // (prefetch + 1) are freed as their batches are released. This bounds the
+  // bytes held: past it Next fails with InvalidArgument naming the figure.
+  // 0: a quarter of the machine's memory (CUDA batches: of the GPU's free
+  // memory at Open).
+  uint64_t max_held_bytes = 0;
   // Reads go through the read engine (io_uring, many in flight, ahead of
   // the decode threads) for formats with byte ranges (RecordIO shards,
   // ImageFolder files); LMDB and Caffe records are read by the decode
@@ -189,6 +205,7 @@ class GPUFEED_EXPORT Loader {
   explicit Loader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<DeviceStage> device_;  // CUDA batches only
+  int owner_process_ = 0;                  // getpid() at Open (fork detection)
 };
 
 }  // namespace gpufeed

@@ -9,16 +9,21 @@
 
 Batches are torch tensors when torch is importable, numpy arrays otherwise,
 viewing the loader's batch buffers through DLPack (zero copy). A buffer
-returns to the loader when the last tensor viewing it is gone. The loader has
-`prefetch + 1` buffers: keep at most `prefetch` batches alive while asking
-for the next one (copy those you keep, e.g. `images.clone()`); asking with
-more alive raises ValueError instead of waiting forever or handing out a
-buffer that is still in use.
+returns to the loader when the last tensor viewing it is gone. Batches you
+keep (list(loader), a few kept for evaluation) stay valid for as long as you
+keep them: when every buffer is held the loader adds one, and frees it again
+when its batch is released; max_held_bytes (default: a quarter of the memory,
+or of the GPU's free memory) bounds that, with a ValueError naming it.
 
 device="cuda" gives CUDA tensors from gpufeed's device stage (pinned buffers,
 a copy stream, GPU normalize): torch's current stream waits for each batch on
 the GPU, and a device buffer is reused only after that stream passed the
-point where the tensor was freed. Keep at most prefetch + 1 of them alive.
+point where the tensor was freed. pin_memory=True gives pinned CPU tensors
+for x.cuda(non_blocking=True): a pinned buffer is refilled only after the
+copies queued from it (on torch's current stream) have read it.
+
+After fork(), an inherited loader raises at once in the child (its threads
+do not exist there); create a new one in the child. The parent's goes on.
 """
 
 from __future__ import annotations
@@ -149,19 +154,98 @@ def _torch():
         return None
 
 
+# torch.utils.data.DataLoader keywords whose meaning cannot carry over, and
+# what to do instead (docs/python.md has the whole table).
+_TORCH_REFUSED = {
+    "sampler": "gpufeed samples from the packed dataset itself: use shuffle=, seed= and "
+               "rank=/world_size= (or set_epoch) instead of a sampler",
+    "batch_sampler": "gpufeed makes fixed-size batches itself: use batch_size= and drop_last=",
+    "collate_fn": "gpufeed hands out stacked (data, labels) tensors: do extra per-batch work on "
+                  "the batch in the training loop, or use RawTransform for non-image records",
+    "worker_init_fn": "gpufeed's workers are C++ threads that run no Python: seed them with "
+                      "seed= and do per-process setup before creating the loader",
+    "multiprocessing_context": "gpufeed uses threads, not worker processes: nothing to choose",
+    "in_order": "gpufeed always delivers batches in order (deterministic by seed and epoch)",
+}
+
+
+def _check_source(source):
+    if isinstance(source, (str, bytes, os.PathLike)) or hasattr(source, "path"):
+        return
+    if hasattr(source, "__getitem__") or hasattr(source, "__iter__"):
+        raise TypeError(
+            f"gpufeed.DataLoader reads packed datasets, not a {type(source).__name__} object: "
+            "pack the data once (gpufeed.pack(folder_or_list, out) or `gpufeed pack`) and pass "
+            "the packed path; an ImageFolder directory or an LMDB path is read as is")
+    raise TypeError(f"source must be a path or a gpufeed dataset, not {type(source).__name__}")
+
+
 class DataLoader:
-    """Iterable of (images, labels) batches; see the module docstring."""
+    """Iterable of (images, labels) batches; see the module docstring.
+
+    torch's keywords are understood where their meaning carries over:
+    num_workers (decode threads), prefetch_factor (batches per worker, so
+    prefetch = prefetch_factor x num_workers, capped at 8), persistent_workers
+    (accepted: the threads persist anyway), pin_memory, drop_last, shuffle,
+    batch_size, generator (its initial_seed() is the seed), timeout (seconds a
+    batch may take: RuntimeError after it, as torch). sampler, batch_sampler,
+    collate_fn, worker_init_fn and multiprocessing_context raise a TypeError
+    saying what to do instead.
+    """
 
     def __init__(self, source, batch_size: int = 1, shuffle: Union[bool, str] = True,
-                 seed: int = 0, drop_last: bool = False,
+                 seed: Optional[int] = None, drop_last: bool = False,
                  transform: Union[ImageTransform, RawTransform, None] = None,
-                 device: str = "cpu", num_threads: Optional[int] = None, prefetch: int = 2,
+                 device: str = "cpu", num_threads: Optional[int] = None,
+                 prefetch: Optional[int] = None,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  io_backend: str = "auto", direct_io: bool = False, on_error: str = "raise",
                  label_dtype: str = "int64", cache_dir=None, cache_capacity=None,
                  shuffle_window_shards: int = 4, format: str = "auto",
                  pin_memory: bool = False, cache_policy: str = "train", cache_prefetch: int = 2,
-                 cache_wait: bool = False, cache_group: Optional[str] = None):
+                 cache_wait: bool = False, cache_group: Optional[str] = None,
+                 num_workers: Optional[int] = None, prefetch_factor: Optional[int] = None,
+                 persistent_workers: bool = False, generator=None, timeout: float = 0,
+                 pin_memory_device: str = "", max_held_bytes: Optional[int] = None,
+                 **torch_keywords):
+        for name in torch_keywords:
+            if name in _TORCH_REFUSED:
+                if name == "in_order" and torch_keywords[name]:
+                    continue
+                if torch_keywords[name] is None:
+                    continue  # torch's own default: nothing asked
+                raise TypeError(f"DataLoader({name}=...) is not supported: {_TORCH_REFUSED[name]}")
+            raise TypeError(f"DataLoader() got an unexpected keyword argument {name!r}")
+        _check_source(source)
+        if num_workers is not None:
+            if num_threads is not None:
+                raise TypeError("give num_workers (torch's name) or num_threads, not both")
+            if num_workers < 0:
+                raise ValueError("num_workers option should be non-negative")
+            num_threads = int(num_workers)  # 0: all cores (gpufeed never loads on the caller)
+        if prefetch_factor is not None:
+            if prefetch is not None:
+                raise TypeError("give prefetch_factor (torch's name) or prefetch, not both")
+            if prefetch_factor < 1:
+                raise ValueError("prefetch_factor must be positive")
+            workers = num_threads if num_threads else (os.cpu_count() or 1)
+            prefetch = max(1, min(8, int(prefetch_factor) * int(workers)))
+        if prefetch is None:
+            prefetch = 2
+        if generator is not None:
+            if seed is not None:
+                raise TypeError("give generator or seed, not both")
+            seed = int(generator.initial_seed()) & 0xFFFFFFFFFFFFFFFF
+        if seed is None:
+            seed = 0
+        if max_held_bytes is not None and max_held_bytes < 1:
+            raise ValueError("max_held_bytes must be positive (None: a quarter of the memory)")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if pin_memory_device not in ("", "cuda") and not str(pin_memory_device).startswith("cuda"):
+            raise ValueError(f"pin_memory_device must be a CUDA device, not {pin_memory_device!r}")
+        self.timeout = float(timeout)
+        self.persistent_workers = bool(persistent_workers)
         if isinstance(shuffle, bool):
             shuffle = "global" if shuffle else "none"
         if shuffle not in ("global", "block", "none"):
@@ -227,6 +311,7 @@ class DataLoader:
             num_threads=int(num_threads or 0), prefetch=int(prefetch), on_error=on_error,
             label_dtype=label_dtype, label_count=label_count, io_backend=io_backend,
             direct_io=bool(direct_io), transform=transform._options(), cache=cache,
+            max_held_bytes=None if max_held_bytes is None else int(max_held_bytes),
             **native_device)
         self._native = _core.Loader(path, format, self._options)
         self._epoch = 0
@@ -253,7 +338,7 @@ class DataLoader:
         self._epoch_set = False
         self._started = True
         while True:
-            item = self._native.next()
+            item = self._native.next(self.timeout)
             if item is None:
                 return
             data, labels, _, _, _ = item

@@ -6,7 +6,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <memory>
+#include <stdexcept>
 
 #include "binding_util.h"
 #include "device/device_stage.h"
@@ -173,6 +177,9 @@ class PyLoader {
     o.label_type = label_dtype == "int64" ? LoaderOptions::LabelType::kInt64
                                           : LoaderOptions::LabelType::kFloat32;
     o.label_count = options["label_count"].cast<int>();
+    if (options.contains("max_held_bytes") && !options["max_held_bytes"].is_none()) {
+      o.max_held_bytes = options["max_held_bytes"].cast<uint64_t>();
+    }
     std::string backend = options["io_backend"].cast<std::string>();
     o.io.backend = backend == "io_uring" ? IoBackend::kIoUring
                    : backend == "pread"  ? IoBackend::kPread
@@ -238,19 +245,37 @@ class PyLoader {
   }
 
   // (data, labels, sample_ids, epoch, index) or None at the end of the epoch.
-  py::object Next() {
+  // timeout_seconds > 0: RuntimeError when no batch came within it (as
+  // torch's DataLoader(timeout=)).
+  py::object Next(double timeout_seconds) {
     auto batch = std::make_shared<Batch>();
+    const auto started = std::chrono::steady_clock::now();
     while (true) {
       Status status;
       bool ready = false;
       {
         py::gil_scoped_release release;
-        status = Native().NextFor(batch.get(), 100, &ready);
+        int wait_ms = 100;
+        if (timeout_seconds > 0) {
+          double left = timeout_seconds - std::chrono::duration<double>(
+                                              std::chrono::steady_clock::now() - started)
+                                              .count();
+          wait_ms = static_cast<int>(std::max(1.0, std::min(100.0, left * 1e3)));
+        }
+        status = Native().NextFor(batch.get(), wait_ms, &ready);
       }
       ThrowIfError(status);
       if (ready) break;
       // Ctrl-C (or any pending signal) surfaces within 100 ms.
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+      if (timeout_seconds > 0 &&
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() >=
+              timeout_seconds) {
+        char message[96];
+        std::snprintf(message, sizeof(message), "DataLoader timed out after %g seconds",
+                      timeout_seconds);
+        throw std::runtime_error(message);
+      }
     }
     if (batch->end_of_epoch()) return py::none();
     return py::make_tuple(BatchTensor(batch, false), BatchTensor(batch, true),
@@ -354,7 +379,7 @@ void BindLoader(py::module_& module) {
   py::class_<PyLoader>(module, "Loader")
       .def(py::init<py::object, const std::string&, py::dict>(), py::arg("path"),
            py::arg("format"), py::arg("options"))
-      .def("next", &PyLoader::Next)
+      .def("next", &PyLoader::Next, py::arg("timeout") = 0.0)
       .def("set_epoch", &PyLoader::SetEpoch)
       .def("state", &PyLoader::State)
       .def("restore", &PyLoader::Restore)

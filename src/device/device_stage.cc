@@ -15,6 +15,9 @@
 #include "pipeline/batch_access.h"
 #include "util/logging.h"
 
+#include <sys/types.h>
+#include <unistd.h>
+
 #if GPUFEED_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -198,15 +201,28 @@ struct DeviceBuffer {
   // copy stream waits for the first `pending_release` before reuse.
   std::vector<cudaEvent_t> release;
   size_t pending_release = 0;
+  // Beyond the steady prefetch + 2: added while the consumer held every
+  // buffer, freed when its batch is released (data null: retired).
+  bool extra = false;
 };
 
 }  // namespace
 
 // What the stage and its Batches share; it lives as long as either.
 struct DeviceShared {
+  // At most this many buffers (steady and extra): `buffers` is reserved to
+  // it, so an element never moves and the copy thread may read its own
+  // buffer while the consumer's thread appends one (under the mutex).
+  static constexpr size_t kMaxBuffers = 1024;
   int device = 0;
   cudaStream_t copy_stream = nullptr;
   std::vector<DeviceBuffer> buffers;
+  size_t data_bytes = 0;   // per buffer
+  size_t label_bytes = 0;  // per buffer
+  uint64_t max_held_bytes = 0;
+  // The process that created the stage: in a forked child nothing is
+  // touched (no CUDA, no locks).
+  const pid_t owner = getpid();
   void* staging = nullptr;  // uint8 HWC batch for device normalization
   void* table = nullptr;    // the normalize table
 
@@ -216,6 +232,69 @@ struct DeviceShared {
   // (its events are the likeliest to have passed).
   std::deque<size_t> free;
   size_t held = 0;           // buffers in Batches handed to the consumer
+  size_t live = 0;           // buffers allocated (not retired)
+
+  // Allocates buffer `buffer`'s memory (and its events, the first time).
+  // REQUIRES: `device` current.
+  Status Allocate(DeviceBuffer* buffer) {
+    GPUFEED_CUDA_RETURN_IF_ERROR(cudaMalloc(&buffer->data, std::max<size_t>(data_bytes, 1)));
+    GPUFEED_CUDA_RETURN_IF_ERROR(cudaMalloc(&buffer->labels, std::max<size_t>(label_bytes, 1)));
+    if (buffer->ready == nullptr) {
+      // Blocking sync: a consumer's Synchronize sleeps instead of spinning.
+      GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(
+          &buffer->ready, cudaEventDisableTiming | cudaEventBlockingSync));
+      for (size_t e = 0; e < kReleaseEventsPerBuffer; ++e) {
+        cudaEvent_t event = nullptr;
+        GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+        buffer->release.push_back(event);
+      }
+    }
+    return Status::OK();
+  }
+
+  // One more buffer for a consumer that holds all of them, within
+  // max_held_bytes. REQUIRES: mutex.
+  Status GrowLocked() {
+    const uint64_t buffer_bytes = data_bytes + label_bytes;
+    if ((held + 1) * buffer_bytes > max_held_bytes) {
+      return Status::InvalidArgument(
+          "the consumer holds " + std::to_string(held) + " CUDA batches (" +
+          std::to_string(held * buffer_bytes) +
+          " bytes of GPU memory) and one more would pass max_held_bytes (" +
+          std::to_string(max_held_bytes) +
+          " bytes): release the batches you no longer need (or copy those you keep), or raise "
+          "max_held_bytes");
+    }
+    size_t index = buffers.size();
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      if (buffers[i].extra && buffers[i].data == nullptr) {
+        index = i;
+        break;
+      }
+    }
+    if (index == buffers.size()) {
+      if (buffers.size() == kMaxBuffers) {
+        return Status::InvalidArgument("the consumer holds " + std::to_string(held) +
+                                       " CUDA batches, the most a loader hands out at once");
+      }
+      buffers.emplace_back();
+      buffers.back().extra = true;
+    }
+    DeviceScope scope(device);
+    DeviceBuffer& buffer = buffers[index];
+    Status allocated = Allocate(&buffer);
+    if (!allocated.ok()) {
+      cudaGetLastError();
+      if (buffer.data) cudaFree(buffer.data);
+      if (buffer.labels) cudaFree(buffer.labels);
+      buffer.data = buffer.labels = nullptr;
+      return allocated.WithContext("another device buffer for the batches held");
+    }
+    buffer.pending_release = 0;
+    live += 1;
+    free.push_back(index);
+    return Status::OK();
+  }
 
   ~DeviceShared() {
     DeviceScope scope(device);
@@ -235,6 +314,30 @@ struct DeviceShared {
   // The consumer released buffer `index`, used by `streams`. Runs on the
   // consumer's thread (or the thread dropping a Python tensor).
   void Release(size_t index, const std::vector<cudaStream_t>& streams, bool delivered) {
+    if (getpid() != owner) return;  // an inherited Batch in a forked child: left alone
+    if (delivered && buffers[index].extra) {
+      // Beyond the steady ring: freed, so memory returns to the steady
+      // level. cudaFree synchronizes the device, so whatever the
+      // consumer's streams queued on the batch has finished first.
+      void* data = nullptr;
+      void* labels = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        std::swap(data, buffers[index].data);
+        std::swap(labels, buffers[index].labels);
+        buffers[index].pending_release = 0;
+        held -= 1;
+        live -= 1;
+      }
+      {
+        DeviceScope scope(device);
+        cudaFree(data);
+        cudaFree(labels);
+        cudaGetLastError();
+      }
+      changed.notify_all();
+      return;
+    }
     {
       DeviceBuffer& buffer = buffers[index];
       size_t count = 0;
@@ -357,6 +460,7 @@ class PinnedBatchHandle final : public DeviceBatchHandle {
   PinnedBatchHandle(int device, std::function<void(std::shared_ptr<HostReleaseFence>)> release)
       : device_(device), release_(std::move(release)) {}
   ~PinnedBatchHandle() override {
+    if (getpid() != owner_) return;  // inherited by fork: no CUDA, no locks here
     std::vector<cudaEvent_t> events;
     {
       DeviceScope scope(device_);
@@ -393,6 +497,7 @@ class PinnedBatchHandle final : public DeviceBatchHandle {
   int device_;
   std::function<void(std::shared_ptr<HostReleaseFence>)> release_;
   std::vector<cudaStream_t> streams_;
+  const pid_t owner_ = getpid();
 };
 
 // A prepared item of the queue: a device batch, an error, or an epoch end.
@@ -488,20 +593,20 @@ class DeviceStage::Impl {
       GPUFEED_CUDA_RETURN_IF_ERROR(
           cudaMemcpy(shared_->table, table.data(), table.size(), cudaMemcpyHostToDevice));
     }
+    shared_->data_bytes = data_bytes;
+    shared_->label_bytes = options_.max_label_bytes;
+    shared_->max_held_bytes = options_.max_held_bytes;
+    if (shared_->max_held_bytes == 0) {
+      // A quarter of the GPU memory free now.
+      size_t free_bytes = 0, total_bytes = 0;
+      GPUFEED_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+      shared_->max_held_bytes = free_bytes / 4;
+    }
+    shared_->buffers.reserve(DeviceShared::kMaxBuffers);
     shared_->buffers.resize(static_cast<size_t>(options_.prefetch) + 2);
     for (size_t i = 0; i < shared_->buffers.size(); ++i) {
-      DeviceBuffer& buffer = shared_->buffers[i];
-      GPUFEED_CUDA_RETURN_IF_ERROR(cudaMalloc(&buffer.data, std::max<size_t>(data_bytes, 1)));
-      GPUFEED_CUDA_RETURN_IF_ERROR(
-          cudaMalloc(&buffer.labels, std::max<size_t>(options_.max_label_bytes, 1)));
-      // Blocking sync: a consumer's Synchronize sleeps instead of spinning.
-      GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(
-          &buffer.ready, cudaEventDisableTiming | cudaEventBlockingSync));
-      for (size_t e = 0; e < kReleaseEventsPerBuffer; ++e) {
-        cudaEvent_t event = nullptr;
-        GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-        buffer.release.push_back(event);
-      }
+      GPUFEED_RETURN_IF_ERROR(shared_->Allocate(&shared_->buffers[i]));
+      shared_->live += 1;
       shared_->free.push_back(i);
     }
     // Timing pairs for the copies in flight (at most kMaxInFlight + 1).
@@ -530,11 +635,11 @@ class DeviceStage::Impl {
       shared_->changed.notify_all();
     }
     const double ready_at_call = static_cast<double>(ready_.size());
-    if (ready_.empty() && shared_->held == shared_->buffers.size()) {
-      return Status::InvalidArgument(
-          "every device batch buffer is held by the consumer: keep at most prefetch + 1 (" +
-          std::to_string(options_.prefetch + 1) +
-          ") CUDA Batches alive while calling Next(), or raise prefetch");
+    if (ready_.empty() && shared_->held == shared_->live) {
+      // Every device buffer is held by the consumer (list(loader)): the
+      // copy thread could never go on, so one more buffer is added.
+      GPUFEED_RETURN_IF_ERROR(shared_->GrowLocked());
+      shared_->changed.notify_all();
     }
     auto wait_started = Clock::now();
     auto available = [&] { return !ready_.empty(); };

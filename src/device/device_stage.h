@@ -14,7 +14,9 @@
 // at most two copies are in flight. So while the GPU consumes batch k,
 // batch k+1 crosses PCIe and the decode threads fill k+2 onwards.
 //
-// Device buffers: prefetch + 2, allocated at Create. A buffer is reused
+// Device buffers: prefetch + 2, allocated at Create; more while the
+// consumer holds all of them (freed again when those are released, within
+// max_held_bytes). A buffer is reused
 // only after the consumer released its Batch AND the consumer's streams
 // passed the events recorded at release (Batch::WaitOn / RecordStream).
 // The buffers and the copy stream live as long as the stage or any Batch
@@ -88,6 +90,9 @@ struct DeviceStageOptions {
   // Largest host batch, in bytes (data and labels), to size the device buffers.
   size_t max_data_bytes = 0;
   size_t max_label_bytes = 0;
+  // As LoaderOptions::max_held_bytes, for device memory (0: a quarter of the
+  // GPU memory free at Create).
+  uint64_t max_held_bytes = 0;
   // Device normalization: host data is uint8 (B, H, W, 3); the device batch
   // is `image.dtype` in `image.layout`, normalized with image.mean/std.
   bool normalize = false;

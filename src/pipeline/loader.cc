@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <sstream>
@@ -29,6 +30,9 @@
 #include "pipeline/batch_access.h"
 #include "pipeline/sampler.h"
 #include "util/logging.h"
+
+#include <sys/types.h>
+#include <unistd.h>
 
 namespace gpufeed {
 
@@ -101,6 +105,10 @@ class HostAllocator final : public BatchAllocator {
 };
 
 struct Slot {
+  size_t index = 0;  // in LoaderShared::slots
+  // Beyond the steady ring (prefetch + 1): added when the consumer held
+  // every buffer, freed when its batch is released (data null: retired).
+  bool extra = false;
   void* data = nullptr;
   void* labels = nullptr;
   uint64_t batch = kNoBatch;  // batch number of the current run, or none
@@ -120,10 +128,43 @@ struct Slot {
 struct LoaderShared {
   std::mutex mutex;
   std::condition_variable changed;
-  std::vector<Slot> slots;
+  // A deque: a Slot keeps its address when the ring grows (workers hold
+  // references to theirs outside the lock). Guarded by mutex.
+  std::deque<Slot> slots;
   std::shared_ptr<BatchAllocator> allocator;
   size_t data_bytes = 0;
   size_t label_bytes = 0;
+  uint64_t max_held_bytes = 0;
+  // The process that created the loader: in a forked child its threads do
+  // not exist and its mutex may be locked forever, so nothing is touched.
+  const pid_t owner = getpid();
+
+  // The consumer released slot `index` (any thread). A slot beyond the
+  // steady ring is freed (after its fence: an async copy may still read it).
+  void Release(size_t index, std::shared_ptr<HostReleaseFence> fence) {
+    if (getpid() != owner) return;  // an inherited Batch in a forked child: left alone
+    void* data = nullptr;
+    void* labels = nullptr;
+    {
+      std::lock_guard<std::mutex> guard(mutex);
+      Slot& slot = slots[index];
+      slot.held = false;
+      slot.batch = kNoBatch;
+      if (slot.extra) {
+        std::swap(data, slot.data);
+        std::swap(labels, slot.labels);
+        slot.fence.reset();
+      } else {
+        slot.fence = fence;
+      }
+    }
+    changed.notify_all();
+    if (data != nullptr) {
+      if (fence) fence->Wait();
+      allocator->Free(data, data_bytes);
+      allocator->Free(labels, label_bytes);
+    }
+  }
 
   ~LoaderShared() {
     for (Slot& slot : slots) {
@@ -265,7 +306,17 @@ class Loader::Impl {
     shared_->data_bytes = sample_bytes_ * batch;
     shared_->label_bytes = label_bytes_per_sample_ * batch;
     shared_->slots.resize(static_cast<size_t>(o.prefetch) + 1 + extra_slots_);
+    shared_->max_held_bytes = o.max_held_bytes;
+    if (shared_->max_held_bytes == 0) {
+      // A quarter of the machine's memory.
+      long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+      shared_->max_held_bytes =
+          pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4
+                                : uint64_t{1} << 32;
+    }
+    size_t next_index = 0;
     for (Slot& slot : shared_->slots) {
+      slot.index = next_index++;
       // Allocated once, never on the hot path.
       slot.data = shared_->allocator->Allocate(shared_->data_bytes);
       slot.labels = shared_->allocator->Allocate(shared_->label_bytes);
@@ -400,13 +451,12 @@ class Loader::Impl {
     ready_samples_sum_ += ReadyBatches();
     ready_samples_count_ += 1;
     if (FindSlot(k) == nullptr && FreeSlot() == nullptr &&
-        std::all_of(shared_->slots.begin(), shared_->slots.end(),
-                    [](const Slot& s) { return s.held; })) {
-      // Every buffer is held by the consumer: waiting would never end.
-      return Status::InvalidArgument(
-          "every batch buffer is held by the consumer: keep at most prefetch (" +
-          std::to_string(options_.prefetch) +
-          ") Batches alive while calling Next(), or raise prefetch");
+        std::none_of(shared_->slots.begin(), shared_->slots.end(),
+                     [](const Slot& s) { return !s.held && s.data != nullptr; })) {
+      // Every buffer is held by the consumer (list(loader), batches kept
+      // for evaluation): waiting would never end, so the ring grows.
+      GPUFEED_RETURN_IF_ERROR(GrowLocked());
+      shared_->changed.notify_all();
     }
     auto wait_started = Clock::now();
     auto complete = [&] {
@@ -444,16 +494,10 @@ class Loader::Impl {
     labels.shape = {slot.samples};
     if (options_.label_count > 1) labels.shape.push_back(options_.label_count);
     std::vector<uint64_t> ids(slot.sample_ids.begin(), slot.sample_ids.begin() + slot.samples);
-    size_t slot_index = static_cast<size_t>(&slot - shared_->slots.data());
+    size_t slot_index = slot.index;
     std::shared_ptr<LoaderShared> shared = shared_;
     auto release = [shared, slot_index](std::shared_ptr<HostReleaseFence> fence) {
-      {
-        std::lock_guard<std::mutex> guard(shared->mutex);
-        shared->slots[slot_index].held = false;
-        shared->slots[slot_index].batch = kNoBatch;
-        shared->slots[slot_index].fence = std::move(fence);
-      }
-      shared->changed.notify_all();
+      shared->Release(slot_index, std::move(fence));
     };
     std::shared_ptr<void> hold;
     std::shared_ptr<DeviceBatchHandle> pinned;
@@ -527,9 +571,52 @@ class Loader::Impl {
   // A buffer neither assigned nor held by the consumer. REQUIRES: the lock.
   Slot* FreeSlot() const {
     for (Slot& slot : shared_->slots) {
-      if (slot.batch == kNoBatch && !slot.held) return &slot;
+      if (slot.batch == kNoBatch && !slot.held && slot.data != nullptr) return &slot;
     }
     return nullptr;
+  }
+
+  // One more batch buffer, for a consumer that holds all of them, within
+  // max_held_bytes. REQUIRES: the lock.
+  Status GrowLocked() {
+    const uint64_t slot_bytes = shared_->data_bytes + shared_->label_bytes;
+    uint64_t held = 0;
+    for (const Slot& slot : shared_->slots) held += slot.held ? 1 : 0;
+    if ((held + 1) * slot_bytes > shared_->max_held_bytes) {
+      return Status::InvalidArgument(
+          "the consumer holds " + std::to_string(held) + " batches (" +
+          std::to_string(held * slot_bytes) + " bytes) and one more would pass max_held_bytes (" +
+          std::to_string(shared_->max_held_bytes) +
+          " bytes): release the batches you no longer need (or copy those you keep), or raise "
+          "max_held_bytes");
+    }
+    Slot* slot = nullptr;
+    for (Slot& candidate : shared_->slots) {
+      if (candidate.extra && candidate.data == nullptr && !candidate.held) {
+        slot = &candidate;
+        break;
+      }
+    }
+    if (slot == nullptr) {
+      shared_->slots.emplace_back();
+      slot = &shared_->slots.back();
+      slot->index = shared_->slots.size() - 1;
+      slot->extra = true;
+      slot->sample_ids.resize(options_.batch_size);
+    }
+    slot->batch = kNoBatch;
+    slot->fence.reset();
+    slot->data = shared_->allocator->Allocate(shared_->data_bytes);
+    slot->labels = shared_->allocator->Allocate(shared_->label_bytes);
+    if (slot->data == nullptr || slot->labels == nullptr) {
+      if (slot->data) shared_->allocator->Free(slot->data, shared_->data_bytes);
+      if (slot->labels) shared_->allocator->Free(slot->labels, shared_->label_bytes);
+      slot->data = slot->labels = nullptr;
+      return Status::IOError("cannot allocate another batch buffer (" +
+                             std::to_string(slot_bytes) + " bytes) for the batches held");
+    }
+    grown_slots_ += 1;
+    return Status::OK();
   }
 
   // REQUIRES: the lock.
@@ -891,6 +978,7 @@ class Loader::Impl {
   LoaderOptions options_;
   std::shared_ptr<LoaderShared> shared_;
   int extra_slots_ = 0;
+  uint64_t grown_slots_ = 0;  // buffers added for held batches (guarded by the lock)
   int pinned_device_ = -1;  // constant after Start
   // Declared before engine_: the engine delivers into it until destroyed.
   CompletionQueue queue_;
@@ -959,8 +1047,24 @@ std::string LoaderStats::ToString() const {
   return out.str();
 }
 
-Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Loader::~Loader() = default;
+Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)), owner_process_(getpid()) {}
+Loader::~Loader() {
+  if (getpid() != owner_process_) {
+    // Inherited by fork: the threads to stop do not exist here and the
+    // locks may be held by them forever. Left as it is (a deliberate leak).
+    (void)impl_.release();
+    (void)device_.release();
+  }
+}
+
+namespace {
+Status InheritedByFork(int owner) {
+  return Status::InvalidArgument(
+      "this Loader was created in process " + std::to_string(owner) +
+      " and inherited by fork: its threads do not exist in this process; create a new Loader "
+      "here (the parent's keeps working)");
+}
+}  // namespace
 
 Status Loader::Open(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
                     std::unique_ptr<Loader>* loader) {
@@ -985,6 +1089,7 @@ Status Loader::Open(std::shared_ptr<const Dataset> dataset, const LoaderOptions&
   if (cuda) {
     stage.device_id = device.device_id;
     stage.prefetch = options.prefetch;
+    stage.max_held_bytes = options.max_held_bytes;
     stage.image = options.image;
     stage.normalize = device.normalize_on_device && options.transform == TransformKind::kImage &&
                       options.image.dtype != OutputDtype::kUint8;
@@ -1020,23 +1125,31 @@ Status Loader::Next(Batch* batch) {
   return NextFor(batch, -1, &ready);
 }
 Status Loader::NextFor(Batch* batch, int timeout_ms, bool* ready) {
+  *ready = true;
+  if (getpid() != owner_process_) return InheritedByFork(owner_process_);
   if (device_) return device_->NextFor(batch, timeout_ms, ready);
   return impl_->NextFor(batch, timeout_ms, ready);
 }
 void Loader::SetEpoch(uint64_t epoch) {
+  if (getpid() != owner_process_) return;  // Next reports it
   if (!device_) return impl_->SetEpoch(epoch);
   device_->Reconfigure([&] {
     impl_->SetEpoch(epoch);
     return Status::OK();
   });
 }
-LoaderState Loader::State() const { return device_ ? device_->State() : impl_->State(); }
+LoaderState Loader::State() const {
+  if (getpid() != owner_process_) return LoaderState();
+  return device_ ? device_->State() : impl_->State();
+}
 Status Loader::Restore(const LoaderState& state) {
+  if (getpid() != owner_process_) return InheritedByFork(owner_process_);
   if (!device_) return impl_->Restore(state);
   GPUFEED_RETURN_IF_ERROR(impl_->CheckState(state));
   return device_->Reconfigure([&] { return impl_->Restore(state); });
 }
 LoaderStats Loader::Stats() const {
+  if (getpid() != owner_process_) return LoaderStats();
   LoaderStats stats = impl_->Stats();
   if (device_) {
     device_->AddStats(&stats);

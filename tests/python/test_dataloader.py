@@ -84,18 +84,18 @@ def test_shuffle_modes_and_drop_last(token_dataset):
     assert len(ids) == 100 and len(set(ids)) == 100
 
 
-def test_tensors_outlive_the_loader_and_the_buffer_rule(token_dataset):
+def test_tensors_outlive_the_loader_and_held_batches_never_block(token_dataset):
     loader = tokens_loader(token_dataset, prefetch=2, shuffle=False)
     it = iter(loader)
     a, _ = next(it)
-    b, _ = next(it)  # prefetch (2) batches alive: the third buffer serves the next
+    b, _ = next(it)
     c, _ = next(it)
-    with pytest.raises(ValueError, match="held by the consumer"):
-        next(it)  # all prefetch + 1 buffers are alive in the consumer's hands
+    d, _ = next(it)  # all prefetch + 1 buffers were held: the ring grew by one
     del it, loader
     assert [int(t) for t in a[:, 0]] == list(range(10))
     assert [int(t) for t in b[:, 0]] == list(range(10, 20))
     assert [int(t) for t in c[:, 0]] == list(range(20, 30))
+    assert [int(t) for t in d[:, 0]] == list(range(30, 40))
 
 
 def test_numpy_mode_without_torch(token_dataset):
@@ -310,3 +310,163 @@ def _cuda():
         return torch.cuda.is_available()
     except ImportError:
         return False
+
+
+# -- a drop-in for torch's DataLoader ---------------------------------------
+
+def test_list_of_a_whole_epoch_equals_cloned_batches(token_dataset):
+    want = [(x.clone(), y.clone()) for x, y in tokens_loader(token_dataset, shuffle=False)]
+    loader = tokens_loader(token_dataset, shuffle=False, prefetch=1)
+    got = list(loader)  # every batch held at once
+    assert len(got) == len(want)
+    for (x, y), (wx, wy) in zip(got, want):
+        assert np.array_equal(np.asarray(x), np.asarray(wx))
+        assert np.array_equal(np.asarray(y), np.asarray(wy))
+    # Two epochs held at once, and after the loader is gone.
+    second = list(loader)
+    del loader
+    for (x, y), (wx, _) in zip(got + second, want + want):
+        assert np.array_equal(np.asarray(x), np.asarray(wx))
+
+
+def test_held_batches_past_max_held_bytes_raise_naming_the_knob(token_dataset):
+    batch_bytes = 10 * 4 * 4 + 10 * 8  # int32 tokens (10, 4) and int64 labels (10,)
+    loader = tokens_loader(token_dataset, shuffle=False, prefetch=1,
+                           max_held_bytes=3 * batch_bytes)
+    it = iter(loader)
+    kept = [next(it), next(it), next(it)]
+    with pytest.raises(ValueError, match="max_held_bytes"):
+        next(it)
+    del kept
+    assert next(iter(loader)) is not None  # a new loop goes on
+
+
+def test_a_forked_child_gets_an_error_from_the_inherited_loader(token_dataset):
+    import os
+    import time
+    loader = tokens_loader(token_dataset, shuffle=False)
+    it = iter(loader)
+    first, _ = next(it)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the pipe, never return into pytest
+        code = 0
+        try:
+            started = time.perf_counter()
+            try:
+                next(iter(loader))
+                code = 2
+            except ValueError as error:
+                if "fork" not in str(error) or time.perf_counter() - started > 1.0:
+                    code = 3
+            fresh = tokens_loader(token_dataset, shuffle=False)
+            tokens, _ = next(iter(fresh))
+            if [int(t) for t in tokens[:, 0]] != list(range(10)):
+                code = 4
+            del first, it, loader  # inherited tensors and loader: dropped without a hang
+        except BaseException:
+            code = 5
+        os.write(write, bytes([code]))
+        os._exit(code)
+    os.close(write)
+    result = os.read(read, 1)
+    os.close(read)
+    _, status = os.waitpid(pid, 0)
+    assert result == b"\x00", f"child reported {result!r} (status {status})"
+    second, _ = next(it)  # the parent's loader goes on
+    assert [int(t) for t in second[:, 0]] == list(range(10, 20))
+
+
+@pytest.mark.parametrize("keywords,expected", [
+    (dict(num_workers=1), dict(num_threads=1)),
+    (dict(num_workers=0), dict(num_threads=0)),
+    (dict(num_workers=2, prefetch_factor=3), dict(num_threads=2, prefetch=6)),
+    (dict(num_workers=4, prefetch_factor=4), dict(num_threads=4, prefetch=8)),
+    (dict(persistent_workers=True), dict()),
+    (dict(pin_memory=False), dict()),
+    (dict(drop_last=True), dict(drop_last=True)),
+    (dict(shuffle=False), dict(shuffle="none")),
+    (dict(batch_size=7), dict(batch_size=7)),
+    (dict(timeout=5), dict()),
+    (dict(pin_memory_device=""), dict()),
+    (dict(sampler=None, batch_sampler=None, collate_fn=None, worker_init_fn=None), dict()),
+])
+def test_torch_keywords_map_to_gpufeed_options(token_dataset, keywords, expected):
+    loader = tokens_loader(token_dataset, **keywords)
+    for name, value in expected.items():
+        assert loader._options[name] == value, name
+    assert next(iter(loader)) is not None
+
+
+def test_generator_gives_the_seed(token_dataset):
+    import torch
+    generator = torch.Generator()
+    generator.manual_seed(1234)
+    loader = tokens_loader(token_dataset, generator=generator)
+    assert loader._options["seed"] == 1234
+    assert epoch_ids(loader) == epoch_ids(tokens_loader(token_dataset, seed=1234))
+    with pytest.raises(TypeError, match="generator or seed"):
+        tokens_loader(token_dataset, generator=generator, seed=1)
+
+
+@pytest.mark.parametrize("name,value,hint", [
+    ("sampler", object(), "shuffle="),
+    ("batch_sampler", object(), "batch_size="),
+    ("collate_fn", lambda batch: batch, "training loop"),
+    ("worker_init_fn", lambda worker: None, "seed="),
+    ("multiprocessing_context", "spawn", "threads"),
+    ("in_order", False, "in order"),
+])
+def test_torch_keywords_that_cannot_carry_over_say_what_to_do(token_dataset, name, value, hint):
+    with pytest.raises(TypeError, match=hint):
+        tokens_loader(token_dataset, **{name: value})
+
+
+def test_unknown_keywords_and_conflicting_names_are_type_errors(token_dataset):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'num_wokers'"):
+        tokens_loader(token_dataset, num_wokers=2)
+    with pytest.raises(TypeError, match="not both"):
+        tokens_loader(token_dataset, num_workers=2, num_threads=2)
+    with pytest.raises(TypeError, match="not both"):
+        tokens_loader(token_dataset, prefetch_factor=2, prefetch=2)
+    with pytest.raises(ValueError):
+        tokens_loader(token_dataset, num_workers=-1)
+    with pytest.raises(ValueError):
+        tokens_loader(token_dataset, timeout=-1)
+
+
+def test_a_map_style_dataset_object_is_a_type_error_that_says_pack(token_dataset):
+    import torch
+
+    class Squares(torch.utils.data.Dataset):
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, index):
+            return index * index
+
+    with pytest.raises(TypeError, match="pack"):
+        gpufeed.DataLoader(Squares(), batch_size=2)
+
+
+def test_timeout_raises_like_torch_when_a_batch_takes_longer(tmp_path):
+    import io
+    from PIL import Image
+    rng = np.random.default_rng(3)
+    for i in range(32):
+        folder = tmp_path / "folder" / f"class{i % 2}"
+        folder.mkdir(parents=True, exist_ok=True)
+        buffer = io.BytesIO()
+        Image.fromarray(rng.integers(0, 256, (400, 400, 3), dtype=np.uint8)).save(
+            buffer, format="JPEG", quality=95)
+        (folder / f"{i:03d}.jpg").write_bytes(buffer.getvalue())
+    transform = gpufeed.ImageTransform(224, train=False)
+    # 32 decodes of 400 x 400 JPEGs take far longer than a millisecond.
+    loader = gpufeed.DataLoader(tmp_path / "folder", batch_size=32, timeout=0.001,
+                                transform=transform, num_workers=1)
+    with pytest.raises(RuntimeError, match="timed out after 0.001 seconds"):
+        next(iter(loader))
+    patient = gpufeed.DataLoader(tmp_path / "folder", batch_size=32, timeout=60,
+                                 transform=transform)
+    images, _ = next(iter(patient))
+    assert tuple(images.shape) == (32, 3, 224, 224)

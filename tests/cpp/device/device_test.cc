@@ -372,20 +372,67 @@ TEST_F(DeviceTest, StateAndRestoreCountWhatTheConsumerTook) {
   EXPECT_EQ(batch.sample_ids(), order[0]);
 }
 
-TEST_F(DeviceTest, HoldingEveryDeviceBufferIsAnErrorNotAHang) {
+// list(loader) with CUDA batches: holding every device buffer grows the
+// ring instead of failing; the held batches keep their bytes; the extra
+// buffers are freed as they are released; past max_held_bytes, a clear error.
+TEST_F(DeviceTest, HeldDeviceBatchesGrowTheRingAndStayIntact) {
   SKIP_WITHOUT_GPU();
   LoaderOptions options = Options();
-  options.device.kind = DeviceKind::kCuda;
   options.prefetch = 1;  // 3 device buffers
-  std::unique_ptr<Loader> loader;
-  ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
-  Batch held[3];
-  for (Batch& batch : held) ASSERT_TRUE(loader->Next(&batch).ok());
+  std::unique_ptr<Loader> host, device;
+  ASSERT_TRUE(Loader::Open(dataset_, options, &host).ok());
+  options.device.kind = DeviceKind::kCuda;
+  ASSERT_TRUE(Loader::Open(dataset_, options, &device).ok());
+  size_t free_before = 0, free_held = 0, free_after = 0, total = 0;
+  ASSERT_CUDA(cudaMemGetInfo(&free_before, &total));
+  std::vector<Batch> held;
+  std::vector<std::string> expected;
+  for (int epoch = 0; epoch < 2; ++epoch) {  // two epochs held at once
+    while (true) {
+      Batch want, got;
+      ASSERT_TRUE(host->Next(&want).ok());
+      Status status = device->Next(&got);
+      ASSERT_TRUE(status.ok()) << status.ToString();
+      if (got.end_of_epoch()) break;
+      expected.emplace_back(static_cast<const char*>(want.data().data), want.data().bytes());
+      held.push_back(std::move(got));
+    }
+  }
+  ASSERT_EQ(held.size(), 16u);
+  ASSERT_CUDA(cudaMemGetInfo(&free_held, &total));
+  for (size_t i = 0; i < held.size(); ++i) {
+    ASSERT_TRUE(held[i].Synchronize().ok());
+    EXPECT_EQ(DeviceBytes(held[i].data()), expected[i]) << "held batch " << i;
+  }
+  held.clear();
+  // Batches already prepared in extra buffers are freed when they, too,
+  // have been taken and released.
+  for (int i = 0; i < 4; ++i) {
+    Batch next;
+    ASSERT_TRUE(device->Next(&next).ok());
+  }
+  ASSERT_CUDA(cudaDeviceSynchronize());
+  ASSERT_CUDA(cudaMemGetInfo(&free_after, &total));
+  std::printf("device memory free: %zu before, %zu with 16 batches held, %zu after release\n",
+              free_before, free_held, free_after);
+  EXPECT_LT(free_held, free_before);
+  EXPECT_EQ(free_after, free_before);  // the extra buffers are gone again
   Batch more;
-  Status status = loader->Next(&more);
+  EXPECT_TRUE(device->Next(&more).ok());
+
+  // A budget of 3 batches: the steady ring (3 buffers) is held; a fourth
+  // held batch is refused with the knob named.
+  options.max_held_bytes = 3 * (more.data().bytes() + more.labels().bytes());
+  more.reset();
+  std::unique_ptr<Loader> bounded;
+  ASSERT_TRUE(Loader::Open(dataset_, options, &bounded).ok());
+  Batch kept[4];
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(bounded->Next(&kept[i]).ok());
+  Status status = bounded->Next(&kept[3]);
   EXPECT_EQ(status.code(), Status::Code::kInvalidArgument) << status.ToString();
-  held[0].reset();
-  EXPECT_TRUE(loader->Next(&more).ok());
+  EXPECT_NE(status.message().find("max_held_bytes"), std::string::npos) << status.message();
+  kept[0].reset();
+  EXPECT_TRUE(bounded->Next(&kept[0]).ok());
 }
 
 TEST_F(DeviceTest, BatchesOutliveTheLoader) {

@@ -9,6 +9,9 @@
 #include <set>
 #include <thread>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "gpufeed/writer.h"
 #include "jpeg_test_util.h"
 #include "test_util.h"
@@ -276,18 +279,114 @@ TEST_F(LoaderTest, StopsPromptlyMidEpochAndWhenNeverRead) {
   }
 }
 
-TEST_F(LoaderTest, HoldingTooManyBatchesIsAnErrorNotAHang) {
+// Resident set size of this process, in bytes.
+size_t ResidentBytes() {
+  std::FILE* statm = std::fopen("/proc/self/statm", "r");
+  if (statm == nullptr) return 0;
+  unsigned long size = 0, resident = 0;
+  int got = std::fscanf(statm, "%lu %lu", &size, &resident);
+  std::fclose(statm);
+  return got == 2 ? resident * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+// list(loader): every batch of two epochs held at once. The ring grows
+// instead of failing, no held batch is overwritten (by later batches,
+// SetEpoch or the loader's end), and the extra buffers are freed on release.
+TEST_F(LoaderTest, HeldBatchesGrowTheRingAndStayIntact) {
   LoaderOptions options = Options();
   options.prefetch = 1;
+  options.image.size = 96;  // 110 KB per sample: the memory figures stand out
+  options.image.dtype = OutputDtype::kFloat32;
+  std::unique_ptr<Loader> reference, loader;
+  ASSERT_TRUE(Loader::Open(dataset_, options, &reference).ok());
+  auto first = Epoch(reference.get());
+  reference->SetEpoch(1);
+  auto second = Epoch(reference.get());
+  ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+  Batch warm;
+  ASSERT_TRUE(loader->Next(&warm).ok());
+  warm.reset();
+  loader->SetEpoch(0);
+  size_t steady = ResidentBytes();
+  std::vector<Batch> held;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    loader->SetEpoch(static_cast<uint64_t>(epoch));  // must not touch the held ones
+    while (true) {
+      Batch batch;
+      Status status = loader->Next(&batch);
+      ASSERT_TRUE(status.ok()) << status.ToString();
+      if (batch.end_of_epoch()) break;
+      held.push_back(std::move(batch));
+    }
+  }
+  size_t holding = ResidentBytes();
+  loader.reset();  // held batches outlive the loader, intact
+  ASSERT_EQ(held.size(), first.size() + second.size());
+  for (size_t i = 0; i < held.size(); ++i) {
+    const auto& want = i < first.size() ? first[i] : second[i - first.size()];
+    EXPECT_EQ(held[i].sample_ids(), want.first) << "batch " << i;
+    EXPECT_EQ(std::string(static_cast<const char*>(held[i].data().data), held[i].data().bytes()),
+              want.second)
+        << "held batch " << i << " was overwritten";
+  }
+  const size_t batch_bytes = held[0].data().bytes() + held[0].labels().bytes();
+  held.clear();
+  size_t released = ResidentBytes();
+  std::printf("RSS: steady %zu KB, holding %zu batches of %zu KB: %zu KB (+%.1f batches), "
+              "after release %zu KB\n",
+              steady / 1024, first.size() + second.size(), batch_bytes / 1024, holding / 1024,
+              (static_cast<double>(holding) - steady) / batch_bytes, released / 1024);
+  EXPECT_GT(holding, steady + 8 * batch_bytes);
+  EXPECT_LT(released, steady + steady / 10 + 2 * batch_bytes);
+}
+
+TEST_F(LoaderTest, HoldingPastMaxHeldBytesIsAClearErrorNotAHang) {
+  LoaderOptions options = Options();
+  options.prefetch = 1;
+  options.image.dtype = OutputDtype::kUint8;
+  const size_t batch_bytes = 8 * 32 * 32 * 3 + 8 * 8;
+  options.max_held_bytes = 3 * batch_bytes;
   std::unique_ptr<Loader> loader;
   ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
-  Batch a, b, c;
+  Batch a, b, c, d;
   ASSERT_TRUE(loader->Next(&a).ok());
   ASSERT_TRUE(loader->Next(&b).ok());
-  Status status = loader->Next(&c);
+  ASSERT_TRUE(loader->Next(&c).ok());  // a third buffer: within the budget
+  Status status = loader->Next(&d);
   EXPECT_TRUE(status.IsInvalidArgument()) << status.ToString();
+  EXPECT_NE(status.message().find("max_held_bytes"), std::string::npos) << status.message();
   a.reset();
-  ASSERT_TRUE(loader->Next(&c).ok());
+  ASSERT_TRUE(loader->Next(&d).ok());
+}
+
+// fork() with a running loader: the child's inherited loader fails at once
+// (no hang), a new loader in the child works, the parent's goes on.
+TEST_F(LoaderTest, AForkedChildGetsAnErrorFromTheInheritedLoader) {
+  std::unique_ptr<Loader> loader;
+  ASSERT_TRUE(Loader::Open(dataset_, Options(), &loader).ok());
+  Batch batch;
+  ASSERT_TRUE(loader->Next(&batch).ok());
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    alarm(20);  // a hang kills the child (SIGALRM), which the parent sees
+    int code = 0;
+    Batch inherited_batch;
+    Status status = loader->Next(&inherited_batch);
+    if (!status.IsInvalidArgument() || status.message().find("fork") == std::string::npos) code = 2;
+    batch.reset();  // an inherited Batch: released without touching the loader
+    loader.reset();  // no join, no lock
+    std::unique_ptr<Loader> fresh;
+    if (!Loader::Open(dataset_, Options(1), &fresh).ok()) code = 3;
+    Batch mine;
+    if (code == 0 && (!fresh->Next(&mine).ok() || mine.size() != 8)) code = 4;
+    _exit(code);
+  }
+  int wait_status = 0;
+  ASSERT_EQ(waitpid(child, &wait_status, 0), child);
+  ASSERT_TRUE(WIFEXITED(wait_status)) << "the child hung or crashed: " << wait_status;
+  EXPECT_EQ(WEXITSTATUS(wait_status), 0);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(loader->Next(&batch).ok());
 }
 
 TEST_F(LoaderTest, UintOutputAndRawTransform) {
