@@ -70,6 +70,10 @@ class GPUFEED_EXPORT Batch {
   const Tensor& data() const { return data_; }
   // (B,) class indices (int64) or float labels, or (B, label_count).
   const Tensor& labels() const { return labels_; }
+  // With LoaderOptions::label_lengths: (B,) int32, how many of each row's
+  // label_count labels the record has (the rest are label_pad). Empty
+  // (no data, no shape) otherwise. On the same device as labels().
+  const Tensor& label_lengths() const { return label_lengths_; }
   // Dataset indices of the samples, in batch order.
   const std::vector<uint64_t>& sample_ids() const { return sample_ids_; }
   uint64_t epoch() const { return epoch_; }
@@ -103,6 +107,7 @@ class GPUFEED_EXPORT Batch {
   friend class LoaderBatchAccess;
   Tensor data_;
   Tensor labels_;
+  Tensor label_lengths_;
   std::vector<uint64_t> sample_ids_;
   uint64_t epoch_ = 0;
   uint64_t index_ = 0;

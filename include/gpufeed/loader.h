@@ -92,8 +92,16 @@ struct LoaderOptions {
   ImageTransformOptions image;
   RawTransformOptions raw;
   // Labels per sample in the label tensor: 1 gives shape (B,), more give
-  // (B, label_count) with missing labels as 0.
+  // (B, label_count). A record with another number of labels fails naming
+  // it (with label_count 1, a record with several is refused too: nothing is
+  // dropped silently), unless label_lengths is set.
   int label_count = 1;
+  // Variable-length labels (MXNet detection .rec files: IRHeader flag = the
+  // record's label count): labels are (B, label_count) float32, each row
+  // the record's labels then label_pad, and Batch::label_lengths() gives the
+  // counts. A record with more than label_count labels fails naming it.
+  bool label_lengths = false;
+  float label_pad = -1.0f;
   // kAuto: int64 for class-index datasets, float32 otherwise. kInt64 fails
   // (InvalidArgument naming the sample) on a label that is not integral.
   enum class LabelType : int { kAuto = 0, kInt64 = 1, kFloat32 = 2 };

@@ -207,6 +207,8 @@ class DataLoader:
                  num_workers: Optional[int] = None, prefetch_factor: Optional[int] = None,
                  persistent_workers: bool = False, generator=None, timeout: float = 0,
                  pin_memory_device: str = "", max_held_bytes: Optional[int] = None,
+                 label_count: Optional[int] = None, label_lengths: bool = False,
+                 label_pad: float = -1.0,
                  **torch_keywords):
         for name in torch_keywords:
             if name in _TORCH_REFUSED:
@@ -298,10 +300,21 @@ class DataLoader:
                 self._pinned = True
         transform = transform if transform is not None else ImageTransform()
         path = os.fspath(source) if not hasattr(source, "path") else source.path
-        label_count = 1
-        if label_dtype == "float32":
-            from .dataset import open_dataset
-            label_count = max(1, len(open_dataset(path, format=format)[0].labels))
+        if label_lengths:
+            # Variable-length labels (MXNet detection .rec): (images, labels,
+            # lengths) with labels (B, label_count) padded with label_pad.
+            if label_count is None or label_count < 1:
+                raise ValueError("label_lengths=True needs label_count: the most labels a record "
+                                 "has (a longer record raises naming it; nothing is truncated)")
+            if label_dtype != "float32":
+                raise ValueError('label_lengths=True needs label_dtype="float32"')
+        elif label_count is None:
+            label_count = 1
+            if label_dtype == "float32":
+                from .dataset import open_dataset
+                label_count = max(1, len(open_dataset(path, format=format)[0].labels))
+        elif label_count < 1:
+            raise ValueError("label_count must be at least 1")
         rank, world_size = _default_rank_world(rank, world_size)
         self.batch_size = batch_size
         self._options = dict(
@@ -309,7 +322,8 @@ class DataLoader:
             shuffle_window_shards=int(shuffle_window_shards), drop_last=bool(drop_last),
             rank=rank, world_size=world_size,
             num_threads=int(num_threads or 0), prefetch=int(prefetch), on_error=on_error,
-            label_dtype=label_dtype, label_count=label_count, io_backend=io_backend,
+            label_dtype=label_dtype, label_count=int(label_count), io_backend=io_backend,
+            label_lengths=bool(label_lengths), label_pad=float(label_pad),
             direct_io=bool(direct_io), transform=transform._options(), cache=cache,
             max_held_bytes=None if max_held_bytes is None else int(max_held_bytes),
             **native_device)
@@ -341,8 +355,11 @@ class DataLoader:
             item = self._native.next(self.timeout)
             if item is None:
                 return
-            data, labels, _, _, _ = item
-            yield self._convert(data), self._convert(labels)
+            data, labels, lengths = item[0], item[1], item[5]
+            if lengths is None:
+                yield self._convert(data), self._convert(labels)
+            else:
+                yield self._convert(data), self._convert(labels), self._convert(lengths)
 
     _started = False
     _pinned = False

@@ -58,7 +58,8 @@ void CapsuleDestructor(PyObject* capsule) {
 // One tensor of a batch, exposing the DLPack protocol.
 class BatchTensor {
  public:
-  BatchTensor(std::shared_ptr<Batch> batch, bool labels) : batch_(std::move(batch)), labels_(labels) {}
+  enum class Part : int { kData, kLabels, kLabelLengths };
+  BatchTensor(std::shared_ptr<Batch> batch, Part part) : batch_(std::move(batch)), part_(part) {}
 
   // The array API's __dlpack__(stream, max_version, dl_device, copy); torch
   // 2.x passes max_version first. The capsule is always the unversioned
@@ -68,7 +69,7 @@ class BatchTensor {
   py::object DLPack(py::object stream, py::object max_version, py::object dl_device,
                     py::object copy) const {
     (void)max_version;
-    const Tensor& tensor = labels_ ? batch_->labels() : batch_->data();
+    const Tensor& tensor = Get();
     if (!copy.is_none() && copy.cast<bool>()) {
       throw py::buffer_error("__dlpack__(copy=True): gpufeed hands out its batch buffers "
                              "without copying; copy the tensor after from_dlpack");
@@ -134,20 +135,26 @@ class BatchTensor {
   }
 
   py::tuple Device() const {
-    const Tensor& tensor = labels_ ? batch_->labels() : batch_->data();
+    const Tensor& tensor = Get();
     if (tensor.device == DeviceKind::kCuda) {
       return py::make_tuple(static_cast<int>(kDLCUDA), tensor.device_id);
     }
     return py::make_tuple(static_cast<int>(kDLCPU), 0);
   }
-  std::vector<int64_t> shape() const { return (labels_ ? batch_->labels() : batch_->data()).shape; }
+  std::vector<int64_t> shape() const { return Get().shape; }
   std::string dtype() const {
-    return TensorDtypeName((labels_ ? batch_->labels() : batch_->data()).dtype);
+    return TensorDtypeName(Get().dtype);
   }
 
  private:
+  const Tensor& Get() const {
+    return part_ == Part::kData     ? batch_->data()
+           : part_ == Part::kLabels ? batch_->labels()
+                                    : batch_->label_lengths();
+  }
+
   std::shared_ptr<Batch> batch_;
-  bool labels_;
+  Part part_;
 };
 
 class PyLoader {
@@ -177,6 +184,10 @@ class PyLoader {
     o.label_type = label_dtype == "int64" ? LoaderOptions::LabelType::kInt64
                                           : LoaderOptions::LabelType::kFloat32;
     o.label_count = options["label_count"].cast<int>();
+    if (options.contains("label_lengths")) {
+      o.label_lengths = options["label_lengths"].cast<bool>();
+      o.label_pad = options["label_pad"].cast<float>();
+    }
     if (options.contains("max_held_bytes") && !options["max_held_bytes"].is_none()) {
       o.max_held_bytes = options["max_held_bytes"].cast<uint64_t>();
     }
@@ -244,7 +255,8 @@ class PyLoader {
     ThrowIfError(status);
   }
 
-  // (data, labels, sample_ids, epoch, index) or None at the end of the epoch.
+  // (data, labels, sample_ids, epoch, index, label_lengths or None) or None
+  // at the end of the epoch.
   // timeout_seconds > 0: RuntimeError when no batch came within it (as
   // torch's DataLoader(timeout=)).
   py::object Next(double timeout_seconds) {
@@ -278,8 +290,13 @@ class PyLoader {
       }
     }
     if (batch->end_of_epoch()) return py::none();
-    return py::make_tuple(BatchTensor(batch, false), BatchTensor(batch, true),
-                          py::cast(batch->sample_ids()), batch->epoch(), batch->index());
+    py::object lengths = py::none();
+    if (batch->label_lengths().data != nullptr) {
+      lengths = py::cast(BatchTensor(batch, BatchTensor::Part::kLabelLengths));
+    }
+    return py::make_tuple(BatchTensor(batch, BatchTensor::Part::kData),
+                          BatchTensor(batch, BatchTensor::Part::kLabels),
+                          py::cast(batch->sample_ids()), batch->epoch(), batch->index(), lengths);
   }
 
   void SetEpoch(uint64_t epoch) {

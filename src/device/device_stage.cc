@@ -829,8 +829,17 @@ class DeviceStage::Impl {
     cudaStream_t stream = shared_->copy_stream;
     const Tensor& data = host.data();
     const Tensor& labels = host.labels();
+    const Tensor& lengths = host.label_lengths();
     size_t data_bytes = data.bytes();
-    size_t label_bytes = labels.bytes();
+    // With label counts, one copy from the counts to the labels' end (one
+    // region of the host slot: [counts][labels]).
+    const char* label_source = static_cast<const char*>(labels.data);
+    size_t lengths_offset = 0;
+    if (lengths.data != nullptr) {
+      label_source = static_cast<const char*>(lengths.data);
+      lengths_offset = static_cast<size_t>(static_cast<const char*>(labels.data) - label_source);
+    }
+    size_t label_bytes = lengths_offset + labels.bytes();
     if (data_bytes > options_.max_data_bytes || label_bytes > options_.max_label_bytes) {
       return Status::Internal("host batch larger than the device buffers");
     }
@@ -888,9 +897,16 @@ class DeviceStage::Impl {
     Tensor out_labels = labels;
     out_labels.device = DeviceKind::kCuda;
     out_labels.device_id = options_.device_id;
-    out_labels.data = buffer.labels;
+    out_labels.data = static_cast<char*>(buffer.labels) + lengths_offset;
+    Tensor out_lengths;
+    if (lengths.data != nullptr) {
+      out_lengths = lengths;
+      out_lengths.device = DeviceKind::kCuda;
+      out_lengths.device_id = options_.device_id;
+      out_lengths.data = buffer.labels;
+    }
     if (label_bytes > 0) {
-      GPUFEED_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffer.labels, labels.data, label_bytes,
+      GPUFEED_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffer.labels, label_source, label_bytes,
                                                    cudaMemcpyHostToDevice, stream));
     }
     GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventRecord(buffer.ready, stream));
@@ -899,6 +915,9 @@ class DeviceStage::Impl {
     LoaderBatchAccess::Fill(&item->batch, std::move(out_data), std::move(out_labels),
                             host.sample_ids(), host.epoch(), host.index(), false, nullptr,
                             item->handle);
+    if (out_lengths.data != nullptr) {
+      LoaderBatchAccess::SetLabelLengths(&item->batch, std::move(out_lengths));
+    }
     return Status::OK();
   }
 

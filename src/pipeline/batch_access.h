@@ -25,6 +25,10 @@ class LoaderBatchAccess {
     batch->hold_ = std::move(hold);
     batch->device_ = std::move(device);
   }
+  // After Fill: the (B,) int32 label counts (LoaderOptions::label_lengths).
+  static void SetLabelLengths(Batch* batch, Tensor lengths) {
+    batch->label_lengths_ = std::move(lengths);
+  }
   static const std::shared_ptr<DeviceBatchHandle>& Device(const Batch& batch) {
     return batch.device_;
   }

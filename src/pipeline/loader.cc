@@ -81,6 +81,7 @@ void Batch::reset() {
   hold_.reset();
   data_ = Tensor();
   labels_ = Tensor();
+  label_lengths_ = Tensor();
   sample_ids_.clear();
   end_of_epoch_ = false;
 }
@@ -301,10 +302,16 @@ class Loader::Impl {
                    : dataset_->integer_labels()          ? TensorDtype::kInt64
                                                           : TensorDtype::kFloat32;
     label_bytes_per_sample_ = TensorDtypeSize(label_dtype_) * static_cast<size_t>(o.label_count);
+    if (o.label_lengths && label_dtype_ != TensorDtype::kFloat32) {
+      return Status::InvalidArgument("label_lengths needs float32 labels (label_type kFloat32)");
+    }
+    // label_lengths: the slot's label buffer is [counts: B int32][labels],
+    // one region, so the device stage copies both at once.
+    lengths_bytes_ = o.label_lengths ? sizeof(int32_t) * batch : 0;
 
     shared_->allocator = o.allocator ? o.allocator : std::make_shared<HostAllocator>();
     shared_->data_bytes = sample_bytes_ * batch;
-    shared_->label_bytes = label_bytes_per_sample_ * batch;
+    shared_->label_bytes = lengths_bytes_ + label_bytes_per_sample_ * batch;
     shared_->slots.resize(static_cast<size_t>(o.prefetch) + 1 + extra_slots_);
     shared_->max_held_bytes = o.max_held_bytes;
     if (shared_->max_held_bytes == 0) {
@@ -489,7 +496,7 @@ class Loader::Impl {
     data.shape = {slot.samples};
     data.shape.insert(data.shape.end(), sample_shape_.begin(), sample_shape_.end());
     Tensor labels;
-    labels.data = slot.labels;
+    labels.data = static_cast<char*>(slot.labels) + lengths_bytes_;
     labels.dtype = label_dtype_;
     labels.shape = {slot.samples};
     if (options_.label_count > 1) labels.shape.push_back(options_.label_count);
@@ -514,6 +521,13 @@ class Loader::Impl {
     stats_samples_ += static_cast<uint64_t>(slot.samples);
     LoaderBatchAccess::Fill(batch, std::move(data), std::move(labels), std::move(ids), epoch_, k,
                             false, std::move(hold), std::move(pinned));
+    if (options_.label_lengths) {
+      Tensor lengths;
+      lengths.data = slot.labels;
+      lengths.dtype = TensorDtype::kInt32;
+      lengths.shape = {slot.samples};
+      LoaderBatchAccess::SetLabelLengths(batch, std::move(lengths));
+    }
     lock.unlock();
     shared_->changed.notify_all();
     return Status::OK();
@@ -885,7 +899,11 @@ class Loader::Impl {
     }
     if (status.ok()) {
       status = WriteLabels(sample, *record,
-                           static_cast<char*>(slot.labels) + position * label_bytes_per_sample_);
+                           static_cast<char*>(slot.labels) + lengths_bytes_ +
+                               position * label_bytes_per_sample_);
+      if (status.ok() && options_.label_lengths) {
+        static_cast<int32_t*>(slot.labels)[position] = static_cast<int32_t>(record->labels.size());
+      }
     }
     figures->decode += Seconds(Clock::now() - read_done);
     return status;
@@ -929,14 +947,26 @@ class Loader::Impl {
   }
 
   Status WriteLabels(uint64_t sample, const Record& record, char* destination) const {
-    if (options_.label_count > 1 && static_cast<int>(record.labels.size()) != options_.label_count) {
+    const int count = static_cast<int>(record.labels.size());
+    if (options_.label_lengths) {
+      if (count > options_.label_count) {
+        return Status::InvalidArgument(
+            "sample " + std::to_string(sample) + " (" + record.source + ") has " +
+            std::to_string(count) + " labels, more than label_count (" +
+            std::to_string(options_.label_count) + "): raise label_count to the longest record's");
+      }
+    } else if (count > 1 && count != options_.label_count) {
+      // A record with several labels where fewer or more are expected:
+      // refused, never truncated (variable counts: label_lengths).
       return Status::InvalidArgument("sample " + std::to_string(sample) + " (" + record.source +
-                                     ") has " + std::to_string(record.labels.size()) +
+                                     ") has " + std::to_string(count) +
                                      " labels, the loader expects " +
-                                     std::to_string(options_.label_count));
+                                     std::to_string(options_.label_count) +
+                                     " (records with varying label counts: label_lengths)");
     }
+    const float missing = options_.label_lengths ? options_.label_pad : 0.0f;
     for (int i = 0; i < options_.label_count; ++i) {
-      float value = i < static_cast<int>(record.labels.size()) ? record.labels[i] : 0.0f;
+      float value = i < count ? record.labels[i] : missing;
       if (label_dtype_ == TensorDtype::kInt64) {
         if (value != std::floor(value) || !std::isfinite(value)) {
           return Status::InvalidArgument(
@@ -999,6 +1029,7 @@ class Loader::Impl {
   std::vector<int64_t> sample_shape_;
   size_t sample_bytes_ = 0;
   size_t label_bytes_per_sample_ = 0;
+  size_t lengths_bytes_ = 0;  // label_lengths: the counts before the labels
 
   // Run state, guarded by shared_->mutex.
   std::vector<uint64_t> samples_;

@@ -872,3 +872,67 @@ def test_rec_without_idx_is_scanned_and_write_index_matches_mxnet(tmp_path):
     (tmp_path / "empty.rec").write_bytes(b"")
     assert gpufeed.write_index(tmp_path / "empty.rec") == 0
     assert read_text(tmp_path / "empty.idx") == ""
+
+
+def _detection_rec(tmp_path, objects_per_image):
+    """A .rec as MXNet's detection tools write it (im2rec --pack-label with a
+    detection .lst, as tools/im2rec.py and gluoncv's VOC/COCO scripts do):
+    IRHeader flag = the record's label count, labels
+    [header_width=2, object_width=5, (class, xmin, ymin, xmax, ymax) per object]."""
+    from PIL import Image
+    rec = str(tmp_path / "det.rec")
+    writer = MXIndexedRecordIO(str(tmp_path / "det.idx"), rec, "w")
+    labels = []
+    rng = np.random.default_rng(5)
+    for index, count in enumerate(objects_per_image):
+        boxes = []
+        for _ in range(count):
+            x0, y0 = rng.uniform(0, 0.5, 2)
+            boxes += [float(rng.integers(0, 20)), x0, y0, x0 + 0.3, y0 + 0.4]
+        label = np.array([2, 5] + boxes, dtype=np.float32)
+        labels.append(label)
+        buffer = io.BytesIO()
+        Image.fromarray(rng.integers(0, 256, (32, 40, 3), dtype=np.uint8)).save(buffer, "JPEG")
+        writer.write_idx(index, pack(IRHeader(0, label, index, 0), buffer.getvalue()))
+    writer.close()
+    return rec, labels
+
+
+def test_variable_length_detection_labels_are_padded_with_their_lengths(tmp_path):
+    counts = [1, 3, 0, 7, 2, 5, 4, 1, 6]
+    rec, labels = _detection_rec(tmp_path, counts)
+    width = 2 + 5 * max(counts)
+    loader = gpufeed.DataLoader(rec, batch_size=4, shuffle=False, label_dtype="float32",
+                                label_lengths=True, label_count=width,
+                                transform=gpufeed.ImageTransform(16, train=False))
+    seen = 0
+    for images, batch_labels, lengths in loader:
+        batch_labels, lengths = np.asarray(batch_labels), np.asarray(lengths)
+        assert batch_labels.shape == (len(lengths), width)
+        for row, length in zip(range(len(lengths)), lengths):
+            want = labels[seen]
+            assert length == len(want)
+            assert np.array_equal(batch_labels[row, :length], want)  # nothing lost
+            assert np.all(batch_labels[row, length:] == -1)          # MXNet's padding
+            seen += 1
+    assert seen == len(counts)
+
+
+def test_a_record_longer_than_label_count_raises_naming_it(tmp_path):
+    rec, _ = _detection_rec(tmp_path, [1, 2, 9, 1])
+    loader = gpufeed.DataLoader(rec, batch_size=4, shuffle=False, label_dtype="float32",
+                                label_lengths=True, label_count=2 + 5 * 2,
+                                transform=gpufeed.ImageTransform(16, train=False))
+    with pytest.raises(ValueError, match=r"sample 2 .*47 labels, more than label_count \(12\)"):
+        next(iter(loader))
+    with pytest.raises(ValueError, match="label_count"):
+        gpufeed.DataLoader(rec, batch_size=4, label_dtype="float32", label_lengths=True)
+
+
+def test_varying_label_counts_without_label_lengths_are_refused_not_truncated(tmp_path):
+    rec, _ = _detection_rec(tmp_path, [1, 2, 3, 1])
+    # The width comes from the first record (7 labels); the second has 12.
+    loader = gpufeed.DataLoader(rec, batch_size=4, shuffle=False, label_dtype="float32",
+                                transform=gpufeed.ImageTransform(16, train=False))
+    with pytest.raises(ValueError, match="label_lengths"):
+        next(iter(loader))

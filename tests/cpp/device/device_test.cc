@@ -435,6 +435,46 @@ TEST_F(DeviceTest, HeldDeviceBatchesGrowTheRingAndStayIntact) {
   EXPECT_TRUE(bounded->Next(&kept[0]).ok());
 }
 
+// label_lengths: the counts and the padded labels cross in one copy and
+// land where the device Batch says.
+TEST_F(DeviceTest, LabelLengthsCrossWithTheLabels) {
+  SKIP_WITHOUT_GPU();
+  LoaderOptions options = Options();
+  options.label_type = LoaderOptions::LabelType::kFloat32;
+  options.label_count = 3;
+  options.label_lengths = true;
+  std::unique_ptr<Loader> host, device;
+  ASSERT_TRUE(Loader::Open(dataset_, options, &host).ok());
+  options.device.kind = DeviceKind::kCuda;
+  ASSERT_TRUE(Loader::Open(dataset_, options, &device).ok());
+  int batches = 0;
+  while (true) {
+    Batch want, got;
+    ASSERT_TRUE(host->Next(&want).ok());
+    ASSERT_TRUE(device->Next(&got).ok());
+    if (got.end_of_epoch()) break;
+    batches += 1;
+    ASSERT_EQ(want.label_lengths().shape, (std::vector<int64_t>{want.size()}));
+    ASSERT_EQ(got.label_lengths().device, DeviceKind::kCuda);
+    ASSERT_EQ(got.label_lengths().shape, want.label_lengths().shape);
+    ASSERT_EQ(got.labels().shape, (std::vector<int64_t>{want.size(), 3}));
+    ASSERT_TRUE(got.Synchronize().ok());
+    EXPECT_EQ(DeviceBytes(got.label_lengths()),
+              std::string(static_cast<const char*>(want.label_lengths().data),
+                          want.label_lengths().bytes()));
+    EXPECT_EQ(DeviceBytes(got.labels()), std::string(static_cast<const char*>(want.labels().data),
+                                                     want.labels().bytes()));
+    const auto* lengths = static_cast<const int32_t*>(want.label_lengths().data);
+    const auto* labels = static_cast<const float*>(want.labels().data);
+    for (int64_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(lengths[i], 1);
+      EXPECT_EQ(labels[3 * i + 1], -1.0f);
+      EXPECT_EQ(labels[3 * i + 2], -1.0f);
+    }
+  }
+  EXPECT_EQ(batches, 8);
+}
+
 TEST_F(DeviceTest, BatchesOutliveTheLoader) {
   SKIP_WITHOUT_GPU();
   LoaderOptions options = Options();
