@@ -266,7 +266,11 @@ def test_break_then_del_is_prompt_and_ctrl_c_interrupts(token_dataset):
     time.sleep(1.0)
     sent = time.perf_counter()
     process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=10)
+    try:
+        out, err = process.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()  # a hung child must not outlive the test
+        raise
     assert "interrupted" in out, err
     assert time.perf_counter() - sent < 3.0
 

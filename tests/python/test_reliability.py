@@ -188,7 +188,11 @@ def test_sigint_during_iteration_interrupts_and_the_process_recovers(tmp_path):
     """)
     assert process.stdout.readline().strip() == "ready"
     process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=HANG_GUARD_SECONDS)
+    try:
+        out, err = process.communicate(timeout=HANG_GUARD_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()  # a hung child must not outlive the test
+        raise
     assert process.returncode == 0, err
     assert "interrupted" in out and "recovered 24" in out, (out, err)
 
@@ -223,7 +227,11 @@ def test_a_decode_thread_out_of_memory_is_an_error_not_a_crash(tmp_path, on_erro
             print("raised:", error, flush=True)
         print("delivered", delivered, "skipped", loader.stats()["skipped"], flush=True)
     """, env=dict(os.environ, MALLOC_ARENA_MAX="2"))
-    out, err = process.communicate(timeout=HANG_GUARD_SECONDS)
+    try:
+        out, err = process.communicate(timeout=HANG_GUARD_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()  # a hung child must not outlive the test
+        raise
     assert process.returncode == 0, (out, err)
     if on_error == "raise":
         assert "raised:" in out and "out of memory" in out and "sample 5" in out, (out, err)
