@@ -1,6 +1,10 @@
 // Batch: what Loader::Next hands the consumer. Tensors point into a batch
 // buffer owned by the loader; the buffer goes back to the loader when the
-// Batch is destroyed or reset (it may outlive the Loader safely).
+// Batch is destroyed or reset (it may outlive the Loader safely). A consumer
+// may keep any number of Batches (a whole epoch, several epochs): their
+// bytes are never overwritten, by later batches, SetEpoch, Restore or the
+// Loader's destruction; the loader allocates more buffers while they are
+// held, within LoaderOptions::max_held_bytes, and frees them on release.
 //
 // CUDA batches (LoaderOptions::device.kind == kCuda) live in device memory.
 // Their copy may still be running on the loader's copy stream when Next
