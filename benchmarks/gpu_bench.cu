@@ -16,12 +16,23 @@
 //     1.5x the pipeline's own time per batch so the consumer is the slower
 //     side); consumer stall = the share of the consumer stream's time not
 //     spent in its kernels.
-// Prints RESULT lines and a short table last.
+// (d) check: one epoch of DATASET through two Loaders, one on the CPU and
+//     one into GPU memory (normalize on the GPU), for every output dtype
+//     (uint8: the copy alone; float32, float16, bfloat16: the normalize
+//     kernel); every device byte is copied back and compared with the CPU's
+//     (the short last batch by its real size): max abs error per dtype and
+//     the bytes checked.
+// Every CUDA call and every kernel launch (cudaGetLastError) is checked; a
+// failure prints the call and exits 1. Batches are counted by their real
+// samples and bytes (a short last batch is not a full one).
+// Prints RESULT lines (benchmarks/gpu_check.sh reads them) and a short
+// table last.
 #include <cuda_runtime.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -55,6 +66,10 @@ namespace {
     }                                                                                    \
   } while (0)
 
+// After every <<<...>>>: a launch error (bad configuration, no kernel image
+// for this GPU) is reported here, not by some later call.
+#define CHECK_LAUNCH() CHECK_CUDA(cudaGetLastError())
+
 void Check(const Status& status, const char* what) {
   if (!status.ok()) {
     std::fprintf(stderr, "%s: %s\n", what, status.ToString().c_str());
@@ -80,13 +95,14 @@ long long CalibrateSpin(double ms, cudaStream_t stream) {
   for (int i = 0; i < 3; ++i) {
     CHECK_CUDA(cudaEventRecord(a, stream));
     Spin<<<1, 1, 0, stream>>>(cycles);
+    CHECK_LAUNCH();
     CHECK_CUDA(cudaEventRecord(b, stream));
     CHECK_CUDA(cudaEventSynchronize(b));
     CHECK_CUDA(cudaEventElapsedTime(&took, a, b));
-    cycles = static_cast<long long>(cycles * (ms / std::max(took, 1e-3f)));
+    cycles = std::max(1LL, static_cast<long long>(cycles * (ms / std::max(took, 1e-3f))));
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  CHECK_CUDA(cudaEventDestroy(a));
+  CHECK_CUDA(cudaEventDestroy(b));
   return cycles;
 }
 
@@ -110,11 +126,11 @@ double RawBandwidth(size_t bytes, int copies) {
   CHECK_CUDA(cudaEventSynchronize(b));
   float ms = 0;
   CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaStreamDestroy(stream);
-  cudaFree(device);
-  cudaFreeHost(host);
+  CHECK_CUDA(cudaEventDestroy(a));
+  CHECK_CUDA(cudaEventDestroy(b));
+  CHECK_CUDA(cudaStreamDestroy(stream));
+  CHECK_CUDA(cudaFree(device));
+  CHECK_CUDA(cudaFreeHost(host));
   return static_cast<double>(bytes) * copies / (ms / 1e3) / 1e9;
 }
 
@@ -136,11 +152,12 @@ class ReadyBatches {
   }
   ~ReadyBatches() {
     for (auto& [data, labels] : buffers_) {
-      cudaFreeHost(data);
-      cudaFreeHost(labels);
+      CHECK_CUDA(cudaFreeHost(data));
+      CHECK_CUDA(cudaFreeHost(labels));
     }
   }
   size_t bytes() const { return bytes_; }
+  size_t sample_bytes() const { return static_cast<size_t>(size_) * size_ * 3; }
 
   HostBatchSource Source(uint64_t batches) {
     HostBatchSource source;
@@ -216,19 +233,25 @@ double StageBandwidth(int batch, int size, int batches, bool normalize, double* 
   Check(stage->Reconfigure([] { return Status::OK(); }), "Reconfigure");
   auto start = Clock::now();
   int done = 0;
+  double input_bytes = 0;  // uint8 bytes in, by each batch's real sample count
   while (true) {
     Check(stage->NextFor(&b, -1, &got), "Next");
     if (b.end_of_epoch()) break;
     Check(b.WaitOn(stream), "WaitOn");
     done += 1;
+    input_bytes += static_cast<double>(b.size()) * ready.sample_bytes();
     b.reset();
   }
   CHECK_CUDA(cudaStreamSynchronize(stream));
   double seconds = Seconds(Clock::now() - start);
   stage.reset();
-  cudaStreamDestroy(stream);
+  CHECK_CUDA(cudaStreamDestroy(stream));
+  if (done == 0) {
+    std::fprintf(stderr, "device stage: no batch came out\n");
+    std::exit(1);
+  }
   *batches_per_s = done / seconds;
-  return static_cast<double>(ready.bytes()) * done / seconds / 1e9;
+  return input_bytes / seconds / 1e9;
 }
 
 struct EndToEnd {
@@ -237,6 +260,8 @@ struct EndToEnd {
   double images_per_s = 0;
   double stall_percent = 0;
   double next_wait_percent = 0;
+  int64_t samples = 0;  // measured run, by each batch's real size
+  double bytes = 0;
   std::string verdict;
 };
 
@@ -260,15 +285,17 @@ EndToEnd RunEndToEnd(const std::string& path, int batch, int size, int threads, 
     Check(Loader::Open(dataset, options, &loader), "Loader::Open");
     Batch b;
     int done = 0;
+    int64_t samples = 0;
     Clock::time_point start;
     while (done < batches / 2 + 3) {
       Check(loader->Next(&b), "Next");
       if (b.end_of_epoch()) continue;
       Check(b.WaitOn(stream), "WaitOn");
-      if (++done == 3) start = Clock::now();  // after the pipeline filled
+      if (done >= 3) samples += b.size();  // after the pipeline filled
+      if (++done == 3) start = Clock::now();
     }
     CHECK_CUDA(cudaStreamSynchronize(stream));
-    result.pipeline_images_per_s = (done - 3) * batch / Seconds(Clock::now() - start);
+    result.pipeline_images_per_s = samples / Seconds(Clock::now() - start);
   }
   double per_batch_ms = 1e3 * batch / result.pipeline_images_per_s;
   result.consumer_ms = 1.5 * per_batch_ms;
@@ -297,6 +324,9 @@ EndToEnd RunEndToEnd(const std::string& path, int batch, int size, int threads, 
     if (b.end_of_epoch()) continue;
     Check(b.WaitOn(stream), "WaitOn");
     Spin<<<1, 1, 0, stream>>>(cycles);
+    CHECK_LAUNCH();
+    result.samples += b.size();
+    result.bytes += static_cast<double>(b.data().bytes());
     b.reset();  // released at once; reuse waits for the stream
     done += 1;
   }
@@ -308,7 +338,10 @@ EndToEnd RunEndToEnd(const std::string& path, int batch, int size, int threads, 
   // The same spins back to back without the loader: the stream's time with
   // no stall (independent of how well the calibration hit its target).
   CHECK_CUDA(cudaEventRecord(first, stream));
-  for (int i = 0; i < done; ++i) Spin<<<1, 1, 0, stream>>>(cycles);
+  for (int i = 0; i < done; ++i) {
+    Spin<<<1, 1, 0, stream>>>(cycles);
+    CHECK_LAUNCH();
+  }
   CHECK_CUDA(cudaEventRecord(last, stream));
   CHECK_CUDA(cudaEventSynchronize(last));
   float reference_ms = 0;
@@ -316,12 +349,136 @@ EndToEnd RunEndToEnd(const std::string& path, int batch, int size, int threads, 
   result.consumer_ms = reference_ms / done;
   result.stall_percent = std::max(0.0, 100.0 * (1.0 - reference_ms / stream_ms));
   result.next_wait_percent = 100.0 * next_wait / wall;
-  result.images_per_s = done * batch / wall;
+  result.images_per_s = result.samples / wall;
   result.verdict = loader->Stats().verdict;
-  cudaEventDestroy(first);
-  cudaEventDestroy(last);
-  cudaStreamDestroy(stream);
+  CHECK_CUDA(cudaEventDestroy(first));
+  CHECK_CUDA(cudaEventDestroy(last));
+  CHECK_CUDA(cudaStreamDestroy(stream));
   return result;
+}
+
+float HalfToFloat(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  uint32_t bits;
+  if (exponent == 0) {
+    if (mantissa == 0) {
+      bits = sign;
+    } else {
+      exponent = 127 - 15 + 1;
+      while (!(mantissa & 0x400)) {
+        mantissa <<= 1;
+        exponent -= 1;
+      }
+      bits = sign | (exponent << 23) | ((mantissa & 0x3ff) << 13);
+    }
+  } else if (exponent == 31) {
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else {
+    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
+  }
+  float value;
+  std::memcpy(&value, &bits, 4);
+  return value;
+}
+
+double ElementAsDouble(const uint8_t* data, size_t i, TensorDtype dtype) {
+  switch (dtype) {
+    case TensorDtype::kFloat32: {
+      float value;
+      std::memcpy(&value, data + 4 * i, 4);
+      return value;
+    }
+    case TensorDtype::kFloat16: {
+      uint16_t h;
+      std::memcpy(&h, data + 2 * i, 2);
+      return HalfToFloat(h);
+    }
+    case TensorDtype::kBfloat16: {
+      uint16_t h;
+      std::memcpy(&h, data + 2 * i, 2);
+      uint32_t bits = static_cast<uint32_t>(h) << 16;
+      float value;
+      std::memcpy(&value, &bits, 4);
+      return value;
+    }
+    default:
+      return data[i];
+  }
+}
+
+struct DtypeCheck {
+  std::string dtype;
+  double max_error = 0;    // max |GPU - CPU| over every element
+  uint64_t bytes = 0;      // device bytes copied back and compared (data and labels)
+  uint64_t mismatched = 0; // bytes that differ from the CPU's
+  int batches = 0;
+  int64_t samples = 0;
+  std::string problem;     // a structural mismatch (shape, ids, epoch end), empty if none
+};
+
+// (d) one epoch through a CPU Loader and a CUDA Loader with the same seed;
+// every device byte compared with the CPU's.
+DtypeCheck CheckDtype(const std::shared_ptr<const Dataset>& dataset, OutputDtype dtype,
+                      const char* name, bool train, int batch, int size, int threads) {
+  DtypeCheck check;
+  check.dtype = name;
+  LoaderOptions options;
+  options.batch_size = batch;
+  options.num_threads = threads;
+  options.seed = 17;
+  options.image.size = size;
+  options.image.dtype = dtype;
+  options.image.layout = OutputLayout::kNCHW;
+  options.image.train = train;
+  std::unique_ptr<Loader> host, device;
+  Check(Loader::Open(dataset, options, &host), "Loader::Open (cpu)");
+  options.device.kind = DeviceKind::kCuda;
+  options.device.normalize_on_device = true;
+  Check(Loader::Open(dataset, options, &device), "Loader::Open (cuda)");
+  std::string data, labels;
+  while (true) {
+    Batch want, got;
+    Check(host->Next(&want), "Next (cpu)");
+    Check(device->Next(&got), "Next (cuda)");
+    if (want.end_of_epoch() != got.end_of_epoch()) {
+      check.problem = "epoch ends differ";
+      break;
+    }
+    if (got.end_of_epoch()) break;
+    if (got.sample_ids() != want.sample_ids() || got.data().shape != want.data().shape ||
+        got.data().dtype != want.data().dtype || got.labels().bytes() != want.labels().bytes() ||
+        got.device() != DeviceKind::kCuda) {
+      check.problem = "batch " + std::to_string(got.index()) + ": ids, shape, dtype or device differ";
+      break;
+    }
+    Check(got.Synchronize(), "Synchronize");
+    data.resize(got.data().bytes());
+    labels.resize(got.labels().bytes());
+    CHECK_CUDA(cudaMemcpy(data.data(), got.data().data, data.size(), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(labels.data(), got.labels().data, labels.size(), cudaMemcpyDeviceToHost));
+    const auto* have = reinterpret_cast<const uint8_t*>(data.data());
+    const auto* expected = static_cast<const uint8_t*>(want.data().data);
+    size_t elements = data.size() / TensorDtypeSize(got.data().dtype);
+    for (size_t i = 0; i < elements; ++i) {
+      double error = std::fabs(ElementAsDouble(have, i, got.data().dtype) -
+                               ElementAsDouble(expected, i, got.data().dtype));
+      if (!(error <= check.max_error)) check.max_error = std::isnan(error) ? INFINITY : error;
+    }
+    for (size_t i = 0; i < data.size(); ++i) check.mismatched += have[i] != expected[i];
+    const auto* expected_labels = static_cast<const uint8_t*>(want.labels().data);
+    for (size_t i = 0; i < labels.size(); ++i) {
+      check.mismatched += static_cast<uint8_t>(labels[i]) != expected_labels[i];
+    }
+    check.bytes += data.size() + labels.size();
+    check.batches += 1;
+    check.samples += got.size();
+  }
+  if (check.problem.empty() && check.batches == 0) check.problem = "no batch";
+  if (check.problem.empty() && check.samples != static_cast<int64_t>(dataset->size())) {
+    check.problem = "epoch of " + std::to_string(check.samples) + " samples, dataset has " +
+                    std::to_string(dataset->size());
+  }
+  return check;
 }
 
 int MakeDemo(const std::string& dir, int images) {
@@ -381,11 +538,34 @@ int main(int argc, char** argv) {
   double stage_norm = StageBandwidth(batch, size, 200, true, &stage_norm_bps);
   std::printf("RESULT mode=stage uint8_gbps=%.2f ratio=%.3f normalize_gbps=%.2f normalize_ratio=%.3f\n",
               stage_u8, stage_u8 / raw_u8, stage_norm, stage_norm / raw_u8);
+  std::fflush(stdout);
   EndToEnd e2e = RunEndToEnd(path, batch, size, threads, batches);
   std::printf("RESULT mode=end_to_end pipeline_images_per_s=%.0f consumer_ms=%.2f images_per_s=%.0f "
-              "stall_percent=%.2f next_wait_percent=%.2f verdict=\"%s\"\n",
+              "stall_percent=%.2f next_wait_percent=%.2f samples=%lld bytes=%.0f verdict=\"%s\"\n",
               e2e.pipeline_images_per_s, e2e.consumer_ms, e2e.images_per_s, e2e.stall_percent,
-              e2e.next_wait_percent, e2e.verdict.c_str());
+              e2e.next_wait_percent, static_cast<long long>(e2e.samples), e2e.bytes,
+              e2e.verdict.c_str());
+  std::fflush(stdout);
+  std::vector<DtypeCheck> checks;
+  {
+    std::unique_ptr<Dataset> opened;
+    Check(Dataset::Open(path, {}, &opened), "Dataset::Open");
+    std::shared_ptr<const Dataset> dataset = std::move(opened);
+    const OutputDtype dtypes[] = {OutputDtype::kUint8, OutputDtype::kFloat32, OutputDtype::kFloat16,
+                                  OutputDtype::kBfloat16};
+    const char* names[] = {"uint8", "float32", "float16", "bfloat16"};
+    for (int d = 0; d < 4; ++d) {
+      // Both transforms: random crops and flips (train) for two dtypes.
+      checks.push_back(CheckDtype(dataset, dtypes[d], names[d], d % 2 == 0, batch, size, threads));
+      const DtypeCheck& c = checks.back();
+      std::printf("RESULT mode=check dtype=%s max_abs_error=%.9g bytes=%llu mismatched_bytes=%llu "
+                  "batches=%d samples=%lld problem=\"%s\"\n",
+                  c.dtype.c_str(), c.max_error, static_cast<unsigned long long>(c.bytes),
+                  static_cast<unsigned long long>(c.mismatched), c.batches,
+                  static_cast<long long>(c.samples), c.problem.c_str());
+      std::fflush(stdout);
+    }
+  }
   std::printf("\n%s, batch %d x %dx%dx3 (uint8 %.1f MB)\n", properties.name, batch, size, size,
               uint8_bytes / 1e6);
   std::printf("| figure | value | target |\n|---|---|---|\n");
@@ -399,6 +579,12 @@ int main(int argc, char** argv) {
               e2e.pipeline_images_per_s);
   std::printf("| (c) consumer at %.2f ms/batch: stall | %.2f%% | < 2%% |\n", e2e.consumer_ms,
               e2e.stall_percent);
+  for (const DtypeCheck& c : checks) {
+    std::printf("| (d) %s on the GPU vs the CPU: max abs error | %.3g (%llu bytes, %llu differ%s%s) "
+                "| 0 |\n", c.dtype.c_str(), c.max_error, static_cast<unsigned long long>(c.bytes),
+                static_cast<unsigned long long>(c.mismatched), c.problem.empty() ? "" : "; ",
+                c.problem.c_str());
+  }
   if (!json.empty()) {
     std::ofstream out(json);
     out << "{\"gpu\": \"" << properties.name << "\", \"batch\": " << batch << ", \"size\": " << size
@@ -408,7 +594,17 @@ int main(int argc, char** argv) {
         << ", \"pipeline_images_per_s\": " << e2e.pipeline_images_per_s
         << ", \"consumer_ms\": " << e2e.consumer_ms << ", \"images_per_s\": " << e2e.images_per_s
         << ", \"stall_percent\": " << e2e.stall_percent
-        << ", \"next_wait_percent\": " << e2e.next_wait_percent << "}\n";
+        << ", \"next_wait_percent\": " << e2e.next_wait_percent
+        << ", \"end_to_end_samples\": " << e2e.samples << ", \"end_to_end_bytes\": " << e2e.bytes
+        << ", \"check\": {";
+    for (size_t i = 0; i < checks.size(); ++i) {
+      const DtypeCheck& c = checks[i];
+      out << (i ? ", " : "") << "\"" << c.dtype << "\": {\"max_abs_error\": "
+          << (std::isfinite(c.max_error) ? c.max_error : -1) << ", \"bytes\": " << c.bytes
+          << ", \"mismatched_bytes\": " << c.mismatched << ", \"batches\": " << c.batches
+          << ", \"samples\": " << c.samples << ", \"problem\": \"" << c.problem << "\"}";
+    }
+    out << "}}\n";
   }
   return 0;
 }
