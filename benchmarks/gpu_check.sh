@@ -227,6 +227,7 @@ fi
 # Python, torch, pytest, numpy, PIL, Python.h, pybind11.
 torch_cuda_note=
 pybind11_dir=
+test_stack=()   # what only the test steps need (torch, pytest, numpy, PIL)
 if [ -z "$PY" ] || ! "$PY" -c 'import sys' 2>/dev/null; then
   missing+=("python3")
 else
@@ -260,6 +261,7 @@ EOF
 )
   while IFS= read -r line; do
     case "$line" in
+      "MISSING python module "* | "MISSING torch "*) test_stack+=("${line#MISSING }") ;;
       "MISSING "*) missing+=("${line#MISSING }") ;;
       "NOCUDA "*) torch_cuda_note=${line#NOCUDA } ;;
       "PYBIND11 "*) read -r _ pybind11_dir pybind11_version <<<"$line" ;;
@@ -350,9 +352,18 @@ if [ -n "$pybind11_dir" ]; then
 fi
 
 # The verdict of the pre-flight: one line.
+join() { local IFS=';'; echo "$*" | sed 's/;/; /g'; }
 if [ ${#no_gpu[@]} -gt 0 ] && [ -n "$torch_cuda_note" ]; then no_gpu+=("$torch_cuda_note"); fi
 if [ ${#no_gpu[@]} -eq 0 ] && [ -n "$torch_cuda_note" ]; then missing+=("$torch_cuda_note"); fi
-join() { local IFS=';'; echo "$*" | sed 's/;/; /g'; }
+if [ ${#test_stack[@]} -gt 0 ]; then
+  if [ "$build_without_gpu" = 1 ] && [ ${#no_gpu[@]} -gt 0 ]; then
+    # No test will run anyway (a bare build machine, the chroot proof):
+    # the build goes on and the final no-GPU line names them too.
+    no_gpu+=("the test stack: $(join "${test_stack[@]}")")
+  else
+    missing+=("${test_stack[@]}")
+  fi
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   stop 2 "missing: $(join "${missing[@]}")$([ ${#no_gpu[@]} -gt 0 ] && echo "; no GPU: $(join "${no_gpu[@]}")")"
 fi
@@ -432,11 +443,11 @@ fi
 # ------------------------------------------------------------------ 4. test_device.py
 pytest_status=0
 # From the build folder: nothing but the staging copy can be imported as gpufeed.
-in_build() { (cd "$BUILD" && exec "$@"); }
-run_step pytest 300 in_build env PYTHONPATH="$STAGE" GPUFEED_REQUIRE_GPU=1 \
+in_build=(bash -c 'cd "$0" && exec "$@"' "$BUILD")
+run_step pytest 300 "${in_build[@]}" env PYTHONPATH="$STAGE" GPUFEED_REQUIRE_GPU=1 \
   "$PY" -m pytest -q -rsxX -p no:cacheprovider "$ROOT/tests/python/test_device.py" || pytest_status=$?
 log=$OUT/pytest.log
-loaded=$(in_build env PYTHONPATH="$STAGE" "$PY" -c 'import gpufeed._core as c; print(c.__file__)' 2>&1 | tail -1)
+loaded=$("${in_build[@]}" env PYTHONPATH="$STAGE" "$PY" -c 'import gpufeed._core as c; print(c.__file__)' 2>&1 | tail -1)
 summary=$(grep -E '(passed|failed|skipped|errors?|no tests ran).* in [0-9.]+s' "$log" | tail -1 |
   tr -d '=' | sed 's/^ *//; s/ in [0-9.]*s.*//')
 count() {  # count WORD: the number before WORD in pytest's summary, 0 if absent
