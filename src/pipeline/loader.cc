@@ -31,6 +31,7 @@
 #include "pipeline/sampler.h"
 #include "util/logging.h"
 
+#include <sys/mman.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -95,14 +96,18 @@ constexpr int kMaxSubstitutes = 16;
 
 double Seconds(Clock::duration duration) { return std::chrono::duration<double>(duration).count(); }
 
+// Batch buffers straight from the kernel (page-aligned): freeing one gives
+// its memory back at once. Through malloc, glibc's dynamic mmap threshold
+// would serve multi-MB buffers from the heap after the first free, and the
+// extra buffers of held batches would stay resident after their release.
 class HostAllocator final : public BatchAllocator {
  public:
   void* Allocate(size_t bytes) override {
-    void* data = nullptr;
-    if (posix_memalign(&data, 4096, std::max<size_t>(bytes, 1)) != 0) return nullptr;
-    return data;
+    void* data = mmap(nullptr, std::max<size_t>(bytes, 1), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return data == MAP_FAILED ? nullptr : data;
   }
-  void Free(void* data, size_t) override { std::free(data); }
+  void Free(void* data, size_t bytes) override { munmap(data, std::max<size_t>(bytes, 1)); }
 };
 
 struct Slot {
