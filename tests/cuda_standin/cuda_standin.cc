@@ -11,6 +11,7 @@
 #include "cuda_runtime_api.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -87,6 +88,7 @@ struct State {
   uint64_t seed = 1;
   uint64_t next_stream_id = 1;
   unsigned long long operations = 0;
+  std::atomic<unsigned long long> host_to_device_bytes{0};
   std::shared_ptr<Stream> legacy[kMaxDevices];
   std::unordered_map<Stream*, std::shared_ptr<Stream>> streams;
   std::unordered_map<Event*, std::shared_ptr<Event>> events;
@@ -460,7 +462,10 @@ cudaError_t cudaMemcpyAsync(void* destination, const void* source, size_t bytes,
   if (error == cudaSuccess) error = CheckCopyLocked(s, destination, source, bytes, kind);
   if (error != cudaSuccess) return Fail(error);
   if (bytes == 0) return cudaSuccess;
-  EnqueueLocked(s, stream, [destination, source, bytes] { std::memcpy(destination, source, bytes); });
+  EnqueueLocked(s, stream, [destination, source, bytes, kind] {
+    std::memcpy(destination, source, bytes);
+    if (kind == cudaMemcpyHostToDevice) Global().host_to_device_bytes += bytes;
+  });
   return cudaSuccess;
 }
 
@@ -694,6 +699,10 @@ unsigned long long gpufeed_standin_operations(void) {
   State& s = Global();
   std::lock_guard<std::mutex> lock(s.mutex);
   return s.operations;
+}
+
+unsigned long long gpufeed_standin_host_to_device_bytes(void) {
+  return Global().host_to_device_bytes.load();
 }
 
 int gpufeed_standin_is_device_pointer(const void* pointer) {

@@ -29,6 +29,10 @@ void gpufeed_standin_set_max_delay_us(int microseconds);
 // Stream operations run so far (copies, kernels, waits, records, host funcs).
 unsigned long long gpufeed_standin_operations(void);
 
+// Bytes that cudaMemcpyAsync/cudaMemcpy host-to-device copies have
+// finished writing so far.
+unsigned long long gpufeed_standin_host_to_device_bytes(void);
+
 // 1 when `pointer` lies inside a live device allocation.
 int gpufeed_standin_is_device_pointer(const void* pointer);
 

@@ -621,6 +621,40 @@ TEST_F(DeviceTest, StandinAnEarlierErrorIsNotBlamedOnTheNormalizeLaunch) {
   EXPECT_EQ(batches, 16);
 }
 
+// With GPU normalize, only the kernel writes the reused buffer: the uint8
+// copy into the stage's own staging buffer does not wait for the
+// consumer's release events (it crosses PCIe while the consumer's stream
+// still works), the kernel does.
+TEST_F(DeviceTest, StandinTheStagingCopyDoesNotWaitForTheConsumer) {
+  LoaderOptions options = Options();
+  options.image.dtype = OutputDtype::kFloat32;
+  options.device.kind = DeviceKind::kCuda;
+  options.device.normalize_on_device = true;
+  options.prefetch = 1;  // 3 device buffers
+  std::unique_ptr<Loader> loader;
+  ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+  Batch held[3];
+  for (Batch& batch : held) ASSERT_TRUE(loader->Next(&batch).ok());
+  const size_t staging_bytes = static_cast<size_t>(held[0].size()) * 24 * 24 * 3;
+  // Every buffer is held: the copy thread waits with the next host batch.
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  cudaStream_t stream;
+  ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  HostSleep sleep{600};
+  ASSERT_TRUE(held[0].WaitOn(stream).ok());
+  ASSERT_CUDA(cudaLaunchHostFunc(stream, SleepOnStream, &sleep));  // the consumer is busy
+  unsigned long long before = gpufeed_standin_host_to_device_bytes();
+  held[0].reset();  // its release event waits behind the 600 ms
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  unsigned long long copied = gpufeed_standin_host_to_device_bytes() - before;
+  EXPECT_GE(copied, staging_bytes) << "the staging copy waited for the consumer's stream";
+  Batch next;
+  ASSERT_TRUE(loader->Next(&next).ok());
+  ASSERT_TRUE(next.Synchronize().ok());  // the kernel did wait: ready only after the 600 ms
+  ASSERT_CUDA(cudaStreamSynchronize(stream));
+  cudaStreamDestroy(stream);
+}
+
 // Shutdown and reconfiguration while copies are in flight, batches are
 // held, and the consumer's stream is still busy: no hang, no crash, no
 // leak (ASan/TSan runs), and what is taken after SetEpoch is that epoch's.
