@@ -362,6 +362,12 @@ TEST_F(LoaderTest, HoldingPastMaxHeldBytesIsAClearErrorNotAHang) {
 // fork() with a running loader: the child's inherited loader fails at once
 // (no hang), a new loader in the child works, the parent's goes on.
 TEST_F(LoaderTest, AForkedChildGetsAnErrorFromTheInheritedLoader) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The sanitizer runtimes' own locks are not fork-safe with running
+  // threads (the child hung in ASan's allocator in CI); the plain suite and
+  // the Python fork test cover this.
+  GTEST_SKIP() << "fork with running threads under a sanitizer runtime";
+#endif
   std::unique_ptr<Loader> loader;
   ASSERT_TRUE(Loader::Open(dataset_, Options(), &loader).ok());
   Batch batch;
