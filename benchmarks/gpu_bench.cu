@@ -47,6 +47,7 @@
 #include "device/device_stage.h"
 #include "gpufeed/loader.h"
 #include "gpufeed/writer.h"
+#include "dtype_test_util.h"
 #include "jpeg_test_util.h"
 #include "util/file.h"
 #include "util/path.h"
@@ -357,54 +358,6 @@ EndToEnd RunEndToEnd(const std::string& path, int batch, int size, int threads, 
   return result;
 }
 
-float HalfToFloat(uint16_t h) {
-  uint32_t sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
-  uint32_t bits;
-  if (exponent == 0) {
-    if (mantissa == 0) {
-      bits = sign;
-    } else {
-      exponent = 127 - 15 + 1;
-      while (!(mantissa & 0x400)) {
-        mantissa <<= 1;
-        exponent -= 1;
-      }
-      bits = sign | (exponent << 23) | ((mantissa & 0x3ff) << 13);
-    }
-  } else if (exponent == 31) {
-    bits = sign | 0x7f800000u | (mantissa << 13);
-  } else {
-    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
-  }
-  float value;
-  std::memcpy(&value, &bits, 4);
-  return value;
-}
-
-double ElementAsDouble(const uint8_t* data, size_t i, TensorDtype dtype) {
-  switch (dtype) {
-    case TensorDtype::kFloat32: {
-      float value;
-      std::memcpy(&value, data + 4 * i, 4);
-      return value;
-    }
-    case TensorDtype::kFloat16: {
-      uint16_t h;
-      std::memcpy(&h, data + 2 * i, 2);
-      return HalfToFloat(h);
-    }
-    case TensorDtype::kBfloat16: {
-      uint16_t h;
-      std::memcpy(&h, data + 2 * i, 2);
-      uint32_t bits = static_cast<uint32_t>(h) << 16;
-      float value;
-      std::memcpy(&value, &bits, 4);
-      return value;
-    }
-    default:
-      return data[i];
-  }
-}
 
 struct DtypeCheck {
   std::string dtype;
@@ -460,8 +413,8 @@ DtypeCheck CheckDtype(const std::shared_ptr<const Dataset>& dataset, OutputDtype
     const auto* expected = static_cast<const uint8_t*>(want.data().data);
     size_t elements = data.size() / TensorDtypeSize(got.data().dtype);
     for (size_t i = 0; i < elements; ++i) {
-      double error = std::fabs(ElementAsDouble(have, i, got.data().dtype) -
-                               ElementAsDouble(expected, i, got.data().dtype));
+      double error = std::fabs(ElementAsFloat(have, i, got.data().dtype) -
+                               ElementAsFloat(expected, i, got.data().dtype));
       if (!(error <= check.max_error)) check.max_error = std::isnan(error) ? INFINITY : error;
     }
     for (size_t i = 0; i < data.size(); ++i) check.mismatched += have[i] != expected[i];
