@@ -57,6 +57,24 @@ def image_folder(tmp_path):
     return root
 
 
+def pack_random_jpegs(root, count, seed, height, width):
+    """An ImageFolder of `count` random JPEGs in 3 classes under root/folder
+    (image i is (height + i) x (width + 2i)), packed into root/packed."""
+    import io
+    import numpy as np
+    from PIL import Image
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        cls = root / "folder" / f"c{i % 3}"
+        cls.mkdir(parents=True, exist_ok=True)
+        img = rng.integers(0, 256, (height + i, width + 2 * i, 3), dtype=np.uint8)
+        buffer = io.BytesIO()
+        Image.fromarray(img).save(buffer, format="JPEG", quality=90)
+        (cls / f"{i:03d}.jpg").write_bytes(buffer.getvalue())
+    gpufeed.pack(root / "folder", root / "packed", progress=False)
+    return root / "packed"
+
+
 def run_cli(*args, check=True):
     """Runs the installed `gpufeed` console script (falls back to -m)."""
     script = shutil.which("gpufeed", path=os.path.dirname(sys.executable))

@@ -6,14 +6,13 @@ GPUFEED_REQUIRE_GPU=1 (benchmarks/gpu_check.sh): a GPU run must not pass by
 skipping. Every other case runs in both worlds. test_device_standin.py
 covers the DLPack path on the CUDA stand-in in every CI run."""
 
-import io
 import os
 
 import numpy as np
 import pytest
-from PIL import Image
 
 import gpufeed
+from conftest import pack_random_jpegs
 from gpufeed import _core
 
 CUDA_REASON = _core.cuda_status(0)
@@ -31,18 +30,7 @@ def _torch():
 
 @pytest.fixture(scope="module")
 def packed(tmp_path_factory):
-    root = tmp_path_factory.mktemp("device") / "folder"
-    rng = np.random.default_rng(1)
-    for i in range(12):
-        cls = root / f"c{i % 3}"
-        cls.mkdir(parents=True, exist_ok=True)
-        img = rng.integers(0, 256, (40 + i, 50 + 2 * i, 3), dtype=np.uint8)
-        buffer = io.BytesIO()
-        Image.fromarray(img).save(buffer, format="JPEG", quality=90)
-        (cls / f"{i:03d}.jpg").write_bytes(buffer.getvalue())
-    out = root.parent / "packed"
-    gpufeed.pack(root, out, progress=False)
-    return out
+    return pack_random_jpegs(tmp_path_factory.mktemp("device"), 12, seed=1, height=40, width=50)
 
 
 def test_cuda_status_says_why_when_unusable():

@@ -9,15 +9,14 @@ call the stand-in's cudaMemcpyAsync on their own streams, as torch would, and
 read the capsules' DLManagedTensor as torch.from_dlpack does."""
 
 import ctypes
-import io
 import os
 import time
 
 import numpy as np
 import pytest
-from PIL import Image
 
 import gpufeed
+from conftest import pack_random_jpegs
 from gpufeed import _core
 
 STANDIN = os.environ["GPUFEED_CUDA_STANDIN_LIBRARY"]
@@ -90,18 +89,7 @@ def new_stream():
 
 @pytest.fixture(scope="module")
 def packed(tmp_path_factory):
-    root = tmp_path_factory.mktemp("standin") / "folder"
-    rng = np.random.default_rng(7)
-    for i in range(24):
-        cls = root / f"c{i % 3}"
-        cls.mkdir(parents=True, exist_ok=True)
-        img = rng.integers(0, 256, (30 + i, 40 + 2 * i, 3), dtype=np.uint8)
-        buffer = io.BytesIO()
-        Image.fromarray(img).save(buffer, format="JPEG", quality=90)
-        (cls / f"{i:03d}.jpg").write_bytes(buffer.getvalue())
-    out = root.parent / "packed"
-    gpufeed.pack(root, out, progress=False)
-    return out
+    return pack_random_jpegs(tmp_path_factory.mktemp("standin"), 24, seed=7, height=30, width=40)
 
 
 def native_loaders(packed, dtype="float32", prefetch=2, **device):
