@@ -22,6 +22,7 @@
 #include <cuda_runtime_api.h>
 
 #include "decode/transform.h"
+#include "device/cuda_util.h"
 #include "device/normalize.h"
 #endif
 
@@ -73,125 +74,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::duration duration) { return std::chrono::duration<double>(duration).count(); }
 
-Status CudaError(cudaError_t error, const std::string& what) {
-  if (error == cudaSuccess) return Status::OK();
-  return Status::IOError(what + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) +
-                         ")");
-}
-
-#define GPUFEED_CUDA_RETURN_IF_ERROR(expr) \
-  GPUFEED_RETURN_IF_ERROR(CudaError((expr), #expr))
-
-// cuCtxGetCurrent / cuCtxSetCurrent, reached through the runtime (gpufeed
-// links no libcuda: it must load on machines without a driver). Null when
-// the runtime cannot serve them.
-struct ContextCalls {
-  int (*get_current)(void** context) = nullptr;
-  int (*set_current)(void* context) = nullptr;
-};
-
-void* DriverEntryPoint(const char* symbol) {
-  void* function = nullptr;
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-#if CUDART_VERSION >= 12050
-  cudaError_t error =
-      cudaGetDriverEntryPointByVersion(symbol, &function, 12000, cudaEnableDefault, &found);
-#else
-  cudaError_t error = cudaGetDriverEntryPoint(symbol, &function, cudaEnableDefault, &found);
-#endif
-  if (error != cudaSuccess || found != cudaDriverEntryPointSuccess) {
-    cudaGetLastError();  // not this caller's error to keep
-    return nullptr;
-  }
-  return function;
-}
-
-const ContextCalls& Contexts() {
-  static const ContextCalls calls = [] {
-    ContextCalls c;
-    void* get = DriverEntryPoint("cuCtxGetCurrent");
-    void* set = DriverEntryPoint("cuCtxSetCurrent");
-    if (get != nullptr && set != nullptr) {
-      c.get_current = reinterpret_cast<int (*)(void**)>(get);
-      c.set_current = reinterpret_cast<int (*)(void*)>(set);
-    }
-    return c;
-  }();
-  return calls;
-}
-
-// Makes `device` current for the scope and gives the caller's thread back
-// exactly the context it had (the consumer's thread may work on another
-// GPU, or on none yet). It switches only when the thread is on another
-// device or has no context, so a thread already on `device` (the usual
-// case: torch sets it) never touches another GPU. Restoring goes through
-// cuCtxSetCurrent, not cudaSetDevice: since CUDA 12 cudaSetDevice creates
-// the device's primary context, so "restoring" device 0 to a thread that
-// never used a GPU would leave a stray context (hundreds of MB) on GPU 0.
-// Used only where a call needs the current device (the legacy default
-// stream, allocation, event creation).
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    int current = -1;
-    if (cudaGetDevice(&current) != cudaSuccess) return;
-    const ContextCalls& calls = Contexts();
-    void* context = nullptr;
-    bool known = calls.get_current != nullptr && calls.get_current(&context) == 0;
-    if (current == device && (!known || context != nullptr)) return;
-    if (cudaSetDevice(device) != cudaSuccess) return;
-    switched_ = true;
-    previous_device_ = current;
-    previous_context_ = context;
-    restore_context_ = known;
-  }
-  ~DeviceScope() {
-    if (!switched_) return;
-    if (restore_context_) {
-      Contexts().set_current(previous_context_);  // the caller's, or none
-    } else {
-      cudaSetDevice(previous_device_);
-    }
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  bool switched_ = false;
-  bool restore_context_ = false;
-  int previous_device_ = 0;
-  void* previous_context_ = nullptr;
-};
-
 // Release events created per buffer up front: one consumer stream, or two,
 // needs no event creation at release time.
 constexpr size_t kReleaseEventsPerBuffer = 2;
-
-class PinnedAllocator final : public BatchAllocator {
- public:
-  explicit PinnedAllocator(int device) : device_(device) {}
-  void* Allocate(size_t bytes) override {
-    DeviceScope scope(device_);
-    void* data = nullptr;
-    cudaError_t error =
-        cudaHostAlloc(&data, std::max<size_t>(bytes, 1), cudaHostAllocPortable);
-    if (error != cudaSuccess) {
-      Log().error("cudaHostAlloc of {} bytes failed: {}", bytes, cudaGetErrorString(error));
-      return nullptr;
-    }
-    return data;
-  }
-  void Free(void* data, size_t) override {
-    DeviceScope scope(device_);
-    cudaFreeHost(data);
-  }
-
- private:
-  int device_;
-};
-
-// cudaStream_t values from a consumer: nullptr is the legacy default stream.
-cudaStream_t AsStream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
 struct DeviceBuffer {
   void* data = nullptr;
@@ -437,69 +322,6 @@ class CudaBatchHandle final : public DeviceBatchHandle {
   bool delivered_ = false;
 };
 
-// The fence of a released pinned host batch: its events, waited once.
-class PinnedFence final : public HostReleaseFence {
- public:
-  explicit PinnedFence(std::vector<cudaEvent_t> events) : events_(std::move(events)) {}
-  ~PinnedFence() override {
-    for (cudaEvent_t event : events_) cudaEventDestroy(event);
-  }
-  void Wait() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (; waited_ < events_.size(); ++waited_) cudaEventSynchronize(events_[waited_]);
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<cudaEvent_t> events_;
-  size_t waited_ = 0;  // guarded by mutex_
-};
-
-class PinnedBatchHandle final : public DeviceBatchHandle {
- public:
-  PinnedBatchHandle(int device, std::function<void(std::shared_ptr<HostReleaseFence>)> release)
-      : device_(device), release_(std::move(release)) {}
-  ~PinnedBatchHandle() override {
-    if (getpid() != owner_) return;  // inherited by fork: no CUDA, no locks here
-    std::vector<cudaEvent_t> events;
-    {
-      DeviceScope scope(device_);
-      if (streams_.empty()) streams_.push_back(nullptr);  // torch's default stream
-      for (cudaStream_t stream : streams_) {
-        cudaEvent_t event = nullptr;
-        if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventBlockingSync) !=
-                cudaSuccess ||
-            cudaEventRecord(event, stream) != cudaSuccess) {
-          // Cannot order the reuse on the GPU: order it on the host.
-          cudaGetLastError();
-          if (event != nullptr) cudaEventDestroy(event);
-          cudaStreamSynchronize(stream);
-          continue;
-        }
-        events.push_back(event);
-      }
-    }
-    release_(events.empty() ? nullptr : std::make_shared<PinnedFence>(std::move(events)));
-  }
-
-  void* ready_event() const override { return nullptr; }
-  // The bytes are on the host already: nothing to wait for, only a user.
-  Status WaitOn(void* stream) override { return RecordStream(stream); }
-  Status RecordStream(void* stream) override {
-    cudaStream_t s = AsStream(stream);
-    if (s == cudaStreamPerThread) s = nullptr;  // as in DeviceShared::Release
-    if (std::find(streams_.begin(), streams_.end(), s) == streams_.end()) streams_.push_back(s);
-    return Status::OK();
-  }
-  Status Synchronize() override { return Status::OK(); }
-
- private:
-  int device_;
-  std::function<void(std::shared_ptr<HostReleaseFence>)> release_;
-  std::vector<cudaStream_t> streams_;
-  const pid_t owner_ = getpid();
-};
-
 // A prepared item of the queue: a device batch, an error, or an epoch end.
 struct Item {
   Batch batch;
@@ -533,17 +355,6 @@ Status CudaDeviceUsable(int device_id) {
     return Status::NotSupported("CUDA device " + std::to_string(device_id) + " does not exist (" +
                                 std::to_string(count) + " found)");
   }
-  return Status::OK();
-}
-
-std::shared_ptr<DeviceBatchHandle> MakePinnedBatchHandle(
-    int device_id, std::function<void(std::shared_ptr<HostReleaseFence>)> release) {
-  return std::make_shared<PinnedBatchHandle>(device_id, std::move(release));
-}
-
-Status MakePinnedAllocator(int device_id, std::shared_ptr<BatchAllocator>* allocator) {
-  GPUFEED_RETURN_IF_ERROR(CudaDeviceUsable(device_id));
-  *allocator = std::make_shared<PinnedAllocator>(device_id);
   return Status::OK();
 }
 
