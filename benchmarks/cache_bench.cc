@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "cache/source_throttle.h"
+#include "storage/source_throttle.h"
 #include "gpufeed/cache.h"
 #include "gpufeed/dataset.h"
 #include "util/file.h"

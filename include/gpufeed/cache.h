@@ -14,11 +14,16 @@
 // against the manifest's xxh64 and renamed into place: an entry is either
 // absent or complete and verified, also after a kill -9 at any moment.
 //
-// Which formats use it: RecordIO shards. LMDB environments are memory-mapped
-// (reopening an environment mid-epoch would invalidate pages other threads
-// are reading) and ImageFolder datasets are millions of small files (pack
-// them into shards instead); both are read from the source, with one log line
-// saying so when a cache_dir is given.
+// Which formats use it: every format reads through the storage layer
+// (src/storage/store.h), and the cache is a store: RecordIO .rec files and
+// the data.mdb of LMDB and Caffe LMDB environments are cached whole (LMDB
+// values are read as byte ranges of data.mdb; the B-tree pages are read from
+// the source's memory map, a fraction of a percent of the bytes).
+// ImageFolder files are read from the source (each would be an entry of its
+// own; pack them into shards).
+//
+// When a loader closes, fills it queued finish first, for at most 30 s, so
+// that the next process finds the copies complete.
 //
 // Layout of a cache directory (docs/architecture.md, "Node-local cache"):
 //   lock                 flock: held briefly for every change of the index
@@ -83,10 +88,16 @@ struct CacheOptions {
   // once per fill.
   double high_watermark = 1.0;
   double low_watermark = 0.9;
-  // False (default): while a shard is being copied (by this or another
-  // process) it is read from the source, so training never stalls. True:
-  // a reader waits for the copy, so the source is read once per node.
-  bool wait_for_fill = false;
+  // True (default): a read of a file without a complete copy waits for the
+  // copy (queued ahead of prefetches) and is served from its written part
+  // as soon as that covers the read, so the source is read once per node
+  // (epoch 1 reads about 1.0x the dataset from the source). A file another
+  // process copies is waited for likewise. When a copy cannot be made (no
+  // room, the source changed, a read-only cache), reads go to the source.
+  // False: while a file is being copied it is read from the source (except
+  // the part already copied), so no read ever waits for a copy, at the cost
+  // of reading up to twice the dataset from the source in epoch 1.
+  bool wait_for_fill = true;
   // Local copies one process keeps open (and leased) at once: enough for
   // the shuffle window plus the prefetch window. Leased entries cannot be
   // evicted, so this bounds what one process pins.

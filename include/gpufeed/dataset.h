@@ -86,10 +86,16 @@ struct Record {
 // Where a record's bytes lie on disk, for readers that batch their I/O (the
 // loader's read engine): a byte range of a file, or a whole file.
 struct RecordLocation {
-  std::string path;
+  std::string path;  // the source file, for messages
   uint64_t offset = 0;
   uint64_t length = 0;
   bool whole_file = false;
+  // Byte ranges: the descriptor to read them from (the source, or a
+  // node-cache copy), kept open and leased while `hold` lives. A reader
+  // keys its own handles by hold.get().
+  int fd = -1;
+  bool local = false;  // fd is a node-cache copy
+  std::shared_ptr<const void> hold;
 };
 
 // One file (RecordIO) or environment (LMDB) of a dataset.
@@ -139,12 +145,10 @@ class GPUFEED_EXPORT Dataset {
   // itself if the record runs past them). Safe from many threads.
   virtual Status ParseLocated(uint64_t index, const RecordLocation& location, const char* data,
                               size_t size, Record* record) const;
-  // True when Locate gives byte ranges for this dataset's samples (it may
-  // still return false for some: a shard served from a node-cache copy is
-  // read through Read, which holds the copy's lease for the read).
+  // True when Locate gives byte ranges for this dataset's samples.
   virtual bool CanLocate() const;
   // The samples the caller will read next, in order (a loader's epoch for
-  // this rank): a node cache fetches the shards ahead of the reads. Safe
+  // this rank): a node cache fetches the files ahead of the reads. Safe
   // from many threads; a later call replaces the earlier one.
   virtual void ExpectReads(const std::vector<uint64_t>& samples) const;
 

@@ -26,7 +26,7 @@ POLICIES = ("train", "pinned")
 
 
 def cache_options(cache_dir, cache_capacity=None, cache_policy: str = "train",
-                  cache_prefetch: int = 2, cache_wait: bool = False,
+                  cache_prefetch: int = 2, cache_wait: bool = True,
                   cache_group: Optional[str] = None) -> Dict[str, Any]:
     """Checks the cache keyword arguments and returns them for the C++ side.
 
@@ -34,8 +34,10 @@ def cache_options(cache_dir, cache_capacity=None, cache_policy: str = "train",
     of what the cache's filesystem can hold for it. ``cache_policy``: "train"
     (LRU) or "pinned" (validation sets: never evicted; larger than the
     capacity is an error). ``cache_prefetch``: shards fetched ahead of the
-    reader. ``cache_wait``: wait for a shard being copied instead of reading
-    the source meanwhile. ``cache_group``: share the directory with a group
+    reader. ``cache_wait`` (default True): a read of a file being
+    copied waits for the part it needs, so the source is read once per node;
+    False reads the source meanwhile (never waits, up to 2x the source bytes
+    in the first epoch). ``cache_group``: share the directory with a group
     (created 02770) instead of this user only (0700).
     """
     if cache_dir is None:

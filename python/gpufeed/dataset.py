@@ -127,7 +127,7 @@ class Dataset:
 
 def open_dataset(path: Union[str, os.PathLike], format: str = "auto",
                  allow_external_paths: bool = False, cache_dir=None, cache_capacity=None,
-                 cache_policy: str = "train", cache_prefetch: int = 2, cache_wait: bool = False,
+                 cache_policy: str = "train", cache_prefetch: int = 2, cache_wait: bool = True,
                  cache_group: Optional[str] = None) -> Dataset:
     """Opens a dataset: a ``.rec`` file, a directory of shards (with or without
     ``gpufeed.json``), an LMDB or Caffe LMDB environment, or an ImageFolder.

@@ -203,7 +203,7 @@ class DataLoader:
                  label_dtype: str = "int64", cache_dir=None, cache_capacity=None,
                  shuffle_window_shards: int = 4, format: str = "auto",
                  pin_memory: bool = False, cache_policy: str = "train", cache_prefetch: int = 2,
-                 cache_wait: bool = False, cache_group: Optional[str] = None,
+                 cache_wait: bool = True, cache_group: Optional[str] = None,
                  num_workers: Optional[int] = None, prefetch_factor: Optional[int] = None,
                  persistent_workers: bool = False, generator=None, timeout: float = 0,
                  pin_memory_device: str = "", max_held_bytes: Optional[int] = None,

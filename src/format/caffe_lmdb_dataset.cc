@@ -13,22 +13,27 @@ namespace {
 
 class CaffeLmdbDataset final : public DatasetBase {
  public:
-  explicit CaffeLmdbDataset(std::string path)
-      : DatasetBase(DatasetFormat::kCaffeLmdb, std::move(path)) {
+  CaffeLmdbDataset(std::string path, std::shared_ptr<Store> store)
+      : DatasetBase(DatasetFormat::kCaffeLmdb, std::move(path), std::move(store)) {
     integer_labels_ = true;
   }
 
   Status Open() {
     GPUFEED_RETURN_IF_ERROR(reader_.Open(path_));
-    GPUFEED_RETURN_IF_ERROR(reader_.ForEach([&](std::string_view key, std::string_view) {
-      key_ends_.push_back(key_blob_.size() + key.size());
-      key_blob_.append(key);
-      return true;
-    }));
+    // Keys and where their values lie in data.mdb, in one walk of the
+    // tree's pages; values are then range reads through the store.
+    GPUFEED_RETURN_IF_ERROR(reader_.ForEachLocation(
+        [&](std::string_view key, uint64_t offset, uint64_t length) {
+          key_ends_.push_back(key_blob_.size() + key.size());
+          key_blob_.append(key);
+          offsets_.push_back(offset);
+          lengths_.push_back(length);
+        }));
+    GPUFEED_RETURN_IF_ERROR(store_->Open(JoinPath(path_, "data.mdb"), "", &data_));
     ShardInfo info;
     info.path = path_;
     info.records = key_ends_.size();
-    FileSizeOf(JoinPath(path_, "data.mdb"), &info.bytes);
+    info.bytes = data_->size();
     shards_.push_back(info);
     return Status::OK();
   }
@@ -42,8 +47,20 @@ class CaffeLmdbDataset final : public DatasetBase {
     thread_local std::string value;
     std::string where = "sample " + std::to_string(index) + ": " + path_ + "/data.mdb, key \"" +
                         std::string(key) + "\"";
-    Status status = reader_.Get(key, &value);
+    value.resize(lengths_[index]);
+    FileView view;
+    size_t got = 0;
+    Status status = data_->View(offsets_[index], lengths_[index], &view);
+    if (status.ok()) {
+      status = PreadFull(view.fd, value.data(), value.size(), offsets_[index], view.shown, &got);
+    }
     if (!status.ok()) return status.WithContext("sample " + std::to_string(index));
+    data_->Count(view, got);
+    if (got != value.size()) {
+      return Status::Corruption(view.shown + ": ends inside the value at byte offset " +
+                                std::to_string(offsets_[index]))
+          .WithContext(where);
+    }
     CaffeDatum datum;
     status = DecodeCaffeDatum(value, &datum);
     if (!status.ok()) return status.WithContext(where);
@@ -62,16 +79,22 @@ class CaffeLmdbDataset final : public DatasetBase {
     return Status::OK();
   }
 
+ protected:
+  const StoreFile* FileOf(uint64_t) const override { return data_.get(); }
+
  private:
   LmdbReader reader_;
+  std::shared_ptr<const StoreFile> data_;
   std::string key_blob_;
   std::vector<uint64_t> key_ends_;
+  std::vector<uint64_t> offsets_, lengths_;
 };
 
 }  // namespace
 
-Status OpenCaffeLmdbDataset(const std::string& path, std::unique_ptr<Dataset>* dataset) {
-  auto result = std::make_unique<CaffeLmdbDataset>(path);
+Status OpenCaffeLmdbDataset(const std::string& path, const std::shared_ptr<Store>& store,
+                            std::unique_ptr<Dataset>* dataset) {
+  auto result = std::make_unique<CaffeLmdbDataset>(path, store);
   GPUFEED_RETURN_IF_ERROR(result->Open());
   if (result->size() == 0) {
     return Status::InvalidArgument(path + ": the dataset is empty (no records)");

@@ -2,13 +2,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <unordered_map>
 #include <cstring>
 
 #include "format/caffe_datum.h"
 #include "format/datasets.h"
 #include "format/lmdb_env.h"
 #include "format/manifest.h"
+#include "storage/store.h"
 #include "util/file.h"
 #include "util/logging.h"
 #include "util/path.h"
@@ -154,7 +157,8 @@ Status LooksLikeCaffe(const std::string& directory, bool* is_caffe) {
 }
 
 Status OpenFromManifest(const std::string& directory, DatasetFormat requested,
-                        bool allow_external_paths, std::unique_ptr<Dataset>* dataset) {
+                        bool allow_external_paths, const std::shared_ptr<Store>& store,
+                     std::unique_ptr<Dataset>* dataset) {
   std::string manifest_path = JoinPath(directory, kManifestName);
   Manifest manifest;
   GPUFEED_RETURN_IF_ERROR(ReadManifest(manifest_path, &manifest));
@@ -194,7 +198,7 @@ Status OpenFromManifest(const std::string& directory, DatasetFormat requested,
       }
       specs.push_back(std::move(spec));
     }
-    return OpenRecordIODataset(directory, specs, &manifest, dataset);
+    return OpenRecordIODataset(directory, specs, &manifest, store, dataset);
   }
   std::vector<std::string> environments;
   for (size_t i = 0; i < manifest.shards.size(); ++i) {
@@ -211,14 +215,15 @@ Status OpenFromManifest(const std::string& directory, DatasetFormat requested,
     }
     environments.push_back(environment);
   }
-  return OpenLmdbDataset(directory, environments, &manifest, dataset);
+  return OpenLmdbDataset(directory, environments, &manifest, store, dataset);
 }
 
 Status OpenDirectory(const std::string& directory, DatasetFormat requested,
-                     bool allow_external_paths, std::unique_ptr<Dataset>* dataset) {
+                     bool allow_external_paths, const std::shared_ptr<Store>& store,
+                     std::unique_ptr<Dataset>* dataset) {
   if (PathExists(JoinPath(directory, kManifestName)) && requested != DatasetFormat::kImageFolder &&
       requested != DatasetFormat::kCaffeLmdb) {
-    return OpenFromManifest(directory, requested, allow_external_paths, dataset);
+    return OpenFromManifest(directory, requested, allow_external_paths, store, dataset);
   }
   std::vector<std::string> rec_files, lmdb_directories;
   if (requested != DatasetFormat::kImageFolder) {
@@ -233,15 +238,15 @@ Status OpenDirectory(const std::string& directory, DatasetFormat requested,
     }
     std::vector<RecordIOShardSpec> specs;
     for (const std::string& rec : rec_files) specs.push_back(RecordIOShardAt(rec));
-    return OpenRecordIODataset(directory, specs, nullptr, dataset);
+    return OpenRecordIODataset(directory, specs, nullptr, store, dataset);
   };
   auto open_lmdb = [&]() -> Status {
-    if (lmdb_here) return OpenLmdbDataset(directory, {directory}, nullptr, dataset);
+    if (lmdb_here) return OpenLmdbDataset(directory, {directory}, nullptr, store, dataset);
     if (lmdb_directories.empty()) {
       return Status::NotFound(directory + ": no LMDB environment (data.mdb) here or in its "
                               "subdirectories (format=\"lmdb\")");
     }
-    return OpenLmdbDataset(directory, lmdb_directories, nullptr, dataset);
+    return OpenLmdbDataset(directory, lmdb_directories, nullptr, store, dataset);
   };
 
   switch (requested) {
@@ -249,15 +254,15 @@ Status OpenDirectory(const std::string& directory, DatasetFormat requested,
     case DatasetFormat::kLmdb: return open_lmdb();
     case DatasetFormat::kCaffeLmdb:
       if (!lmdb_here) return Status::NotFound(directory + ": no data.mdb (format=\"caffe_lmdb\")");
-      return OpenCaffeLmdbDataset(directory, dataset);
-    case DatasetFormat::kImageFolder: return OpenImageFolderDataset(directory, dataset);
+      return OpenCaffeLmdbDataset(directory, store, dataset);
+    case DatasetFormat::kImageFolder: return OpenImageFolderDataset(directory, store, dataset);
     case DatasetFormat::kAuto: break;
   }
   if (!rec_files.empty()) return open_recordio();
   if (lmdb_here) {
     bool is_caffe = false;
     GPUFEED_RETURN_IF_ERROR(LooksLikeCaffe(directory, &is_caffe));
-    if (is_caffe) return OpenCaffeLmdbDataset(directory, dataset);
+    if (is_caffe) return OpenCaffeLmdbDataset(directory, store, dataset);
     return open_lmdb();
   }
   if (!lmdb_directories.empty()) return open_lmdb();
@@ -266,7 +271,7 @@ Status OpenDirectory(const std::string& directory, DatasetFormat requested,
   if (entries.empty()) {
     return Status::InvalidArgument(directory + ": the directory is empty (no dataset here)");
   }
-  return OpenImageFolderDataset(directory, dataset);
+  return OpenImageFolderDataset(directory, store, dataset);
 }
 
 }  // namespace
@@ -274,7 +279,8 @@ Status OpenDirectory(const std::string& directory, DatasetFormat requested,
 namespace {
 
 Status OpenUncached(const std::string& path, const DatasetOptions& options,
-                    std::unique_ptr<Dataset>* dataset) {
+                    const std::shared_ptr<Store>& store,
+                     std::unique_ptr<Dataset>* dataset) {
   if (path.empty()) return Status::InvalidArgument("empty dataset path");
   std::string absolute = AbsolutePath(path);
   struct stat st;
@@ -282,15 +288,15 @@ Status OpenUncached(const std::string& path, const DatasetOptions& options,
   if (S_ISDIR(st.st_mode)) {
     // Fail early and clearly on a directory we may not list.
     if (::access(absolute.c_str(), R_OK | X_OK) != 0) return Status::FromErrno(errno, absolute);
-    return OpenDirectory(absolute, options.format, options.allow_external_paths, dataset);
+    return OpenDirectory(absolute, options.format, options.allow_external_paths, store, dataset);
   }
   std::string name = Basename(absolute);
   if (name == kManifestName || name == "data.mdb") {
-    return OpenDirectory(Dirname(absolute), options.format, options.allow_external_paths, dataset);
+    return OpenDirectory(Dirname(absolute), options.format, options.allow_external_paths, store, dataset);
   }
   if (options.format == DatasetFormat::kRecordIO ||
       (options.format == DatasetFormat::kAuto && EndsWith(name, ".rec"))) {
-    return OpenRecordIODataset(absolute, {RecordIOShardAt(absolute)}, nullptr, dataset);
+    return OpenRecordIODataset(absolute, {RecordIOShardAt(absolute)}, nullptr, store, dataset);
   }
   return Status::InvalidArgument(absolute + ": cannot tell the dataset format of this file "
                                  "(expected a .rec file or a directory); pass format=");
@@ -300,22 +306,62 @@ Status OpenUncached(const std::string& path, const DatasetOptions& options,
 
 Status Dataset::Open(const std::string& path, const DatasetOptions& options,
                      std::unique_ptr<Dataset>* dataset) {
+  // Every format reads through the store: the source, throttled for a
+  // benchmark, and the node cache when options name a cache_dir.
+  std::shared_ptr<Store> store;
+  GPUFEED_RETURN_IF_ERROR(NewDatasetStore(options.cache, AbsolutePath(path), &store));
   std::unique_ptr<Dataset> opened;
-  GPUFEED_RETURN_IF_ERROR(OpenUncached(path, options, &opened));
-  if (!options.cache.cache_dir.empty()) {
-    auto* base = dynamic_cast<DatasetBase*>(opened.get());
-    if (base == nullptr) return Status::Internal("dataset without DatasetBase");
-    GPUFEED_RETURN_IF_ERROR(base->AttachCache(options.cache));
-  }
+  GPUFEED_RETURN_IF_ERROR(OpenUncached(path, options, store, &opened));
+  GPUFEED_RETURN_IF_ERROR(store->Seal());
   *dataset = std::move(opened);
   return Status::OK();
 }
 
-Status DatasetBase::AttachCache(const CacheOptions& options) {
-  Log().info("cache: {} is a {} dataset; the node-local cache holds RecordIO shards only, so it "
-             "is read from the source ({} unused)",
-             path_, FormatName(format_), options.cache_dir);
-  return Status::OK();
+DatasetBase::DatasetBase(DatasetFormat format, std::string path, std::shared_ptr<Store> store)
+    : Dataset(format, std::move(path)), store_(std::move(store)) {}
+
+const StoreFile* DatasetBase::FileOf(uint64_t) const { return nullptr; }
+
+void DatasetBase::ExpectReads(const std::vector<uint64_t>& samples) const {
+  // First and last position of each file in the coming reads: the order to
+  // fetch them in, and how many bytes are needed at the same time.
+  std::unordered_map<const StoreFile*, std::pair<uint64_t, uint64_t>> span;
+  std::vector<const StoreFile*> order;
+  for (uint64_t position = 0; position < samples.size(); ++position) {
+    if (samples[position] >= size()) continue;
+    const StoreFile* file = FileOf(samples[position]);
+    if (file == nullptr) continue;
+    auto [found, added] = span.try_emplace(file, position, position);
+    if (added) {
+      order.push_back(file);
+    } else {
+      found->second.second = position;
+    }
+  }
+  std::vector<std::pair<uint64_t, int64_t>> events;  // (position, +/- bytes)
+  for (const auto& [file, first_last] : span) {
+    int64_t bytes = static_cast<int64_t>(file->size());
+    events.emplace_back(2 * first_last.first, bytes);
+    events.emplace_back(2 * first_last.second + 1, -bytes);
+  }
+  std::sort(events.begin(), events.end());
+  int64_t live = 0, most = 0;
+  for (const auto& [position, bytes] : events) {
+    live += bytes;
+    most = std::max(most, live);
+  }
+  store_->ExpectFiles(order, static_cast<uint64_t>(most));
+}
+
+StoreStats DatasetBase::store_stats() const { return store_->stats(); }
+
+}  // namespace gpufeed
+
+namespace gpufeed {
+
+StoreStats DatasetStoreStats(const Dataset& dataset) {
+  auto* base = dynamic_cast<const DatasetBase*>(&dataset);
+  return base != nullptr ? base->store_stats() : StoreStats();
 }
 
 }  // namespace gpufeed

@@ -12,19 +12,27 @@
 #include "format/manifest.h"
 #include "gpufeed/dataset.h"
 #include "gpufeed/status.h"
+#include "storage/store.h"
 
 namespace gpufeed {
 
-// A Dataset subclass may use the protected constructor through this.
+// The base of every format: it reads through a Store (storage/store.h) and
+// never knows whether the bytes come from the source or a node-cache copy.
 class DatasetBase : public Dataset {
  public:
-  // Serves the shards through a node-local cache (Dataset::Open calls it
-  // when options name a cache_dir). The default logs that the format does
-  // not use one.
-  virtual Status AttachCache(const CacheOptions& options);
+  // Maps the samples to the files that hold them (FileOf) and tells the
+  // store the order in which they will be needed and the working set.
+  void ExpectReads(const std::vector<uint64_t>& samples) const override;
+  // The counters of the store chain (opens, stats, source bytes, cache reads).
+  StoreStats store_stats() const;
+  const std::shared_ptr<Store>& store() const { return store_; }
 
  protected:
-  using Dataset::Dataset;
+  DatasetBase(DatasetFormat format, std::string path, std::shared_ptr<Store> store);
+
+  // The file sample `index` is read from, for ExpectReads; nullptr when
+  // the format has no per-sample files worth fetching ahead.
+  virtual const StoreFile* FileOf(uint64_t index) const;
 
   // OutOfRange naming the index, the dataset and its size.
   Status CheckIndex(uint64_t index) const {
@@ -32,7 +40,12 @@ class DatasetBase : public Dataset {
     return Status::OutOfRange("sample " + std::to_string(index) + " is past the end of " + path_ +
                               " (" + std::to_string(size()) + " samples)");
   }
+
+  std::shared_ptr<Store> store_;
 };
+
+// The StoreStats of a dataset opened by Dataset::Open (zeros for another).
+StoreStats DatasetStoreStats(const Dataset& dataset);
 
 struct RecordIOShardSpec {
   std::string rec_path;
@@ -61,11 +74,15 @@ Status ResolveInsideDirectory(const std::string& directory, const std::string& n
                               std::string* path);
 
 Status OpenRecordIODataset(const std::string& path, const std::vector<RecordIOShardSpec>& shards,
-                           const Manifest* manifest, std::unique_ptr<Dataset>* dataset);
+                           const Manifest* manifest, const std::shared_ptr<Store>& store,
+                           std::unique_ptr<Dataset>* dataset);
 Status OpenLmdbDataset(const std::string& path, const std::vector<std::string>& environments,
-                       const Manifest* manifest, std::unique_ptr<Dataset>* dataset);
-Status OpenCaffeLmdbDataset(const std::string& path, std::unique_ptr<Dataset>* dataset);
-Status OpenImageFolderDataset(const std::string& path, std::unique_ptr<Dataset>* dataset);
+                       const Manifest* manifest, const std::shared_ptr<Store>& store,
+                       std::unique_ptr<Dataset>* dataset);
+Status OpenCaffeLmdbDataset(const std::string& path, const std::shared_ptr<Store>& store,
+                            std::unique_ptr<Dataset>* dataset);
+Status OpenImageFolderDataset(const std::string& path, const std::shared_ptr<Store>& store,
+                              std::unique_ptr<Dataset>* dataset);
 
 // Calls `visit(offset, payload)` for each record of a .rec file in order;
 // stops at the first framing error or at the first failed visit.

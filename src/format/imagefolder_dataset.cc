@@ -42,8 +42,8 @@ Status WalkDirectory(const std::string& directory,
 
 class ImageFolderDataset final : public DatasetBase {
  public:
-  explicit ImageFolderDataset(std::string path)
-      : DatasetBase(DatasetFormat::kImageFolder, std::move(path)) {
+  ImageFolderDataset(std::string path, std::shared_ptr<Store> store)
+      : DatasetBase(DatasetFormat::kImageFolder, std::move(path), std::move(store)) {
     integer_labels_ = true;
   }
 
@@ -80,7 +80,7 @@ class ImageFolderDataset final : public DatasetBase {
     GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
     const ImageFolderEntry& entry = entries_[index];
     std::string file = JoinPath(path_, entry.relative_path);
-    Status status = ReadFileToString(file, &record->data);
+    Status status = store_->ReadWholeFile(file, &record->data);
     if (!status.ok()) return status.WithContext("sample " + std::to_string(index));
     Fill(index, entry, file, record);
     return Status::OK();
@@ -156,8 +156,9 @@ Status ScanImageFolder(const std::string& root, std::vector<std::string>* classe
   return Status::OK();
 }
 
-Status OpenImageFolderDataset(const std::string& path, std::unique_ptr<Dataset>* dataset) {
-  auto result = std::make_unique<ImageFolderDataset>(path);
+Status OpenImageFolderDataset(const std::string& path, const std::shared_ptr<Store>& store,
+                              std::unique_ptr<Dataset>* dataset) {
+  auto result = std::make_unique<ImageFolderDataset>(path, store);
   GPUFEED_RETURN_IF_ERROR(result->Open());
   *dataset = std::move(result);
   return Status::OK();

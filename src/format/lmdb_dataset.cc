@@ -19,15 +19,23 @@ std::string LmdbKeyFor(uint64_t index) {
 
 namespace {
 
+// Where each value lies in data.mdb; length kMissing marks a key that the
+// environment does not hold.
+constexpr uint64_t kMissing = ~uint64_t{0};
+
 struct LmdbShard {
   LmdbReader reader;
+  std::shared_ptr<const StoreFile> data;  // data.mdb through the store
   uint64_t key_base = 0;  // sample index of the first key
   int key_width = kLmdbKeyWidth;
+  std::vector<uint64_t> offsets;
+  std::vector<uint64_t> lengths;
 };
 
 class LmdbDataset final : public DatasetBase {
  public:
-  explicit LmdbDataset(std::string path) : DatasetBase(DatasetFormat::kLmdb, std::move(path)) {}
+  LmdbDataset(std::string path, std::shared_ptr<Store> store)
+      : DatasetBase(DatasetFormat::kLmdb, std::move(path), std::move(store)) {}
 
   Status AddShard(const std::string& directory, const ManifestShard* manifest_shard);
   void SetClasses(std::vector<std::string> classes, bool integer_labels) {
@@ -36,10 +44,33 @@ class LmdbDataset final : public DatasetBase {
   }
   uint64_t size() const override { return total_; }
   Status Read(uint64_t index, Record* record) const override;
+  bool Locate(uint64_t index, RecordLocation* location) const override;
+  Status ParseLocated(uint64_t index, const RecordLocation& location, const char* data,
+                      size_t size, Record* record) const override;
+  bool CanLocate() const override { return total_ > 0; }
 
-  std::vector<uint64_t> first_records_;
+ protected:
+  const StoreFile* FileOf(uint64_t index) const override {
+    return environments_[ShardIndexOf(index)]->data.get();
+  }
 
  private:
+  size_t ShardIndexOf(uint64_t index) const {
+    return std::upper_bound(first_records_.begin(), first_records_.end(), index) -
+           first_records_.begin() - 1;
+  }
+  std::string KeyOf(const LmdbShard& shard, uint64_t local) const {
+    char key[32];
+    std::snprintf(key, sizeof(key), "%0*llu", shard.key_width,
+                  static_cast<unsigned long long>(shard.key_base + local));
+    return key;
+  }
+  // The value's range, or Corruption for a key the environment lacks.
+  Status Where(uint64_t index, size_t* shard_index, uint64_t* local) const;
+  Status Parse(uint64_t index, size_t shard_index, uint64_t local, const char* data, size_t size,
+               Record* record) const;
+
+  std::vector<uint64_t> first_records_;
   std::vector<std::unique_ptr<LmdbShard>> environments_;
   uint64_t total_ = 0;
 };
@@ -66,12 +97,28 @@ Status LmdbDataset::AddShard(const std::string& directory, const ManifestShard* 
     shard->key_base = std::stoull(first_key);
     shard->key_width = static_cast<int>(first_key.size());
   }
+  shard->offsets.assign(entries, 0);
+  shard->lengths.assign(entries, kMissing);
+  GPUFEED_RETURN_IF_ERROR(shard->reader.ForEachLocation(
+      [&](std::string_view key, uint64_t offset, uint64_t length) {
+        if (key.size() != static_cast<size_t>(shard->key_width) || key.size() > 19 ||
+            key.find_first_not_of("0123456789") != std::string_view::npos) {
+          return;  // not a sample key: the gap shows when its sample is read
+        }
+        uint64_t number = std::stoull(std::string(key));
+        if (number < shard->key_base || number - shard->key_base >= entries) return;
+        shard->offsets[number - shard->key_base] = offset;
+        shard->lengths[number - shard->key_base] = length;
+      }));
+  std::string data_path = JoinPath(directory, "data.mdb");
+  std::string xxh64 = manifest_shard != nullptr ? manifest_shard->xxh64 : std::string();
+  GPUFEED_RETURN_IF_ERROR(store_->Open(data_path, xxh64, &shard->data));
   ShardInfo info;
   info.path = directory;
   info.first_record = total_;
   info.records = entries;
-  if (manifest_shard != nullptr) info.xxh64 = manifest_shard->xxh64;
-  FileSizeOf(JoinPath(directory, "data.mdb"), &info.bytes);
+  info.xxh64 = xxh64;
+  info.bytes = shard->data->size();
   shards_.push_back(info);
   first_records_.push_back(total_);
   total_ += entries;
@@ -79,34 +126,101 @@ Status LmdbDataset::AddShard(const std::string& directory, const ManifestShard* 
   return Status::OK();
 }
 
-Status LmdbDataset::Read(uint64_t index, Record* record) const {
+Status LmdbDataset::Where(uint64_t index, size_t* shard_index, uint64_t* local) const {
   GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
-  size_t shard_index = std::upper_bound(first_records_.begin(), first_records_.end(), index) -
-                       first_records_.begin() - 1;
+  *shard_index = ShardIndexOf(index);
+  *local = index - first_records_[*shard_index];
+  const LmdbShard& shard = *environments_[*shard_index];
+  if (shard.lengths[*local] == kMissing) {
+    return Status::Corruption(shards_[*shard_index].path + ": key \"" + KeyOf(shard, *local) +
+                              "\" is missing (keys must be consecutive sample indices)")
+        .WithContext("sample " + std::to_string(index));
+  }
+  return Status::OK();
+}
+
+Status LmdbDataset::Read(uint64_t index, Record* record) const {
+  size_t shard_index = 0;
+  uint64_t local = 0;
+  GPUFEED_RETURN_IF_ERROR(Where(index, &shard_index, &local));
   const LmdbShard& shard = *environments_[shard_index];
-  uint64_t local = index - first_records_[shard_index];
-  char key[32];
-  std::snprintf(key, sizeof(key), "%0*llu", shard.key_width,
-                static_cast<unsigned long long>(shard.key_base + local));
+  uint64_t offset = shard.offsets[local], length = shard.lengths[local];
   thread_local std::string payload;
-  Status status = shard.reader.Get(key, &payload);
-  if (status.IsNotFound()) {
-    status = Status::Corruption(shards_[shard_index].path + ": key \"" + std::string(key) +
-                                "\" is missing (keys must be consecutive sample indices)");
-  }
-  if (status.ok()) {
-    ParsedPayload parsed;
-    status = ParseIRPayload(payload, &record->labels, &parsed);
-    if (status.ok()) {
-      record->data.assign(payload, parsed.data_offset, std::string::npos);
-      record->id = parsed.id;
-    } else {
-      // An LMDB value has no file offset of its own; the key locates it.
-      status = status.WithContext(shards_[shard_index].path + "/data.mdb, key \"" +
-                                  std::string(key) + "\"");
-    }
-  }
+  payload.resize(length);
+  FileView view;
+  size_t got = 0;
+  Status status = shard.data->View(offset, length, &view);
+  if (status.ok()) status = PreadFull(view.fd, payload.data(), length, offset, view.shown, &got);
   if (!status.ok()) return status.WithContext("sample " + std::to_string(index));
+  shard.data->Count(view, got);
+  if (got != length) {
+    return Status::Corruption(view.shown + ": ends inside the value of key " +
+                              KeyOf(shard, local) + " at byte offset " + std::to_string(offset))
+        .WithContext("sample " + std::to_string(index));
+  }
+  status = Parse(index, shard_index, local, payload.data(), length, record);
+  if (status.ok() || !view.local || status.code() != Status::Code::kCorruption) return status;
+  // A copy that does not parse where the source does is bad: made again.
+  FileView source;
+  if (!shard.data->SourceView(&source).ok() ||
+      !PreadFull(source.fd, payload.data(), length, offset, source.shown, &got).ok() ||
+      got != length) {
+    return status;
+  }
+  Status from_source = Parse(index, shard_index, local, payload.data(), length, record);
+  if (from_source.ok()) shard.data->Invalidate(view);
+  return from_source;
+}
+
+bool LmdbDataset::Locate(uint64_t index, RecordLocation* location) const {
+  size_t shard_index = 0;
+  uint64_t local = 0;
+  if (!Where(index, &shard_index, &local).ok()) return false;  // Read reports it
+  const LmdbShard& shard = *environments_[shard_index];
+  FileView view;
+  if (!shard.data->View(shard.offsets[local], shard.lengths[local], &view).ok()) return false;
+  location->path = shard.data->path();
+  location->offset = shard.offsets[local];
+  location->length = shard.lengths[local];
+  location->whole_file = false;
+  location->fd = view.fd;
+  location->local = view.local;
+  location->hold = std::move(view.hold);
+  return true;
+}
+
+Status LmdbDataset::ParseLocated(uint64_t index, const RecordLocation& location,
+                                 const char* data, size_t size, Record* record) const {
+  size_t shard_index = 0;
+  uint64_t local = 0;
+  GPUFEED_RETURN_IF_ERROR(Where(index, &shard_index, &local));
+  const LmdbShard& shard = *environments_[shard_index];
+  FileView view;
+  view.fd = location.fd;
+  view.local = location.local;
+  view.hold = location.hold;
+  shard.data->Count(view, size);
+  if (size != shard.lengths[local]) return Read(index, record);  // cut short: read it again
+  Status status = Parse(index, shard_index, local, data, size, record);
+  if (status.ok() || !view.local || status.code() != Status::Code::kCorruption) return status;
+  shard.data->Invalidate(view);
+  return Read(index, record);
+}
+
+Status LmdbDataset::Parse(uint64_t index, size_t shard_index, uint64_t local, const char* data,
+                          size_t size, Record* record) const {
+  const LmdbShard& shard = *environments_[shard_index];
+  std::string key = KeyOf(shard, local);
+  ParsedPayload parsed;
+  Status status = ParseIRPayload(std::string_view(data, size), &record->labels, &parsed);
+  if (!status.ok()) {
+    return status
+        .WithContext(shards_[shard_index].path + "/data.mdb, key \"" + key + "\" at byte offset " +
+                     std::to_string(shard.offsets[local]))
+        .WithContext("sample " + std::to_string(index));
+  }
+  record->data.assign(data + parsed.data_offset, size - parsed.data_offset);
+  record->id = parsed.id;
   record->key = key;
   record->source = shards_[shard_index].path;
   record->source += "/data.mdb, key ";
@@ -119,8 +233,9 @@ Status LmdbDataset::Read(uint64_t index, Record* record) const {
 }  // namespace
 
 Status OpenLmdbDataset(const std::string& path, const std::vector<std::string>& environments,
-                       const Manifest* manifest, std::unique_ptr<Dataset>* dataset) {
-  auto result = std::make_unique<LmdbDataset>(path);
+                       const Manifest* manifest, const std::shared_ptr<Store>& store,
+                       std::unique_ptr<Dataset>* dataset) {
+  auto result = std::make_unique<LmdbDataset>(path, store);
   for (size_t i = 0; i < environments.size(); ++i) {
     const ManifestShard* shard = manifest != nullptr ? &manifest->shards[i] : nullptr;
     GPUFEED_RETURN_IF_ERROR(result->AddShard(environments[i], shard));

@@ -1,5 +1,11 @@
 #include "format/lmdb_env.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+
 #include <cerrno>
 
 #include "util/file.h"
@@ -116,6 +122,37 @@ Status LmdbReader::FirstKey(std::string* key) const {
     key->assign(first);
     return false;
   });
+}
+
+Status MapBaseOf(const void* inside, const std::string& what, uintptr_t* base) {
+  // /proc files report a size of 0: read until the end.
+  std::string maps;
+  {
+    UniqueFd fd(::open("/proc/self/maps", O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) return Status::FromErrno(errno, "/proc/self/maps");
+    char chunk[65536];
+    while (true) {
+      ssize_t got = ::read(fd.get(), chunk, sizeof(chunk));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) return Status::FromErrno(errno, "/proc/self/maps");
+      if (got == 0) break;
+      maps.append(chunk, static_cast<size_t>(got));
+    }
+  }
+  uintptr_t address = reinterpret_cast<uintptr_t>(inside);
+  size_t position = 0;
+  while (position < maps.size()) {
+    size_t end = maps.find('\n', position);
+    if (end == std::string::npos) end = maps.size();
+    unsigned long long start = 0, stop = 0, offset = 0;
+    if (std::sscanf(maps.c_str() + position, "%llx-%llx %*s %llx", &start, &stop, &offset) == 3 &&
+        address >= start && address < stop) {
+      *base = static_cast<uintptr_t>(start - offset);
+      return Status::OK();
+    }
+    position = end + 1;
+  }
+  return Status::Internal(what + ": the memory map of its values is not in /proc/self/maps");
 }
 
 }  // namespace gpufeed

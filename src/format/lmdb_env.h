@@ -6,6 +6,7 @@
 
 #include <lmdb.h>
 
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -39,6 +40,15 @@ class LmdbReader {
   // Stops early when visit returns false.
   template <typename Visit>
   Status ForEach(Visit&& visit) const;
+
+  // Calls visit(key, offset, length) for every entry in key order, where
+  // [offset, offset + length) is where the value lies in data.mdb: a cursor
+  // walk that touches the branch and leaf pages only, never the values
+  // (their pointers into the map give their file offsets). Used at open, so
+  // that reads afterwards are plain range reads of data.mdb (through the
+  // store, the read engine and the node cache) instead of page faults.
+  template <typename Visit>
+  Status ForEachLocation(Visit&& visit) const;
 
   // Number of entries (mdb_env_stat), and the first key (empty if none).
   Status Count(uint64_t* entries) const;
@@ -80,6 +90,34 @@ Status LmdbReader::ForEach(Visit&& visit) const {
   EndRead(txn);
   if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND) return LmdbStatus(rc, directory_ + ": cursor walk");
   return Status::OK();
+}
+
+// The address at which the file mapped around `inside` starts (its offset
+// 0), from /proc/self/maps: LMDB maps data.mdb from offset 0, and a value's
+// pointer minus this base is its offset in the file.
+Status MapBaseOf(const void* inside, const std::string& what, uintptr_t* base);
+
+template <typename Visit>
+Status LmdbReader::ForEachLocation(Visit&& visit) const {
+  uintptr_t base = 0;
+  bool have_base = false;
+  Status status;
+  GPUFEED_RETURN_IF_ERROR(ForEach([&](std::string_view key, std::string_view value) {
+    uintptr_t at = reinterpret_cast<uintptr_t>(value.data());
+    if (!have_base) {
+      status = MapBaseOf(value.data(), directory_ + "/data.mdb", &base);
+      if (!status.ok()) return false;
+      have_base = true;
+    }
+    if (at < base) {
+      status = Status::Corruption(directory_ + "/data.mdb: the value of key \"" +
+                                  std::string(key.substr(0, 40)) + "\" lies outside the map");
+      return false;
+    }
+    visit(key, static_cast<uint64_t>(at - base), static_cast<uint64_t>(value.size()));
+    return true;
+  }));
+  return status;
 }
 
 }  // namespace gpufeed

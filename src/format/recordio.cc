@@ -59,6 +59,7 @@ Status RecordIOCursor::Fetch(uint64_t offset, size_t length, const char** data) 
   size_t got = 0;
   GPUFEED_RETURN_IF_ERROR(PreadFull(fd_, window_.data(), want, offset, path_, &got));
   window_.resize(got);
+  bytes_read_ += got;
   window_start_ = offset;
   if (got < length) {
     // The file shrank after it was opened (truncated underneath us).

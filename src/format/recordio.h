@@ -50,6 +50,8 @@ class RecordIOCursor {
   Status ReadRecord(uint64_t offset, std::string* payload, uint64_t* next_offset);
 
   void set_read_size(size_t read_size) { read_size_ = read_size; }
+  // Bytes this cursor read from the file so far (for the store's counters).
+  uint64_t bytes_read() const { return bytes_read_; }
   // Declares that the window (passed to the constructor) already holds the
   // file's bytes from `start`: records inside it are parsed without I/O.
   void Preload(uint64_t start) { window_start_ = start; }
@@ -66,6 +68,7 @@ class RecordIOCursor {
   std::string own_window_;
   std::string& window_;
   uint64_t window_start_ = 0;
+  uint64_t bytes_read_ = 0;
 };
 
 }  // namespace gpufeed

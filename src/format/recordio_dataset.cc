@@ -2,8 +2,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "cache/node_cache.h"
-#include "cache/source_throttle.h"
 #include "format/datasets.h"
 #include "format/irheader.h"
 #include "format/recordio.h"
@@ -26,7 +24,7 @@ constexpr size_t kMaxRecordHint = 4 << 20;
 struct RecordIOShard {
   std::string rec_path;
   std::string idx_path;  // empty when scanned
-  UniqueFd fd;
+  std::shared_ptr<const StoreFile> file;
   uint64_t file_size = 0;
   std::vector<uint64_t> offsets;
   std::vector<std::string> keys;
@@ -34,7 +32,8 @@ struct RecordIOShard {
 
 class RecordIODataset final : public DatasetBase {
  public:
-  explicit RecordIODataset(std::string path) : DatasetBase(DatasetFormat::kRecordIO, std::move(path)) {}
+  RecordIODataset(std::string path, std::shared_ptr<Store> store)
+      : DatasetBase(DatasetFormat::kRecordIO, std::move(path), std::move(store)) {}
 
   Status AddShard(const RecordIOShardSpec& spec);
   void Finalize() {
@@ -52,26 +51,30 @@ class RecordIODataset final : public DatasetBase {
   Status ParseLocated(uint64_t index, const RecordLocation& location, const char* data,
                       size_t size, Record* record) const override;
   bool CanLocate() const override;
-  void ExpectReads(const std::vector<uint64_t>& samples) const override;
-  Status AttachCache(const CacheOptions& options) override;
+
+ protected:
+  const StoreFile* FileOf(uint64_t index) const override {
+    return files_[ShardIndexOf(index)]->file.get();
+  }
 
  private:
   // The shard holding sample `index`, and the sample's position in it.
   const RecordIOShard& ShardOf(uint64_t index, size_t* local) const;
   size_t ShardIndexOf(uint64_t index) const;
-  bool LocateSource(uint64_t index, RecordLocation* location) const;
   // Bytes from the record's offset to the next record's (or the end of the
   // file); 0 when the index is not sorted there.
   static uint64_t RecordLength(const RecordIOShard& shard, size_t local);
-  // Decodes record `local` of `shard`; `window` holds the file's bytes from
-  // `preloaded_at` when that is not negative.
-  // `copy`: read from this node-cache copy instead of the source.
+  // Decodes record `local` of `shard` through `view`; `window` holds the
+  // file's bytes from `preloaded_at` when that is not negative.
   Status ParseAt(const RecordIOShard& shard, size_t local, uint64_t index, uint64_t hint,
-                 std::string* window, Record* record, int64_t preloaded_at = -1,
-                 const CacheLease* copy = nullptr) const;
+                 const FileView& view, std::string* window, Record* record,
+                 int64_t preloaded_at = -1) const;
+  // A record that did not parse from a node-cache copy: read it from the
+  // source; when that parses, the copy is bad and is made again.
+  Status RetryFromSource(const RecordIOShard& shard, size_t local, uint64_t index, uint64_t hint,
+                         const FileView& bad, Status status, Record* record) const;
 
   std::vector<std::unique_ptr<RecordIOShard>> files_;
-  std::unique_ptr<NodeCache> cache_;
   std::vector<uint64_t> first_records_;
   uint64_t total_ = 0;
 };
@@ -79,8 +82,8 @@ class RecordIODataset final : public DatasetBase {
 Status RecordIODataset::AddShard(const RecordIOShardSpec& spec) {
   auto shard = std::make_unique<RecordIOShard>();
   shard->rec_path = spec.rec_path;
-  GPUFEED_RETURN_IF_ERROR(OpenForRead(spec.rec_path, &shard->fd));
-  GPUFEED_RETURN_IF_ERROR(FileSizeOf(shard->fd.get(), spec.rec_path, &shard->file_size));
+  GPUFEED_RETURN_IF_ERROR(store_->Open(spec.rec_path, spec.xxh64, &shard->file));
+  shard->file_size = shard->file->size();
   std::string idx_path = spec.idx_path.empty() ? IndexPathFor(spec.rec_path) : spec.idx_path;
   if (PathExists(idx_path)) {
     shard->idx_path = idx_path;
@@ -92,14 +95,17 @@ Status RecordIODataset::AddShard(const RecordIOShardSpec& spec) {
   } else {
     Log().info("{} has no index ({}); indexing it by scanning. `gpufeed index {}` writes one.",
                spec.rec_path, idx_path, spec.rec_path);
+    FileView view;
+    GPUFEED_RETURN_IF_ERROR(shard->file->SourceView(&view));
     uint64_t count = 0;
     GPUFEED_RETURN_IF_ERROR(ScanRecordIO(
-        shard->fd.get(), spec.rec_path, shard->file_size,
+        view.fd, spec.rec_path, shard->file_size,
         [&](uint64_t offset, const std::string&) {
           shard->offsets.push_back(offset);
           shard->keys.push_back(std::to_string(count++));
           return Status::OK();
         }));
+    shard->file->Count(view, shard->file_size);
   }
   if (spec.expected_records >= 0 &&
       shard->offsets.size() != static_cast<uint64_t>(spec.expected_records)) {
@@ -143,111 +149,55 @@ Status RecordIODataset::Read(uint64_t index, Record* record) const {
   const RecordIOShard& shard = ShardOf(index, &local);
   uint64_t length = RecordLength(shard, local);
   uint64_t hint = std::min<uint64_t>(length != 0 ? length : kDefaultRecordHint, kMaxRecordHint);
+  FileView view;
+  Status status = shard.file->View(shard.offsets[local], hint, &view);
+  if (!status.ok()) return status.WithContext("sample " + std::to_string(index));
   // Scratch buffers per thread: no allocation per read once warm.
   thread_local std::string window;
   window.clear();
-  if (cache_ == nullptr) {
-    ThrottleSourceRead(hint);
-    return ParseAt(shard, local, index, hint, &window, record);
-  }
-  size_t shard_index = ShardIndexOf(index);
-  std::shared_ptr<const CacheLease> copy = cache_->Acquire(shard_index);
-  cache_->CountRead(copy != nullptr);
-  if (copy == nullptr) {
-    ThrottleSourceRead(hint);
-    return ParseAt(shard, local, index, hint, &window, record);
-  }
-  Status status = ParseAt(shard, local, index, hint, &window, record, -1, copy.get());
-  if (status.ok() || status.code() != Status::Code::kCorruption) return status;
+  status = ParseAt(shard, local, index, hint, view, &window, record);
+  if (status.ok() || !view.local || status.code() != Status::Code::kCorruption) return status;
+  return RetryFromSource(shard, local, index, hint, view, status, record);
+}
+
+Status RecordIODataset::RetryFromSource(const RecordIOShard& shard, size_t local, uint64_t index,
+                                        uint64_t hint, const FileView& bad, Status status,
+                                        Record* record) const {
   // The copy was verified when it was made: a record that does not parse
   // there may still be fine in the source. Read it there; if it is, the
   // copy is bad and is replaced.
+  FileView source;
+  if (!shard.file->SourceView(&source).ok()) return status;
+  thread_local std::string window;
   window.clear();
-  ThrottleSourceRead(hint);
-  Status from_source = ParseAt(shard, local, index, hint, &window, record);
-  if (from_source.ok()) {
-    const CacheLease* bad = copy.get();
-    copy.reset();
-    cache_->Invalidate(shard_index, bad);
-  }
+  Status from_source = ParseAt(shard, local, index, hint, source, &window, record);
+  if (from_source.ok()) shard.file->Invalidate(bad);
   return from_source;
 }
 
 bool RecordIODataset::Locate(uint64_t index, RecordLocation* location) const {
   if (index >= total_) return false;
-  if (cache_ != nullptr) {
-    // A shard with a complete local copy is read through Read, which holds
-    // the copy's lease for the read: the loader's read engine keeps the
-    // files it opens for its whole life, which would pin an evicted copy's
-    // blocks on disk. Its source ranges go to the engine as usual.
-    std::shared_ptr<const CacheLease> copy = cache_->Acquire(ShardIndexOf(index));
-    if (copy != nullptr) return false;
-    if (!LocateSource(index, location)) return false;
-    cache_->CountRead(false);
-    return true;
-  }
-  return LocateSource(index, location);
-}
-
-bool RecordIODataset::CanLocate() const {
-  RecordLocation probe;
-  return total_ > 0 && LocateSource(0, &probe);
-}
-
-Status RecordIODataset::AttachCache(const CacheOptions& options) {
-  std::vector<CachedShard> shards;
-  for (const ShardInfo& info : shards_) {
-    CachedShard shard;
-    shard.path = info.path;
-    shard.size = info.bytes;
-    shard.xxh64 = info.xxh64;
-    shards.push_back(std::move(shard));
-  }
-  return NodeCache::Open(options, path_, shards, &cache_);
-}
-
-void RecordIODataset::ExpectReads(const std::vector<uint64_t>& samples) const {
-  if (cache_ == nullptr) return;
-  // First and last position of each shard in the coming reads: the order
-  // to fetch them in, and how many bytes are needed at the same time.
-  constexpr uint64_t kUnused = ~uint64_t{0};
-  std::vector<uint64_t> first(files_.size(), kUnused), last(files_.size(), 0);
-  for (uint64_t position = 0; position < samples.size(); ++position) {
-    if (samples[position] >= total_) continue;
-    size_t shard = ShardIndexOf(samples[position]);
-    if (first[shard] == kUnused) first[shard] = position;
-    last[shard] = position;
-  }
-  std::vector<size_t> order;
-  std::vector<std::pair<uint64_t, int64_t>> events;  // (position, +/- bytes)
-  for (size_t shard = 0; shard < files_.size(); ++shard) {
-    if (first[shard] == kUnused) continue;
-    order.push_back(shard);
-    int64_t bytes = static_cast<int64_t>(files_[shard]->file_size);
-    events.emplace_back(2 * first[shard], bytes);
-    events.emplace_back(2 * last[shard] + 1, -bytes);
-  }
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return first[a] < first[b]; });
-  std::sort(events.begin(), events.end());
-  int64_t live = 0, most = 0;
-  for (const auto& [position, bytes] : events) {
-    live += bytes;
-    most = std::max(most, live);
-  }
-  cache_->ExpectShards(std::move(order), static_cast<uint64_t>(most));
-}
-
-bool RecordIODataset::LocateSource(uint64_t index, RecordLocation* location) const {
-  if (index >= total_) return false;
   size_t local = 0;
   const RecordIOShard& shard = ShardOf(index, &local);
   uint64_t length = RecordLength(shard, local);
   if (length == 0 || length > kMaxRecordHint) return false;
+  FileView view;
+  if (!shard.file->View(shard.offsets[local], length, &view).ok()) return false;
   location->path = shard.rec_path;
   location->offset = shard.offsets[local];
   location->length = length;
   location->whole_file = false;
+  location->fd = view.fd;
+  location->local = view.local;
+  location->hold = std::move(view.hold);
   return true;
+}
+
+bool RecordIODataset::CanLocate() const {
+  if (total_ == 0) return false;
+  size_t local = 0;
+  const RecordIOShard& shard = ShardOf(0, &local);
+  return RecordLength(shard, local) != 0;
 }
 
 Status RecordIODataset::ParseLocated(uint64_t index, const RecordLocation& location,
@@ -255,24 +205,32 @@ Status RecordIODataset::ParseLocated(uint64_t index, const RecordLocation& locat
   GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
   size_t local = 0;
   const RecordIOShard& shard = ShardOf(index, &local);
+  FileView view;
+  view.fd = location.fd;
+  view.local = location.local;
+  view.hold = location.hold;
+  view.shown = location.local ? shard.rec_path + " (node-cache copy)" : shard.rec_path;
+  shard.file->Count(view, size);
   thread_local std::string window;
   window.assign(data, size);
-  return ParseAt(shard, local, index, location.length, &window, record, location.offset);
+  Status status = ParseAt(shard, local, index, location.length, view, &window, record,
+                          static_cast<int64_t>(location.offset));
+  if (status.ok() || !view.local || status.code() != Status::Code::kCorruption) return status;
+  return RetryFromSource(shard, local, index, location.length, view, status, record);
 }
 
 Status RecordIODataset::ParseAt(const RecordIOShard& shard, size_t local, uint64_t index,
-                                uint64_t hint, std::string* window, Record* record,
-                                int64_t preloaded_at, const CacheLease* copy) const {
+                                uint64_t hint, const FileView& view, std::string* window,
+                                Record* record, int64_t preloaded_at) const {
   uint64_t offset = shard.offsets[local];
   thread_local std::string payload;
   // Errors name the source file (what the user knows), and the copy.
-  std::string shown =
-      copy == nullptr ? shard.rec_path : shard.rec_path + " (node-cache copy " + copy->path + ")";
-  RecordIOCursor cursor(copy == nullptr ? shard.fd.get() : copy->data.get(), shown,
-                        shard.file_size, hint, window);
+  const std::string& shown = view.shown.empty() ? shard.rec_path : view.shown;
+  RecordIOCursor cursor(view.fd, shown, shard.file_size, hint, window);
   if (preloaded_at >= 0) cursor.Preload(static_cast<uint64_t>(preloaded_at));
   uint64_t next_offset = 0;
   Status status = cursor.ReadRecord(offset, &payload, &next_offset);
+  if (cursor.bytes_read() > 0) shard.file->Count(view, cursor.bytes_read());
   if (status.ok()) {
     ParsedPayload parsed;
     status = ParseIRPayload(payload, &record->labels, &parsed);
@@ -388,8 +346,9 @@ Status ParseRecordIOIndex(const std::string& text, const std::string& idx_path, 
 }
 
 Status OpenRecordIODataset(const std::string& path, const std::vector<RecordIOShardSpec>& shards,
-                           const Manifest* manifest, std::unique_ptr<Dataset>* dataset) {
-  auto result = std::make_unique<RecordIODataset>(path);
+                           const Manifest* manifest, const std::shared_ptr<Store>& store,
+                           std::unique_ptr<Dataset>* dataset) {
+  auto result = std::make_unique<RecordIODataset>(path, store);
   for (const RecordIOShardSpec& spec : shards) GPUFEED_RETURN_IF_ERROR(result->AddShard(spec));
   if (manifest != nullptr) result->SetClasses(manifest->classes, manifest->integer_labels);
   result->Finalize();

@@ -73,13 +73,21 @@ void ReadEngine::SetBufferWake(std::function<void()> wake) {
   waiters_->wake = std::move(wake);
 }
 
+ReadEngine::OpenFileEntry::~OpenFileEntry() {
+  if (fd >= 0) ::close(fd);
+  if (buffered_fd >= 0 && buffered_fd != fd) ::close(buffered_fd);
+}
+
 ReadEngine::~ReadEngine() {
   std::lock_guard<std::mutex> lock(files_mutex_);
-  for (auto& file : files_) {
-    if (!file) continue;
-    if (file->fd >= 0) ::close(file->fd);
-    if (file->buffered_fd >= 0 && file->buffered_fd != file->fd) ::close(file->buffered_fd);
-  }
+  files_.clear();  // each entry closes its descriptors when its last reader lets go
+}
+
+size_t ReadEngine::open_files() const {
+  std::lock_guard<std::mutex> lock(files_mutex_);
+  size_t count = 0;
+  for (const auto& file : files_) count += file != nullptr;
+  return count;
 }
 
 Status ReadEngine::Create(const IoOptions& options, std::unique_ptr<ReadEngine>* engine) {
@@ -103,17 +111,32 @@ Status ReadEngine::Create(const IoOptions& options, std::unique_ptr<ReadEngine>*
 }
 
 Status ReadEngine::OpenFile(const std::string& path, FileId* file) {
-  auto entry = std::make_shared<OpenFileEntry>();
-  entry->path = path;
   int fd;
   do {
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return Status::FromErrno(errno, path);
+  return AddFile(fd, path, path, file);
+}
+
+Status ReadEngine::AdoptFile(int fd, const std::string& path, FileId* file) {
+  int duplicate = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (duplicate < 0) return Status::FromErrno(errno, path);
+  // O_DIRECT through a new open file description of the same file: the
+  // flag must not change the caller's descriptor.
+  return AddFile(duplicate, path, "/proc/self/fd/" + std::to_string(duplicate), file,
+                 /*registrable=*/false);
+}
+
+Status ReadEngine::AddFile(int fd, const std::string& path, const std::string& reopen_path,
+                           FileId* file, bool registrable) {
+  auto entry = std::make_shared<OpenFileEntry>();
+  entry->registrable = registrable;
+  entry->path = path;
   entry->buffered_fd = fd;
   entry->fd = fd;
   if (options_.direct_io) {
-    int direct = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    int direct = ::open(reopen_path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
     if (direct >= 0) {
       entry->fd = direct;
       entry->direct = true;
@@ -125,9 +148,7 @@ Status ReadEngine::OpenFile(const std::string& path, FileId* file) {
         Log().info("{}: O_DIRECT refused by the filesystem (EINVAL); using buffered reads", path);
       });
     } else {
-      Status status = Status::FromErrno(errno, path + " (O_DIRECT)");
-      ::close(fd);
-      return status;
+      return Status::FromErrno(errno, path + " (O_DIRECT)");  // the entry closes fd
     }
   }
   std::lock_guard<std::mutex> lock(files_mutex_);
@@ -145,13 +166,7 @@ Status ReadEngine::CloseFile(FileId file) {
     }
     entry = std::move(files_[file]);
   }
-  // Descriptors close when the last in-flight user lets go of the entry.
-  std::shared_ptr<OpenFileEntry> owned = std::const_pointer_cast<OpenFileEntry>(entry);
-  if (owned.use_count() == 1) {
-    if (owned->fd >= 0) ::close(owned->fd);
-    if (owned->buffered_fd >= 0 && owned->buffered_fd != owned->fd) ::close(owned->buffered_fd);
-    owned->fd = owned->buffered_fd = -1;
-  }
+  // The descriptors close when the last in-flight request lets go of the entry.
   return Status::OK();
 }
 

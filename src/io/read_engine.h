@@ -107,8 +107,15 @@ class ReadEngine {
 
   // Opens `path` for reading (O_DIRECT when asked and allowed).
   Status OpenFile(const std::string& path, FileId* file);
+  // Reads through a duplicate of `fd` (the store's descriptor of `path`, a
+  // source or a node-cache copy); with direct_io the file is reopened
+  // through /proc/self/fd for O_DIRECT. The caller's descriptor is not
+  // changed and may be closed afterwards.
+  Status AdoptFile(int fd, const std::string& path, FileId* file);
   // REQUIRES: no request for `file` in flight.
   Status CloseFile(FileId file);
+  // Files open now (OpenFile/AdoptFile minus CloseFile).
+  size_t open_files() const;
 
   // Queues the requests; returns at once. InvalidArgument for an unknown
   // file id (nothing of the batch is queued then).
@@ -130,11 +137,19 @@ class ReadEngine {
 
  protected:
   struct OpenFileEntry {
+    OpenFileEntry() = default;
+    OpenFileEntry(const OpenFileEntry&) = delete;
+    OpenFileEntry& operator=(const OpenFileEntry&) = delete;
+    ~OpenFileEntry();  // closes the descriptors
     std::string path;
     int fd = -1;           // O_DIRECT when direct, else buffered
     int buffered_fd = -1;  // always buffered: retries, unaligned tails
     bool direct = false;
     uint32_t alignment = 1;  // O_DIRECT offset/length alignment
+    // Registered with io_uring rings (which then hold the file until the
+    // engine goes): only files opened by path, never adopted ones (a
+    // node-cache copy must not stay pinned after the engine lets it go).
+    bool registrable = true;
   };
 
   struct PendingRequest {
@@ -192,6 +207,9 @@ class ReadEngine {
   uint64_t inflight_samples_ = 0;
 
  private:
+  Status AddFile(int fd, const std::string& path, const std::string& reopen_path, FileId* file,
+                 bool registrable = true);
+
   mutable std::mutex files_mutex_;
   std::vector<std::shared_ptr<const OpenFileEntry>> files_;
 };

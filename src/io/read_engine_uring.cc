@@ -338,7 +338,7 @@ class UringEngine final : public ReadEngine {
       } else {
         io_uring_prep_read(sqe, file.fd, destination, length, offset);
       }
-      int fixed = FixedFileFor(pending.request.file, file.fd);
+      int fixed = file.registrable ? FixedFileFor(pending.request.file, file.fd) : -1;
       if (fixed >= 0) {
         sqe->fd = fixed;
         sqe->flags |= IOSQE_FIXED_FILE;

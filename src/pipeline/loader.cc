@@ -18,6 +18,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <list>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -785,7 +786,7 @@ class Loader::Impl {
       RecordLocation location;
       FileId file = 0;
       if (!dataset_->Locate(samples[i], &location) ||
-          (!location.whole_file && !FileFor(location.path, &file))) {
+          (!location.whole_file && !FileFor(location, &file))) {
         direct.push_back(tasks[i]);
         continue;
       }
@@ -815,15 +816,32 @@ class Loader::Impl {
     shared_->changed.notify_all();
   }
 
-  bool FileFor(const std::string& path, FileId* file) {
+  // The engine's handle on the descriptor a location names (a source file
+  // or a node-cache copy, kept open by location.hold). At most
+  // kEngineFiles stay registered: the least recently used is closed (its
+  // reads in flight keep it open until they complete), so a dataset of
+  // 100,000 shards reads under a small descriptor limit, and a node-cache
+  // copy is not pinned after the store let it go.
+  static constexpr size_t kEngineFiles = 64;
+  bool FileFor(const RecordLocation& location, FileId* file) {
+    const void* key = location.hold.get();
+    if (key == nullptr || location.fd < 0) return false;  // read directly
     std::lock_guard<std::mutex> lock(files_mutex_);
-    auto found = file_ids_.find(path);
-    if (found != file_ids_.end()) {
-      *file = found->second;
+    auto found = engine_files_.find(key);
+    if (found != engine_files_.end()) {
+      engine_lru_.splice(engine_lru_.begin(), engine_lru_, found->second.lru);
+      *file = found->second.id;
       return true;
     }
-    if (!engine_->OpenFile(path, file).ok()) return false;  // read directly; the error shows there
-    file_ids_[path] = *file;
+    if (!engine_->AdoptFile(location.fd, location.path, file).ok()) return false;
+    engine_lru_.push_front(key);
+    engine_files_[key] = EngineFile{*file, location.hold, engine_lru_.begin()};
+    while (engine_lru_.size() > kEngineFiles) {
+      auto victim = engine_files_.find(engine_lru_.back());
+      engine_->CloseFile(victim->second.id);
+      engine_files_.erase(victim);
+      engine_lru_.pop_back();
+    }
     return true;
   }
 
@@ -1020,7 +1038,13 @@ class Loader::Impl {
   std::unique_ptr<ReadEngine> engine_;
   std::thread collector_;
   std::mutex files_mutex_;
-  std::unordered_map<std::string, FileId> file_ids_;
+  struct EngineFile {
+    FileId id = 0;
+    std::shared_ptr<const void> hold;  // the store's descriptor stays open while registered
+    std::list<const void*>::iterator lru;
+  };
+  std::unordered_map<const void*, EngineFile> engine_files_;
+  std::list<const void*> engine_lru_;
   // Guarded by shared_->mutex.
   uint64_t submit_cursor_ = 0;
   std::unordered_map<uint64_t, Fetched> fetched_;          // task -> bytes

@@ -26,6 +26,10 @@ void UniqueFd::reset(int fd) {
 }
 
 Status OpenForRead(const std::string& path, UniqueFd* fd) {
+  return OpenForRead(path, fd, nullptr, nullptr);
+}
+
+Status OpenForRead(const std::string& path, UniqueFd* fd, uint64_t* size, int64_t* mtime_ns) {
   if (path.find('\0') != std::string::npos) {
     return Status::InvalidArgument("path contains a NUL byte: " + path.substr(0, path.find('\0')));
   }
@@ -42,6 +46,8 @@ Status OpenForRead(const std::string& path, UniqueFd* fd) {
   }
   int flags = ::fcntl(raw, F_GETFL);
   if (flags >= 0) ::fcntl(raw, F_SETFL, flags & ~O_NONBLOCK);
+  if (size != nullptr) *size = static_cast<uint64_t>(st.st_size);
+  if (mtime_ns != nullptr) *mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
   *fd = std::move(owned);
   return Status::OK();
 }

@@ -41,6 +41,8 @@ class UniqueFd {
 // directory is refused with InvalidArgument instead of blocking or failing
 // later; a path with a NUL byte likewise.
 Status OpenForRead(const std::string& path, UniqueFd* fd);
+// The same, with the size and mtime of the file from the same fstat.
+Status OpenForRead(const std::string& path, UniqueFd* fd, uint64_t* size, int64_t* mtime_ns);
 
 // Reads up to `length` bytes at `offset`, retrying short reads and EINTR;
 // stops early only at end of file. *bytes_read gets the count.

@@ -21,8 +21,8 @@
 
 #include <gtest/gtest.h>
 
-#include "cache/cache_directory.h"
-#include "cache/node_cache.h"
+#include "storage/cache_directory.h"
+#include "storage/node_cache.h"
 #include "format/manifest.h"
 #include "gpufeed/cache.h"
 #include "gpufeed/dataset.h"
@@ -162,7 +162,7 @@ class CacheTest : public ::testing::Test {
                    double low = 0.9) {
     FillOutcome outcome = FillOutcome::kUnavailable;
     uint64_t copied = 0;
-    Status status = directory.Fill(source, capacity, 1.0, low, &outcome, &copied);
+    Status status = directory.Fill(source, nullptr, capacity, 1.0, low, &outcome, &copied);
     EXPECT_TRUE(status.ok()) << status.ToString();
     return outcome;
   }
@@ -263,7 +263,7 @@ TEST_F(CacheTest, ALeasedEntryIsNeverEvicted) {
     if (!CacheDirectory::Open(cache_dir_, "", true, &other).ok()) ::_exit(2);
     FillOutcome outcome;
     uint64_t copied;
-    if (!other->Fill(b, 10000, 1.0, 0.9, &outcome, &copied).ok()) ::_exit(3);
+    if (!other->Fill(b, nullptr, 10000, 1.0, 0.9, &outcome, &copied).ok()) ::_exit(3);
     ::_exit(outcome == FillOutcome::kNoRoom && other->HasEntry(a) ? 0 : 1);
   }
   int wait_status = 0;
@@ -442,7 +442,7 @@ TEST_F(CacheTest, KillDashNineInTheMiddleOfAFillLeavesNothingServed) {
     if (!CacheDirectory::Open(cache_dir_, "", true, &directory).ok()) ::_exit(2);
     FillOutcome outcome;
     uint64_t copied;
-    Status status = directory->Fill(source, 0, 1.0, 0.9, &outcome, &copied, [&](uint64_t done, uint64_t total) {
+    Status status = directory->Fill(source, nullptr, 0, 1.0, 0.9, &outcome, &copied, [&](uint64_t done, uint64_t total) {
       if (done < total) {
         // Tell the parent, then wait for its SIGKILL mid-copy.
         char byte = 1;
@@ -552,7 +552,7 @@ TEST_F(CacheTest, ASourceNotMatchingItsManifestChecksumIsNotCached) {
   source.xxh64 = "0123456789abcdef";  // not what the bytes hash to
   FillOutcome outcome;
   uint64_t copied;
-  Status status = directory->Fill(source, 0, 1.0, 0.9, &outcome, &copied);
+  Status status = directory->Fill(source, nullptr, 0, 1.0, 0.9, &outcome, &copied);
   EXPECT_EQ(status.code(), Status::Code::kCorruption);
   EXPECT_NE(status.message().find("does not match"), std::string::npos) << status.ToString();
   EXPECT_FALSE(directory->HasEntry(source));
@@ -706,13 +706,13 @@ TEST_F(CacheTest, PlantedSymlinksNeverRedirectAWriteOrARead) {
   ASSERT_EQ(::symlink(victim.c_str(), JoinPath(locks, key + ".fill").c_str()), 0);
   FillOutcome outcome;
   uint64_t copied;
-  Status status = directory->Fill(source, 0, 1.0, 0.9, &outcome, &copied);
+  Status status = directory->Fill(source, nullptr, 0, 1.0, 0.9, &outcome, &copied);
   EXPECT_FALSE(status.ok());
   EXPECT_EQ(ReadBytes(victim), "precious");
   ::unlink(JoinPath(locks, key + ".fill").c_str());
   // Without it the fill goes ahead, replacing the planted names, never
   // writing through them.
-  status = directory->Fill(source, 0, 1.0, 0.9, &outcome, &copied);
+  status = directory->Fill(source, nullptr, 0, 1.0, 0.9, &outcome, &copied);
   EXPECT_TRUE(status.ok()) << status.ToString();
   EXPECT_EQ(ReadBytes(victim), "precious");
   // The planted names were replaced (the names, not their targets).

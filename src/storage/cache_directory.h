@@ -85,6 +85,11 @@ enum class FillOutcome {
 // Called after each chunk of a fill with the bytes copied so far; tests use
 // it to kill a process in the middle of a fill.
 using FillProgress = std::function<void(uint64_t done, uint64_t total)>;
+// Called once the copy's temporary file exists, with its descriptor (valid
+// during the call): the node cache serves reads from the copy's written part.
+using FillStarted = std::function<void(int temp_fd)>;
+
+class StoreFile;
 
 class CacheDirectory {
  public:
@@ -101,10 +106,14 @@ class CacheDirectory {
   const std::string& path() const { return path_; }
 
   // Copies `source` into the cache under `capacity` (0: no limit) with the
-  // given watermarks. Never blocks on another process's fill (kBusy).
-  Status Fill(const CacheSource& source, uint64_t capacity, double high_watermark,
-              double low_watermark, FillOutcome* outcome, uint64_t* copied,
-              const FillProgress& progress = nullptr);
+  // given watermarks, front to back. Never blocks on another process's fill
+  // (kBusy). `from`: read the source through this store file (its source
+  // view, counted and throttled as the store says); nullptr opens
+  // source.path itself.
+  Status Fill(const CacheSource& source, const StoreFile* from, uint64_t capacity,
+              double high_watermark, double low_watermark, FillOutcome* outcome,
+              uint64_t* copied, const FillProgress& progress = nullptr,
+              const FillStarted& started = nullptr);
 
   // Waits until no process fills `source` (blocking flock on its fill lock).
   void WaitForFill(const CacheSource& source);

@@ -7,8 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "cache/cache_directory.h"
-#include "cache/node_cache.h"
+#include "storage/cache_directory.h"
 #include "gpufeed/cache.h"
 #include "gpufeed/dataset.h"
 #include "util/file.h"
@@ -108,10 +107,16 @@ Status CacheWarm(const std::string& source, const CacheOptions& options,
   DatasetOptions dataset_options;
   std::unique_ptr<Dataset> dataset;
   GPUFEED_RETURN_IF_ERROR(Dataset::Open(source, dataset_options, &dataset));
-  if (dataset->format() != DatasetFormat::kRecordIO) {
-    return Status::NotSupported(dataset->path() + ": a " + FormatName(dataset->format()) +
-                                " dataset; the node-local cache holds RecordIO shards only");
+  if (dataset->format() == DatasetFormat::kImageFolder) {
+    return Status::NotSupported(dataset->path() + ": an imagefolder dataset; the node-local cache "
+                                "holds the files of RecordIO and LMDB datasets (pack the folder "
+                                "with `gpufeed pack`)");
   }
+  // The files the store reads: .rec files, or each environment's data.mdb.
+  auto file_of = [&](const ShardInfo& shard) {
+    return dataset->format() == DatasetFormat::kRecordIO ? shard.path
+                                                         : JoinPath(shard.path, "data.mdb");
+  };
   std::shared_ptr<CacheDirectory> directory;
   bool unsafe = false;
   GPUFEED_RETURN_IF_ERROR(
@@ -130,7 +135,7 @@ Status CacheWarm(const std::string& source, const CacheOptions& options,
   for (const ShardInfo& shard : dataset->shards()) {
     summary->shards += 1;
     CacheSource cache_source;
-    GPUFEED_RETURN_IF_ERROR(StatCacheSource(shard.path, &cache_source));
+    GPUFEED_RETURN_IF_ERROR(StatCacheSource(file_of(shard), &cache_source));
     cache_source.xxh64 = shard.xxh64;
     cache_source.dataset = dataset->path();
     cache_source.policy = options.policy;
@@ -139,7 +144,7 @@ Status CacheWarm(const std::string& source, const CacheOptions& options,
       FillOutcome outcome = FillOutcome::kUnavailable;
       uint64_t copied = 0;
       Status status = directory->Fill(
-          cache_source, capacity, options.high_watermark, options.low_watermark, &outcome, &copied,
+          cache_source, /*from=*/nullptr, capacity, options.high_watermark, options.low_watermark, &outcome, &copied,
           [&](uint64_t bytes, uint64_t) {
             if (progress) progress(base + bytes, total);
           });
@@ -183,7 +188,8 @@ Status CachePutCheckpoint(const std::string& path, const std::string& cache_dir,
   for (int attempt = 0;; ++attempt) {
     FillOutcome outcome = FillOutcome::kUnavailable;
     uint64_t copied = 0;
-    Status status = directory->Fill(source, /*capacity=*/0, 1.0, 0.9, &outcome, &copied);
+    Status status = directory->Fill(source, /*from=*/nullptr, /*capacity=*/0, 1.0, 0.9, &outcome,
+                                    &copied);
     if (outcome == FillOutcome::kBusy && attempt < 3) {
       directory->WaitForFill(source);
       continue;

@@ -1,4 +1,4 @@
-#include "cache/cache_directory.h"
+#include "storage/cache_directory.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -15,7 +15,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-#include "cache/source_throttle.h"
+#include "storage/source_throttle.h"
+#include "storage/store.h"
 #include "io/read_engine.h"
 #include "util/checksum.h"
 #include "util/logging.h"
@@ -532,9 +533,10 @@ void CacheDirectory::WaitForFill(const CacheSource& source) {
   if (Flock(lock.get(), LOCK_SH, "fill lock").ok()) ::flock(lock.get(), LOCK_UN);
 }
 
-Status CacheDirectory::Fill(const CacheSource& source, uint64_t capacity, double high_watermark,
-                            double low_watermark, FillOutcome* outcome, uint64_t* copied,
-                            const FillProgress& progress) {
+Status CacheDirectory::Fill(const CacheSource& source, const StoreFile* from, uint64_t capacity,
+                            double high_watermark, double low_watermark, FillOutcome* outcome,
+                            uint64_t* copied, const FillProgress& progress,
+                            const FillStarted& started) {
   *copied = 0;
   std::string key = CacheKeyFor(source);
   std::string temp_name = key + "." + std::to_string(::getpid()) + ".fill";
@@ -618,9 +620,23 @@ Status CacheDirectory::Fill(const CacheSource& source, uint64_t capacity, double
     *outcome = why;
     return status;
   };
+  if (started) started(temp.get());
   UniqueFd input;
-  Status status = OpenForRead(source.path, &input);
+  FileView view;
+  Status status = from != nullptr ? from->SourceView(&view) : OpenForRead(source.path, &input);
   if (!status.ok()) return abandon(status, FillOutcome::kSourceChanged);
+  if (from != nullptr) {
+    int duplicate = ::fcntl(view.fd, F_DUPFD_CLOEXEC, 0);
+    if (duplicate < 0) return abandon(ErrnoStatus(errno, source.path), FillOutcome::kSourceChanged);
+    input.reset(duplicate);
+  }
+  auto count = [&](uint64_t bytes) {
+    if (from != nullptr) {
+      from->Count(view, bytes);
+    } else {
+      CountSourceBytes(bytes);
+    }
+  };
   struct stat before;
   if (::fstat(input.get(), &before) != 0) {
     return abandon(ErrnoStatus(errno, source.path), FillOutcome::kSourceChanged);
@@ -631,7 +647,7 @@ Status CacheDirectory::Fill(const CacheSource& source, uint64_t capacity, double
   Xxh64 digest;
   std::shared_ptr<ReadEngine> engine = FillEngine();
   FileId file = 0;
-  bool use_engine = engine && engine->OpenFile(source.path, &file).ok();
+  bool use_engine = engine && engine->AdoptFile(input.get(), source.path, &file).ok();
   uint64_t offset = 0;
   std::string scratch;
   while (offset < source.size) {
@@ -668,7 +684,7 @@ Status CacheDirectory::Fill(const CacheSource& source, uint64_t capacity, double
         data = scratch.data();
       }
       if (!status.ok()) break;
-      ThrottleSourceRead(size);
+      count(size);
       if (size != requests[i].length) {
         status = Status::Corruption(source.path + ": shorter than its " +
                                     std::to_string(source.size) + " bytes while being cached");

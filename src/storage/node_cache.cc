@@ -1,0 +1,496 @@
+#include "storage/node_cache.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <limits>
+
+#include "util/logging.h"
+
+namespace gpufeed {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool IsStorageUnavailable(const Status& status) {
+  // Read-only, full, or not ours to write: the cache steps aside.
+  return status.code() == Status::Code::kIOError ||
+         status.code() == Status::Code::kPermissionDenied;
+}
+
+// After a fill that could not make a copy (no room, the source changed),
+// reads go to the source for this long before a fill is tried again.
+constexpr auto kRetryFillAfter = std::chrono::seconds(5);
+
+}  // namespace
+
+Status NodeCache::Open(const CacheOptions& options, const std::string& dataset,
+                       std::unique_ptr<NodeCache>* cache) {
+  cache->reset();
+  if (options.cache_dir.empty()) return Status::OK();
+  if (!(options.low_watermark > 0 && options.low_watermark <= options.high_watermark &&
+        options.high_watermark <= 1.0)) {
+    return Status::InvalidArgument("cache watermarks must satisfy 0 < low <= high <= 1 (got low " +
+                                   std::to_string(options.low_watermark) + ", high " +
+                                   std::to_string(options.high_watermark) + ")");
+  }
+  if (options.max_leased_shards < 1) {
+    return Status::InvalidArgument("max_leased_shards must be at least 1");
+  }
+  if (options.policy == CachePolicy::kCheckpoint) {
+    return Status::InvalidArgument("policy \"checkpoint\" is for checkpoint files "
+                                   "(gpufeed.cache.put_checkpoint), not for datasets");
+  }
+  std::unique_ptr<NodeCache> result(new NodeCache());
+  result->options_ = options;
+  result->dataset_ = dataset;
+  bool unsafe = false;
+  Status status = CacheDirectory::Open(options.cache_dir, options.cache_group, /*create=*/true,
+                                       &result->directory_, &unsafe);
+  if (!status.ok()) {
+    if (unsafe || !IsStorageUnavailable(status)) return status;
+    Log().warn("cache: cannot use {} ({}); reading {} from the source", options.cache_dir,
+               status.ToString(), dataset);
+    return Status::OK();
+  }
+  result->capacity_ = options.capacity;
+  if (result->capacity_ == 0) {
+    GPUFEED_RETURN_IF_ERROR(result->directory_->DefaultCapacity(&result->capacity_));
+    Log().info("cache: {} capacity {} bytes (90% of what its filesystem holds for it)",
+               result->directory_->path(), result->capacity_);
+  }
+  *cache = std::move(result);
+  return Status::OK();
+}
+
+size_t NodeCache::AddFile(std::shared_ptr<const StoreFile> source, const std::string& xxh64) {
+  auto slot = std::make_unique<Slot>();
+  // The key is made from the size and mtime the source had when it was
+  // opened: no extra stat of the (remote) source per file.
+  slot->source.path = source->path();
+  slot->source.size = source->size();
+  slot->source.mtime_ns = source->mtime_ns();
+  slot->source.xxh64 = xxh64;
+  slot->source.dataset = dataset_;
+  slot->source.policy = options_.policy;
+  slot->file = std::move(source);
+  slots_.push_back(std::move(slot));
+  return slots_.size() - 1;
+}
+
+Status NodeCache::Seal() {
+  uint64_t total = 0;
+  for (const auto& slot : slots_) total += slot->source.size;
+  if (options_.policy == CachePolicy::kPinned && total > capacity_) {
+    return Status::InvalidArgument(
+        "cache policy \"pinned\": " + dataset_ + " needs " + std::to_string(total) +
+        " bytes, more than cache_capacity (" + std::to_string(capacity_) +
+        " bytes), so it cannot stay cached; raise cache_capacity or use policy=\"train\"");
+  }
+  if (options_.policy == CachePolicy::kPinned) {
+    // A validation set is read whole at every evaluation: copy it all now.
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (!directory_->HasEntry(slots_[i]->source)) Queue(i, false);
+    }
+  }
+  return Status::OK();
+}
+
+NodeCache::~NodeCache() {
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (filler_pid_ == ::getpid() && !fillers_.empty()) {
+      // Files this process read, or queued for the next reads: finish them
+      // (bounded), so that the next process finds them complete.
+      changed_.wait_for(lock, std::chrono::duration<double>(kCloseWaitSeconds),
+                        [&] { return queue_.empty() && busy_ == 0; });
+    }
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  for (auto& filler : fillers_) {
+    if (filler_pid_ != ::getpid()) {
+      (void)filler.release();  // the parent's thread: not ours to join
+    } else if (filler && filler->joinable()) {
+      filler->join();
+    }
+  }
+  FlushCounters();
+}
+
+FileView NodeCache::LocalView(const Slot& slot, std::shared_ptr<const CacheLease> local) const {
+  FileView view;
+  view.fd = local->data.get();
+  view.local = true;
+  view.shown = slot.source.path + " (node-cache copy " + local->path + ")";
+  view.hold = std::move(local);
+  return view;
+}
+
+Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView* view) {
+  Slot& slot = *slots_[index];
+  std::shared_ptr<const CacheLease> local = std::atomic_load(&slot.local);
+  NotePosition(index);
+  slot.read.store(true, std::memory_order_relaxed);
+  if (local) {
+    slot.last_use.store(use_clock_.fetch_add(1, std::memory_order_relaxed) + 1,
+                        std::memory_order_relaxed);
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    *view = LocalView(slot, std::move(local));
+    return Status::OK();
+  }
+  auto from_source = [&] {
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    return slot.file->SourceView(view);
+  };
+  // One fstatat while the file has no copy: cheap beside a read from the
+  // source, and a copy another process completed is used at once.
+  if (!slot.bad.load() && directory_->HasEntry(slot.source) && TryOpenLocal(index)) {
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    *view = LocalView(slot, std::atomic_load(&slot.local));
+    return Status::OK();
+  }
+  if (writes_disabled_.load() || slot.bad.load()) return from_source();
+  uint64_t end = std::min(offset + length, slot.source.size);
+  std::unique_lock<std::mutex> lock(slot.fill_mutex);
+  if (Clock::now() < slot.retry_after) return from_source();
+  if (!options_.wait_for_fill) {
+    // The copy is made in the background; this read goes to the source,
+    // unless the part it needs is already written.
+    if (slot.state == FillState::kFilling && slot.partial && slot.filled >= end) {
+      hits_.fetch_add(1, std::memory_order_relaxed);
+      view->fd = slot.partial->get();
+      view->local = true;
+      view->shown = slot.source.path + " (node-cache copy being filled)";
+      view->hold = slot.partial;
+      return Status::OK();
+    }
+    if (slot.state == FillState::kIdle) {
+      lock.unlock();
+      Queue(index, /*front=*/true);
+    }
+    return from_source();
+  }
+  uint64_t attempts = slot.attempts;
+  while (true) {
+    if (slot.state == FillState::kFilling && slot.partial && slot.filled >= end) {
+      hits_.fetch_add(1, std::memory_order_relaxed);
+      view->fd = slot.partial->get();
+      view->local = true;
+      view->shown = slot.source.path + " (node-cache copy being filled)";
+      view->hold = slot.partial;
+      return Status::OK();
+    }
+    if (slot.state == FillState::kIdle) {
+      std::shared_ptr<const CacheLease> done = std::atomic_load(&slot.local);
+      if (!done && TryOpenLocal(index)) done = std::atomic_load(&slot.local);
+      if (done) {
+        hits_.fetch_add(1, std::memory_order_relaxed);
+        *view = LocalView(slot, std::move(done));
+        return Status::OK();
+      }
+      if (slot.attempts != attempts || Clock::now() < slot.retry_after) break;  // it failed
+      lock.unlock();
+      Queue(index, /*front=*/true);
+      lock.lock();
+      continue;
+    }
+    if (slot.state == FillState::kQueued) {
+      lock.unlock();
+      Queue(index, /*front=*/true);  // ahead of prefetches: a reader waits
+      lock.lock();
+    }
+    slot.fill_changed.wait_for(lock, std::chrono::milliseconds(200));
+    if (writes_disabled_.load()) break;
+  }
+  lock.unlock();
+  return from_source();
+}
+
+bool NodeCache::TryOpenLocal(size_t index) {
+  Slot& slot = *slots_[index];
+  if (slot.bad.load()) return false;
+  if (std::atomic_load(&slot.local)) return true;
+  CacheLease lease;
+  if (!directory_->OpenEntry(slot.source, &lease).ok()) return false;
+  auto shared = std::make_shared<const CacheLease>(std::move(lease));
+  std::shared_ptr<const CacheLease> expected;
+  if (std::atomic_compare_exchange_strong(&slot.local, &expected, shared)) {
+    slot.last_use.store(use_clock_.fetch_add(1) + 1);
+    ReleaseBeyondLimit(options_.max_leased_shards);
+  }
+  return true;
+}
+
+void NodeCache::ReleaseBeyondLimit(size_t keep) {
+  std::lock_guard<std::mutex> lock(leases_mutex_);
+  std::vector<std::pair<uint64_t, size_t>> held;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (std::atomic_load(&slots_[i]->local)) held.emplace_back(slots_[i]->last_use.load(), i);
+  }
+  if (held.size() <= keep) return;
+  std::sort(held.begin(), held.end());
+  // The least recently used are let go; a reader that still holds one
+  // keeps its lease until it is done with it, and the next read opens the
+  // copy again.
+  for (size_t i = 0; i + keep < held.size(); ++i) {
+    std::atomic_store(&slots_[held[i].second]->local, std::shared_ptr<const CacheLease>());
+  }
+}
+
+void NodeCache::Invalidate(size_t index, const FileView& view) {
+  Slot& slot = *slots_[index];
+  if (!view.local) return;
+  std::shared_ptr<const CacheLease> current = std::atomic_load(&slot.local);
+  if (current == nullptr || current.get() != view.hold.get()) return;  // already replaced
+  Log().warn("cache: {} (copy of {}) is corrupt; reading the source and copying it again",
+             current->path, slot.source.path);
+  slot.bad.store(true);
+  current.reset();
+  std::atomic_store(&slot.local, std::shared_ptr<const CacheLease>());
+  // With the last reference gone the lease is released and the copy can be
+  // removed now; if a reader still holds it, the filler tries again.
+  bool removed = false;
+  if (directory_->Remove(CacheKeyFor(slot.source), &removed).ok() && removed) {
+    slot.bad.store(false);
+  }
+  Queue(index, /*front=*/true);
+}
+
+void NodeCache::StartFillersLocked() {
+  if (filler_pid_ == ::getpid() && !fillers_.empty()) return;
+  if (filler_pid_ != 0 && filler_pid_ != ::getpid()) {
+    // Forked after the parent started its fillers: what the parent had
+    // queued is its business.
+    for (auto& filler : fillers_) (void)filler.release();
+    fillers_.clear();
+    queue_.clear();
+    busy_ = 0;
+    for (auto& slot : slots_) {
+      // The child's copy of the mutex may be held by a parent thread that
+      // no longer exists here: replace the state without locking it.
+      new (&slot->fill_mutex) std::mutex();
+      new (&slot->fill_changed) std::condition_variable();
+      slot->state = FillState::kIdle;
+      slot->partial.reset();
+    }
+  }
+  filler_pid_ = ::getpid();
+  for (int i = 0; i < kFillerThreads; ++i) {
+    fillers_.push_back(std::make_unique<std::thread>([this] { FillerLoop(); }));
+  }
+}
+
+void NodeCache::Queue(size_t index, bool front) {
+  Slot& slot = *slots_[index];
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return;
+    StartFillersLocked();
+  }
+  {
+    std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
+    if (slot.state == FillState::kFilling) return;
+    bool queued = slot.state == FillState::kQueued;
+    slot.state = FillState::kQueued;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (queued) {
+      if (!front) return;
+      auto found = std::find(queue_.begin(), queue_.end(), index);
+      if (found == queue_.begin()) return;
+      if (found != queue_.end()) queue_.erase(found);
+    }
+    if (front) {
+      queue_.push_front(index);
+    } else {
+      queue_.push_back(index);
+    }
+  }
+  changed_.notify_all();
+}
+
+void NodeCache::FillerLoop() {
+  while (true) {
+    size_t index = 0;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      index = queue_.front();
+      queue_.pop_front();
+      busy_ += 1;
+    }
+    Slot& slot = *slots_[index];
+    if (slot.bad.load()) {
+      // Our own readers dropped their leases when they invalidated it; a
+      // reader in another process may still hold it: then try next time.
+      bool removed = false;
+      directory_->Remove(CacheKeyFor(slot.source), &removed);
+      if (removed) slot.bad.store(false);
+    }
+    bool filled = false;
+    if (!slot.bad.load() && !writes_disabled_.load() && !std::atomic_load(&slot.local)) {
+      filled = FillNow(index);
+    }
+    {
+      std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
+      slot.state = FillState::kIdle;
+      slot.partial.reset();
+      slot.filled = 0;
+      if (!filled && !std::atomic_load(&slot.local) && !directory_->HasEntry(slot.source)) {
+        slot.attempts += 1;
+        slot.retry_after = Clock::now() + kRetryFillAfter;
+      }
+    }
+    slot.fill_changed.notify_all();
+    FlushCounters();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      busy_ -= 1;
+    }
+    changed_.notify_all();
+  }
+}
+
+bool NodeCache::FillNow(size_t index) {
+  Slot& slot = *slots_[index];
+  {
+    std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
+    slot.state = FillState::kFilling;
+    slot.filled = 0;
+  }
+  slot.fill_changed.notify_all();
+  // Readers of this file are served from the copy as it is written: the
+  // copy is made front to back, so every byte below `filled` is final.
+  auto started = [&](int temp_fd) {
+    int duplicate = ::fcntl(temp_fd, F_DUPFD_CLOEXEC, 0);
+    if (duplicate < 0) return;
+    std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
+    slot.partial = std::make_shared<const UniqueFd>(duplicate);
+  };
+  auto progress = [&](uint64_t done, uint64_t) {
+    {
+      std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
+      slot.filled = done;
+    }
+    slot.fill_changed.notify_all();
+  };
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    FillOutcome outcome = FillOutcome::kUnavailable;
+    uint64_t copied = 0;
+    Status status = directory_->Fill(slot.source, slot.file.get(), capacity_,
+                                     options_.high_watermark, options_.low_watermark, &outcome,
+                                     &copied, progress, started);
+    switch (outcome) {
+      case FillOutcome::kFilled:
+      case FillOutcome::kAlreadyCached:
+        TryOpenLocal(index);
+        return true;
+      case FillOutcome::kBusy:
+        // Another process copies it: the node reads the source once.
+        directory_->WaitForFill(slot.source);
+        continue;
+      case FillOutcome::kNoRoom:
+        if (!no_room_logged_.exchange(true)) {
+          Log().warn("cache: {} has no room for {} ({} bytes): its capacity of {} bytes is held "
+                     "by entries in use or pinned; such files are read from the source",
+                     directory_->path(), slot.source.path, slot.source.size, capacity_);
+        }
+        return false;
+      case FillOutcome::kUnavailable:
+        DisableWrites(status.ok() ? std::string("the cache cannot be written") : status.ToString());
+        return false;
+      case FillOutcome::kSourceChanged:
+        if (!status.ok()) {
+          Log().warn("cache: not caching {}: {}", slot.source.path, status.ToString());
+        } else {
+          Log().warn("cache: not caching {}: it changed since the dataset was opened",
+                     slot.source.path);
+        }
+        return false;
+    }
+  }
+  return false;
+}
+
+void NodeCache::DisableWrites(const std::string& why) {
+  if (!writes_disabled_.exchange(true)) {
+    Log().warn("cache: {}: {}; new copies stop and {} is read from the source (complete copies "
+               "are still used)",
+               directory_->path(), why, dataset_);
+  }
+  for (auto& slot : slots_) slot->fill_changed.notify_all();
+}
+
+void NodeCache::NotePosition(size_t index) {
+  std::shared_ptr<const Plan> plan = std::atomic_load(&plan_);
+  if (!plan || index >= plan->rank_of.size()) return;
+  size_t rank = plan->rank_of[index];
+  if (rank == std::numeric_limits<size_t>::max()) return;
+  size_t position = plan->position.load(std::memory_order_relaxed);
+  while (rank + 1 > position) {
+    if (plan->position.compare_exchange_weak(position, rank + 1)) {
+      // The reader moved on to a new file: fetch the next ones ahead.
+      for (size_t next = rank + 1;
+           next < plan->order.size() && next <= rank + options_.prefetch_shards; ++next) {
+        size_t file = plan->order[next];
+        if (!std::atomic_load(&slots_[file]->local) && !directory_->HasEntry(slots_[file]->source)) {
+          if (!writes_disabled_.load()) Queue(file, /*front=*/false);
+        }
+      }
+      return;
+    }
+  }
+}
+
+void NodeCache::ExpectFiles(std::vector<size_t> first_use_order, uint64_t live_bytes) {
+  auto plan = std::make_shared<Plan>();
+  plan->rank_of.assign(slots_.size(), std::numeric_limits<size_t>::max());
+  for (size_t i = 0; i < first_use_order.size(); ++i) {
+    if (first_use_order[i] < slots_.size()) plan->rank_of[first_use_order[i]] = i;
+  }
+  plan->order = std::move(first_use_order);
+  std::atomic_store(&plan_, std::shared_ptr<const Plan>(plan));
+  if (live_bytes > capacity_ && !thrash_logged_.exchange(true)) {
+    Log().warn("cache: the epoch order keeps {} bytes of files in use at once, more than the "
+               "cache capacity of {} bytes, so most reads go to the source (shuffle=\"global\" "
+               "uses every shard throughout the epoch); shuffle=\"block\" reads a few shards at a "
+               "time and streams through the cache",
+               live_bytes, capacity_);
+  }
+  FlushCounters();
+  // The first files of the epoch, before any read asks.
+  for (size_t next = 0; next < plan->order.size() && next < options_.prefetch_shards; ++next) {
+    size_t file = plan->order[next];
+    if (!std::atomic_load(&slots_[file]->local) && !directory_->HasEntry(slots_[file]->source) &&
+        !writes_disabled_.load()) {
+      Queue(file, /*front=*/false);
+    }
+  }
+}
+
+void NodeCache::Drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return queue_.empty() && busy_ == 0; });
+}
+
+void NodeCache::FlushCounters() {
+  CacheCounters delta;
+  delta.hits = hits_.exchange(0);
+  delta.misses = misses_.exchange(0);
+  if (delta.empty()) return;
+  total_hits_.fetch_add(delta.hits);
+  total_misses_.fetch_add(delta.misses);
+  Status status = directory_->AddCounters(dataset_, options_.policy, delta);
+  if (!status.ok()) {
+    total_hits_.fetch_sub(delta.hits);
+    total_misses_.fetch_sub(delta.misses);
+    hits_.fetch_add(delta.hits);  // counted again next time
+    misses_.fetch_add(delta.misses);
+  }
+}
+
+}  // namespace gpufeed

@@ -1,0 +1,144 @@
+// NodeCache: one dataset's view of a cache directory, behind the cached
+// store (cached_store.cc). For each read it gives the descriptor to read a
+// file from: the leased local copy when it is complete, the part of a copy
+// this process is filling when that part is written, else (after waiting
+// for the fill with wait_for_fill, or at once without) the source. Filler
+// threads copy the files readers missed and the next `prefetch_shards` of
+// the epoch order given by ExpectFiles.
+//
+// Thread safety: every method may be called from any thread. View is the
+// hot path: one atomic shared_ptr load when the file is local.
+#ifndef GPUFEED_STORAGE_NODE_CACHE_H_
+#define GPUFEED_STORAGE_NODE_CACHE_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpufeed/cache.h"
+#include "gpufeed/status.h"
+#include "storage/cache_directory.h"
+#include "storage/store.h"
+
+namespace gpufeed {
+
+class NodeCache {
+ public:
+  // Opens the cache for the dataset at `dataset`. Returns OK with
+  // *cache == nullptr when the cache cannot be used but the source can (a
+  // read-only or full cache directory): that is logged once. Errors:
+  // PermissionDenied for an unsafe directory (see cache.h), InvalidArgument
+  // for bad options.
+  static Status Open(const CacheOptions& options, const std::string& dataset,
+                     std::unique_ptr<NodeCache>* cache);
+  // Finishes the fills of files this process read or will read next, for
+  // at most kCloseWaitSeconds (so that the next process finds them), then
+  // stops the filler threads.
+  ~NodeCache();
+
+  // Adds a file of the dataset (its source handle); returns its index.
+  size_t AddFile(std::shared_ptr<const StoreFile> source, const std::string& xxh64);
+  // Every file added: refuses a pinned dataset larger than the capacity
+  // (InvalidArgument) and queues a pinned dataset's copies.
+  Status Seal();
+
+  // The view for reading [offset, offset + length) of file `index`.
+  Status View(size_t index, uint64_t offset, uint64_t length, FileView* view);
+  // A view's bytes did not parse where the source's did: the copy is
+  // dropped (removed once no process holds it) and made again.
+  void Invalidate(size_t index, const FileView& view);
+  // File order of the coming reads, for prefetch; `live_bytes` is the most
+  // bytes of files needed at the same time in that order (the working set).
+  void ExpectFiles(std::vector<size_t> first_use_order, uint64_t live_bytes);
+
+  // Waits for every queued fill (tests, warm).
+  void Drain();
+  uint64_t capacity() const { return capacity_; }
+  size_t files() const { return slots_.size(); }
+  CacheDirectory& directory() { return *directory_; }
+  uint64_t hits() const { return total_hits_.load() + hits_.load(); }
+  uint64_t misses() const { return total_misses_.load() + misses_.load(); }
+
+  // How long ~NodeCache lets pending fills finish.
+  static constexpr double kCloseWaitSeconds = 30;
+  // Copies made at once (each keeps kFillChunksInFlight reads in flight).
+  static constexpr int kFillerThreads = 2;
+
+ private:
+  NodeCache() = default;
+
+  enum class FillState { kIdle, kQueued, kFilling };
+
+  struct Slot {
+    std::shared_ptr<const StoreFile> file;  // the source
+    CacheSource source;
+    std::shared_ptr<const CacheLease> local;  // std::atomic_load/store
+    std::atomic<uint64_t> last_use{0};
+    std::atomic<bool> bad{false};  // a corrupt copy: never reopened, removed then refilled
+    std::atomic<bool> read{false};  // a reader asked for it (finish its fill on close)
+    // Guarded by fill_mutex.
+    std::mutex fill_mutex;
+    std::condition_variable fill_changed;
+    FillState state = FillState::kIdle;
+    std::shared_ptr<const UniqueFd> partial;  // the copy being written, while filling
+    uint64_t filled = 0;                      // bytes of it written, from the start
+    uint64_t attempts = 0;                    // fills that ended without a copy
+    std::chrono::steady_clock::time_point retry_after{};
+  };
+
+  bool TryOpenLocal(size_t index);
+  FileView LocalView(const Slot& slot, std::shared_ptr<const CacheLease> local) const;
+  // Queues a fill; `front`: a reader waits for it.
+  void Queue(size_t index, bool front);
+  void FillerLoop();
+  // Fills synchronously; true when the entry is complete afterwards.
+  bool FillNow(size_t index);
+  void ReleaseBeyondLimit(size_t keep);
+  void NotePosition(size_t index);
+  void FlushCounters();
+  void DisableWrites(const std::string& why);
+  void StartFillersLocked();
+
+  CacheOptions options_;
+  std::string dataset_;
+  uint64_t capacity_ = 0;
+  std::shared_ptr<CacheDirectory> directory_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::atomic<uint64_t> use_clock_{0};
+  std::atomic<uint64_t> hits_{0}, misses_{0};
+  std::atomic<uint64_t> total_hits_{0}, total_misses_{0};
+  std::atomic<bool> writes_disabled_{false};
+  std::atomic<bool> no_room_logged_{false};
+
+  std::mutex mutex_;  // guards what follows
+  std::condition_variable changed_;
+  std::deque<size_t> queue_;
+  int busy_ = 0;  // fills running
+  bool stopping_ = false;
+  struct Plan {
+    std::vector<size_t> order;    // first-use order of the files
+    std::vector<size_t> rank_of;  // position of each file in order (or SIZE_MAX)
+    mutable std::atomic<size_t> position{0};  // ranks below it have been read
+  };
+  std::shared_ptr<const Plan> plan_;  // std::atomic_load/store
+  std::atomic<bool> thrash_logged_{false};
+  std::mutex leases_mutex_;  // ReleaseBeyondLimit
+  // The filler threads of the process that started them. A forked child (a
+  // torch DataLoader worker) has the object but not the threads: it leaks
+  // the parent's and starts its own (see Queue).
+  std::vector<std::unique_ptr<std::thread>> fillers_;
+  pid_t filler_pid_ = 0;
+};
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_STORAGE_NODE_CACHE_H_

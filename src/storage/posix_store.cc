@@ -1,0 +1,201 @@
+// The source filesystem: files opened once (one open, one fstat), their
+// descriptors kept in a bounded LRU so that a dataset of 100,000 shards
+// reads under `ulimit -n 1024`. A descriptor evicted while a view holds it
+// closes when the last view goes.
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <list>
+#include <mutex>
+
+#include "storage/store.h"
+#include "util/file.h"
+
+namespace gpufeed {
+
+StoreFile::~StoreFile() = default;
+void StoreFile::Invalidate(const FileView&) const {}
+
+Status StoreFile::ReadAt(uint64_t offset, size_t length, char* destination, size_t* done) const {
+  FileView view;
+  GPUFEED_RETURN_IF_ERROR(View(offset, length, &view));
+  GPUFEED_RETURN_IF_ERROR(PreadFull(view.fd, destination, length, offset, view.shown, done));
+  Count(view, *done);
+  return Status::OK();
+}
+
+Store::~Store() = default;
+Status Store::Seal() { return Status::OK(); }
+void Store::ExpectFiles(const std::vector<const StoreFile*>&, uint64_t) const {}
+void Store::Drain() const {}
+
+namespace {
+
+size_t DefaultMaxOpenFiles() {
+  struct rlimit limit;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1024;
+  return std::clamp<size_t>(static_cast<size_t>(limit.rlim_cur) / 4, 16, 4096);
+}
+
+class PosixStore;
+
+class PosixFile final : public StoreFile {
+ public:
+  PosixFile(std::shared_ptr<const PosixStore> store, std::string path, uint64_t size,
+            int64_t mtime_ns)
+      : StoreFile(std::move(path), size, mtime_ns), store_(std::move(store)) {}
+  ~PosixFile() override;
+
+  Status View(uint64_t offset, uint64_t length, FileView* view) const override {
+    return SourceView(view);
+  }
+  Status SourceView(FileView* view) const override;
+  void Count(const FileView& view, uint64_t bytes) const override;
+
+ private:
+  friend class PosixStore;
+  std::shared_ptr<const PosixStore> store_;  // the file keeps the store alive
+  // Guarded by the store's mutex.
+  mutable std::shared_ptr<const UniqueFd> fd_;
+  mutable std::list<const PosixFile*>::iterator lru_;
+  mutable bool in_lru_ = false;
+};
+
+class PosixStore final : public Store, public std::enable_shared_from_this<PosixStore> {
+ public:
+  explicit PosixStore(size_t max_open_files)
+      : max_open_(max_open_files == 0 ? DefaultMaxOpenFiles() : max_open_files) {}
+
+  Status Open(const std::string& path, const std::string&,
+              std::shared_ptr<const StoreFile>* file) override {
+    UniqueFd fd;
+    uint64_t size = 0;
+    int64_t mtime = 0;
+    Status status = OpenForRead(path, &fd, &size, &mtime);
+    opens_.fetch_add(1, std::memory_order_relaxed);
+    stats_.fetch_add(1, std::memory_order_relaxed);  // OpenForRead's fstat
+    if (!status.ok()) return status;
+    auto opened = std::make_shared<PosixFile>(shared_from_this(), path, size, mtime);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      opened->fd_ = std::make_shared<const UniqueFd>(std::move(fd));
+      InsertLocked(opened.get());
+    }
+    *file = std::move(opened);
+    return Status::OK();
+  }
+
+  Status ReadWholeFile(const std::string& path, std::string* data) const override {
+    opens_.fetch_add(1, std::memory_order_relaxed);
+    stats_.fetch_add(1, std::memory_order_relaxed);
+    GPUFEED_RETURN_IF_ERROR(ReadFileToString(path, data));
+    CountRead(data->size());
+    return Status::OK();
+  }
+
+  StoreStats stats() const override {
+    StoreStats out;
+    out.source_opens = opens_.load(std::memory_order_relaxed);
+    out.source_stats = stats_.load(std::memory_order_relaxed);
+    out.source_reads = reads_.load(std::memory_order_relaxed);
+    out.source_bytes = bytes_.load(std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(mutex_);
+    out.open_files = lru_.size();
+    return out;
+  }
+
+  // The file's descriptor, reopened when it was evicted.
+  Status Acquire(const PosixFile& file, std::shared_ptr<const UniqueFd>* fd) const {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (file.fd_) {
+        Touch(file);
+        *fd = file.fd_;
+        return Status::OK();
+      }
+    }
+    UniqueFd reopened;
+    Status status = OpenForRead(file.path(), &reopened);
+    opens_.fetch_add(1, std::memory_order_relaxed);
+    stats_.fetch_add(1, std::memory_order_relaxed);  // OpenForRead refuses what is not a file
+    if (!status.ok()) return status;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!file.fd_) {  // another thread may have reopened it meanwhile
+      file.fd_ = std::make_shared<const UniqueFd>(std::move(reopened));
+      InsertLocked(&file);
+    }
+    *fd = file.fd_;
+    return Status::OK();
+  }
+
+  void Forget(const PosixFile& file) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (file.in_lru_) lru_.erase(file.lru_);
+    file.in_lru_ = false;
+    file.fd_.reset();
+  }
+
+  void CountRead(uint64_t bytes) const {
+    reads_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    CountSourceBytes(bytes);
+  }
+
+ private:
+  // REQUIRES: mutex_.
+  void Touch(const PosixFile& file) const {
+    if (file.in_lru_) lru_.splice(lru_.begin(), lru_, file.lru_);
+  }
+  void InsertLocked(const PosixFile* file) const {
+    lru_.push_front(file);
+    file->lru_ = lru_.begin();
+    file->in_lru_ = true;
+    while (lru_.size() > max_open_) {
+      const PosixFile* victim = lru_.back();
+      lru_.pop_back();
+      victim->in_lru_ = false;
+      victim->fd_.reset();  // closes now, or when the last view holding it goes
+    }
+  }
+
+  size_t max_open_;
+  mutable std::mutex mutex_;
+  mutable std::list<const PosixFile*> lru_;
+  mutable std::atomic<uint64_t> opens_{0}, stats_{0}, reads_{0}, bytes_{0};
+};
+
+PosixFile::~PosixFile() { store_->Forget(*this); }
+
+Status PosixFile::SourceView(FileView* view) const {
+  std::shared_ptr<const UniqueFd> fd;
+  GPUFEED_RETURN_IF_ERROR(store_->Acquire(*this, &fd));
+  view->fd = fd->get();
+  view->local = false;
+  view->shown = path();
+  view->hold = std::move(fd);
+  return Status::OK();
+}
+
+void PosixFile::Count(const FileView& view, uint64_t bytes) const { store_->CountRead(bytes); }
+
+}  // namespace
+
+std::shared_ptr<Store> NewPosixStore(size_t max_open_files) {
+  return std::make_shared<PosixStore>(max_open_files);
+}
+
+Status NewDatasetStore(const CacheOptions& options, const std::string& dataset,
+                       std::shared_ptr<Store>* store) {
+  std::shared_ptr<Store> chain = NewPosixStore();
+  SourceThrottle throttle = SourceThrottleForBenchmark();
+  if (throttle.active()) chain = NewThrottledStore(std::move(chain), throttle);
+  if (!options.cache_dir.empty()) {
+    return NewCachedStore(std::move(chain), options, dataset, store);
+  }
+  *store = std::move(chain);
+  return Status::OK();
+}
+
+}  // namespace gpufeed

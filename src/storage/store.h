@@ -1,0 +1,144 @@
+// Store: the seam every format reads through (like leveldb's Env and
+// RandomAccessFile under its tables, or DALI's FileStream under its
+// loaders). A format opens the files of its dataset through a Store, asks a
+// StoreFile for a FileView (a descriptor held open while the view lives) for
+// each range it reads, and says in which order it will need the files. It
+// never knows whether the bytes come from the source filesystem, from a
+// node-cache copy, or from a copy still being filled.
+//
+// Implementations (one file each):
+//   posix_store.cc     the source: a bounded cache of open descriptors (one
+//                      open and one fstat per file when first opened),
+//                      counting opens, stats and bytes.
+//   throttled_store.cc a decorator that makes its source as slow as a busy
+//                      parallel filesystem (benchmarks only).
+//   cached_store.cc    the node-local cache (node_cache.h): complete copies
+//                      leased per read, reads of a copy being filled served
+//                      from its progress, misses filled in the background.
+//
+// Stores stack: Dataset::Open builds posix -> (throttled) -> (cached).
+//
+// Thread safety: every method may be called from any thread at once.
+#ifndef GPUFEED_STORAGE_STORE_H_
+#define GPUFEED_STORAGE_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpufeed/cache.h"
+#include "gpufeed/status.h"
+#include "storage/source_throttle.h"
+
+namespace gpufeed {
+
+// Counters of a store chain, summed over its layers.
+struct StoreStats {
+  uint64_t source_opens = 0;  // open() of a source file
+  uint64_t source_stats = 0;  // fstat()/statx() of a source file
+  uint64_t source_reads = 0;  // reads from the source (dataset reads and fills)
+  uint64_t source_bytes = 0;  // bytes of those reads
+  uint64_t cache_reads = 0;   // reads served from a node-cache copy
+  uint64_t cache_bytes = 0;
+  uint64_t open_files = 0;    // source descriptors the store holds now
+};
+
+// The descriptor one read goes to, open (and a copy leased) while the view
+// lives. Views are cheap: a pointer copy on the hot path.
+struct FileView {
+  int fd = -1;
+  // A node-cache copy (complete, or the part of a fill already written).
+  bool local = false;
+  // Names what is read, for error messages: the source path, or
+  // "<source> (node-cache copy <copy>)".
+  std::string shown;
+  std::shared_ptr<const void> hold;
+};
+
+// One file of a dataset, opened through a Store.
+class StoreFile {
+ public:
+  virtual ~StoreFile();
+  StoreFile(const StoreFile&) = delete;
+  StoreFile& operator=(const StoreFile&) = delete;
+
+  // The source path (absolute), its size and mtime when it was opened.
+  const std::string& path() const { return path_; }
+  uint64_t size() const { return size_; }
+  int64_t mtime_ns() const { return mtime_ns_; }
+
+  // A view for reading [offset, offset + length). A node cache may block
+  // here until a fill in progress has copied that range.
+  virtual Status View(uint64_t offset, uint64_t length, FileView* view) const = 0;
+  // The source itself, bypassing any copy (the retry after a copy's bytes
+  // failed to parse, and the cache's own fills).
+  virtual Status SourceView(FileView* view) const = 0;
+  // Accounts a read of `bytes` through `view`: the counters, and for the
+  // throttled store the simulated filesystem's delay.
+  virtual void Count(const FileView& view, uint64_t bytes) const = 0;
+  // The bytes of `view` (a copy) did not parse where the source's did: the
+  // copy is dropped and made again. A no-op for a source view.
+  virtual void Invalidate(const FileView& view) const;
+
+  // View + pread of [offset, offset + length) + Count. *done < length only
+  // at the end of the file.
+  Status ReadAt(uint64_t offset, size_t length, char* destination, size_t* done) const;
+
+ protected:
+  StoreFile(std::string path, uint64_t size, int64_t mtime_ns)
+      : path_(std::move(path)), size_(size), mtime_ns_(mtime_ns) {}
+
+ private:
+  std::string path_;
+  uint64_t size_ = 0;
+  int64_t mtime_ns_ = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store();
+
+  // Opens `path`, a file of the dataset. `xxh64` (16 hex digits from a
+  // manifest, or empty) lets a node cache verify its copy. Opening the same
+  // path twice gives two handles on one file.
+  virtual Status Open(const std::string& path, const std::string& xxh64,
+                      std::shared_ptr<const StoreFile>* file) = 0;
+  // Reads a whole small file (an ImageFolder image) without keeping it
+  // open: one open, one fstat, the read, counted as source reads.
+  virtual Status ReadWholeFile(const std::string& path, std::string* data) const = 0;
+  // Every file of the dataset is open: a node cache checks that a pinned
+  // dataset fits and starts copying it.
+  virtual Status Seal();
+  // The order in which the files will first be read (a loader's epoch for
+  // this rank), and the most bytes of them in use at the same time. A node
+  // cache fetches the next files ahead of the reads. A later call replaces
+  // the earlier one.
+  virtual void ExpectFiles(const std::vector<const StoreFile*>& first_use_order,
+                           uint64_t live_bytes) const;
+  // Waits for queued background work (fills).
+  virtual void Drain() const;
+  virtual StoreStats stats() const = 0;
+};
+
+// The source filesystem. At most `max_open_files` descriptors stay open
+// (least recently used closed first; a descriptor a view holds closes when
+// the view goes); 0 chooses a quarter of RLIMIT_NOFILE, at least 16, at
+// most 4096.
+std::shared_ptr<Store> NewPosixStore(size_t max_open_files = 0);
+// Every read from `source` waits as `throttle` says (benchmarks).
+std::shared_ptr<Store> NewThrottledStore(std::shared_ptr<Store> source,
+                                         const SourceThrottle& throttle);
+// The node-local cache over `source`, for the dataset at `dataset` (an
+// absolute path, for statistics). *store is `source` itself when the cache
+// cannot be used but the source can (logged once). Errors as NodeCache::Open.
+Status NewCachedStore(std::shared_ptr<Store> source, const CacheOptions& options,
+                      const std::string& dataset, std::shared_ptr<Store>* store);
+// The chain Dataset::Open uses: posix, throttled when a benchmark turned
+// the throttle on, cached when options name a cache_dir.
+Status NewDatasetStore(const CacheOptions& options, const std::string& dataset,
+                       std::shared_ptr<Store>* store);
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_STORAGE_STORE_H_
