@@ -191,10 +191,11 @@ int main(int argc, char** argv) {
       }
       if (batches_this_run % args.log_every == 0) {
         gpufeed::LoaderStats stats = loader->Stats();
-        std::printf("epoch %d batch %" PRIu64 ": %.0f samples/s; %s\n", epoch,
-                    index,
-                    stats.samples / std::max(1e-9, stats.elapsed_seconds),
-                    stats.verdict.substr(0, stats.verdict.find(';')).c_str());
+        std::printf("epoch %d batch %" PRIu64 ": %.0f samples/s; bottleneck %s (workers reading "
+                    "%.0f%%, decoding %.0f%%; Next() waited %.0f%%)\n",
+                    epoch, index, stats.samples / std::max(1e-9, stats.elapsed_seconds),
+                    gpufeed::BottleneckName(stats.bottleneck), 100 * stats.read_share,
+                    100 * stats.decode_share, 100 * stats.consumer_wait_share);
       }
       if (args.stop_after >= 0 && batches_this_run >= args.stop_after) {
         std::printf("stopping after %" PRId64 " batches (--stop-after)\nsamples this run: %" PRIu64

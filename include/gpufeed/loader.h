@@ -126,6 +126,20 @@ struct LoaderOptions {
   DeviceOptions device;
 };
 
+// The stage that limits throughput (LoaderStats::bottleneck). The values
+// are stable: the Python binding exports BottleneckName of each.
+enum class Bottleneck : int {
+  kNone = 0,      // no batch delivered yet: nothing to judge
+  kConsumer = 1,  // Next() rarely waits: the training step sets the pace
+  kRead = 2,      // workers spend more of their time reading than decoding
+  kDecode = 3,    // workers spend more of their time decoding than reading
+  kCopy = 4,      // the host-to-device copy stream is busy (CUDA batches only)
+};
+
+// "none", "consumer", "read", "decode" or "copy": a static string, never
+// null ("unknown" for a value outside the enum).
+GPUFEED_EXPORT const char* BottleneckName(Bottleneck bottleneck);
+
 // Per-stage figures since Open (or the last ResetStats). Seconds are summed
 // over the threads of a stage.
 struct GPUFEED_EXPORT LoaderStats {
@@ -156,7 +170,19 @@ struct GPUFEED_EXPORT LoaderStats {
   uint64_t device_bytes = 0;
   double device_copy_seconds = 0;
   double device_wait_buffer_seconds = 0;
-  // The stage that limits throughput, with the evidence and a hint.
+  // The judgement, computed by Stats() from the figures above.
+  // The stage that limits throughput, and the shares it was judged on:
+  // read_share and decode_share of the workers' capacity (elapsed_seconds x
+  // threads), consumer_wait_share and copy_share of elapsed_seconds. Each is
+  // 0..1 (a worker's time is added when its step ends, so a share can pass
+  // 1 by a hair; copy_share is 0 for host batches).
+  Bottleneck bottleneck = Bottleneck::kNone;
+  double read_share = 0;
+  double decode_share = 0;
+  double consumer_wait_share = 0;
+  double copy_share = 0;
+  // The same judgement as a sentence for people: the bottleneck, the shares
+  // and a hint. Derived from the fields above; programs read `bottleneck`.
   std::string verdict;
   std::string ToString() const;
 };

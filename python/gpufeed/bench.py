@@ -16,7 +16,9 @@ interval:
   counting) or starved (waiting in ``next()`` for a batch).
 
 Throughput and the breakdown cover the batches after ``--warmup``; the
-verdict is the loader's own (since it opened).
+bottleneck, its shares and the verdict sentence are the loader's own (since
+it opened: ``stats()["bottleneck"]``, ``read_share``, ...), taken as they are,
+never recomputed or parsed here.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
-__all__ = ["StatsSampler", "run_bench", "stage_shares", "add_arguments", "main_from_args"]
+__all__ = ["StatsSampler", "run_bench", "stage_shares", "loader_judgement", "add_arguments",
+           "main_from_args"]
 
 # Fields of DataLoader.stats() that grow over time; shares are differences.
 _COUNTERS = ("batches", "samples", "bytes_read", "skipped", "read_seconds", "decode_seconds",
@@ -61,6 +64,29 @@ def stage_shares(before: Dict[str, Any], after: Dict[str, Any], seconds: float) 
         "consumer_busy": 1.0 - waited,
         "consumer_starved": waited,
     }
+
+
+def loader_judgement(stats: Dict[str, Any]) -> Dict[str, Any]:
+    """The loader's own judgement from one stats() dict: the bottleneck's
+    name and the shares it was judged on (since the loader opened)."""
+    return {
+        "bottleneck": stats["bottleneck"],
+        "loader_shares": {"read": stats["read_share"], "decode": stats["decode_share"],
+                          "consumer_wait": stats["consumer_wait_share"],
+                          "copy": stats["copy_share"]},
+        "verdict": stats["verdict"],
+    }
+
+
+def judgement_line(result: Dict[str, Any]) -> str:
+    """One line from a result's bottleneck and loader shares (a report's or
+    a plot title's), without reading the verdict sentence."""
+    shares = result["loader_shares"]
+    line = (f"{result['bottleneck']} (workers reading {shares['read']:.0%}, decoding "
+            f"{shares['decode']:.0%}; consumer waited {shares['consumer_wait']:.0%}")
+    if str(result["options"]["device"]) != "cpu":
+        line += f"; copy stream {shares['copy']:.0%}"
+    return line + ", since the loader opened)"
 
 
 class StatsSampler:
@@ -217,7 +243,7 @@ def run_bench(path: str, *, batches: int = 100, warmup: int = 5, batch_size: int
         "io_backend": after.get("io_backend", ""),
         "io_mean_inflight": after.get("io_mean_inflight", 0.0),
         "mean_ready_batches": after.get("mean_ready_batches", 0.0),
-        "verdict": after.get("verdict", ""),
+        **loader_judgement(after),
         "report": after.get("report", ""),
         "timeline": timeline,
     }
@@ -253,9 +279,9 @@ def plot_timeline(result: Dict[str, Any], out_path: str) -> None:
     rate.plot(t, [r["samples_per_s"] for r in rows], color="#333333")
     rate.set_ylabel("samples/s")
     rate.set_xlabel("seconds since the loader started")
-    verdict = result["verdict"].split(";")[0]
     figure.suptitle(f"gpufeed bench {os.path.basename(result['path'].rstrip('/'))}: "
-                    f"{result['samples_per_s']:.0f} samples/s\n{verdict[:110]}", fontsize=9)
+                    f"{result['samples_per_s']:.0f} samples/s\n"
+                    f"bottleneck: {judgement_line(result)}", fontsize=9)
     figure.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
     figure.savefig(out_path, dpi=110, bbox_inches="tight")
@@ -282,6 +308,7 @@ def format_report(result: Dict[str, Any]) -> str:
     ]
     if result["skipped"]:
         lines.append(f"skipped:    {result['skipped']} bad samples (on_error=skip)")
+    lines.append(f"bottleneck: {judgement_line(result)}")
     lines.append(f"verdict:    {result['verdict']}")
     return "\n".join(lines)
 

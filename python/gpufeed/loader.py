@@ -102,7 +102,14 @@ class RawTransform:
 
 
 class LoaderStats(dict):
-    """Per-stage figures and the bottleneck verdict; str() is a report."""
+    """Per-stage figures and the bottleneck verdict; str() is a report.
+
+    ``bottleneck`` names the stage that limits throughput: "none" (no batch
+    yet), "consumer", "read", "decode" or "copy"; ``read_share`` and
+    ``decode_share`` (of the workers' capacity), ``consumer_wait_share`` and
+    ``copy_share`` (of the elapsed time) are the figures it was judged on.
+    ``verdict`` is the same judgement as a sentence, for people: branch on
+    ``bottleneck``, never on the sentence."""
 
     def __str__(self) -> str:
         return self.get("report", dict.__repr__(self))

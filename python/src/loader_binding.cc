@@ -352,6 +352,14 @@ class PyLoader {
     out["device_bytes"] = stats.device_bytes;
     out["device_copy_seconds"] = stats.device_copy_seconds;
     out["device_wait_buffer_seconds"] = stats.device_wait_buffer_seconds;
+    // The judgement: `bottleneck` is what programs branch on (one of
+    // "none", "consumer", "read", "decode", "copy"); `verdict` is the same
+    // judgement as a sentence for people.
+    out["bottleneck"] = BottleneckName(stats.bottleneck);
+    out["read_share"] = stats.read_share;
+    out["decode_share"] = stats.decode_share;
+    out["consumer_wait_share"] = stats.consumer_wait_share;
+    out["copy_share"] = stats.copy_share;
     out["verdict"] = LossyStr(stats.verdict);
     out["report"] = LossyStr(stats.ToString());
     return out;

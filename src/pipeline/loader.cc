@@ -30,6 +30,7 @@
 #include "io/read_engine.h"
 #include "pipeline/batch_access.h"
 #include "pipeline/sampler.h"
+#include "pipeline/verdict.h"
 #include "util/logging.h"
 
 #include <sys/mman.h>
@@ -180,64 +181,6 @@ struct LoaderShared {
     }
   }
 };
-
-// The stage that limits throughput, from the figures in *stats.
-static void SetVerdict(LoaderStats* stats) {
-  std::string io;
-  if (!stats->io_backend.empty()) {
-    char line[160];
-    std::snprintf(line, sizeof(line), "; read engine %s: %llu reads, %.1f in flight on average",
-                  stats->io_backend.c_str(), static_cast<unsigned long long>(stats->io_requests),
-                  stats->io_mean_inflight);
-    io = line;
-  }
-  double capacity = std::max(1e-9, stats->elapsed_seconds * std::max(1, stats->threads));
-  double read_share = stats->read_seconds / capacity;
-  double decode_share = stats->decode_seconds / capacity;
-  double elapsed = std::max(1e-9, stats->elapsed_seconds);
-  double wait_share = stats->consumer_wait_seconds / elapsed;
-  double copy_share = stats->device_copy_seconds / elapsed;
-  char text[512];
-  if (stats->batches == 0) {
-    stats->verdict = "no batches delivered yet";
-  } else if (wait_share < 0.05) {
-    std::snprintf(text, sizeof(text),
-                  "consumer-bound: Next() waited %.0f%% of the time, workers %.0f%% busy "
-                  "(read %.0f%%, decode %.0f%%); the loader keeps up, the training step sets "
-                  "the pace",
-                  100 * wait_share, 100 * (read_share + decode_share), 100 * read_share,
-                  100 * decode_share);
-    stats->verdict = text;
-    if (!stats->device.empty()) {
-      std::snprintf(text, sizeof(text), "; copy stream %.0f%% busy", 100 * copy_share);
-      stats->verdict += text;
-    }
-  } else if (!stats->device.empty() && copy_share > 0.8 &&
-             copy_share > std::max(read_share, decode_share)) {
-    std::snprintf(text, sizeof(text),
-                  "copy-bound: the host-to-device copy stream was busy %.0f%% of the time, the "
-                  "consumer waited %.0f%%; ship uint8 and normalize on the GPU "
-                  "(normalize_on_device), lower the output size, or check the PCIe link and "
-                  "that the process runs on the GPU's NUMA node",
-                  100 * copy_share, 100 * wait_share);
-    stats->verdict = text;
-  } else if (read_share > decode_share) {
-    std::snprintf(text, sizeof(text),
-                  "read-bound: workers spent %.0f%% of their time reading and %.0f%% "
-                  "decoding, the consumer waited %.0f%%; pack small files into shards, cache "
-                  "them on local NVMe, or raise the read engine's queue depth for a parallel "
-                  "filesystem",
-                  100 * read_share, 100 * decode_share, 100 * wait_share);
-    stats->verdict = text + io;
-  } else {
-    std::snprintf(text, sizeof(text),
-                  "decode-bound: decode threads %.0f%% busy (reading %.0f%%), the consumer "
-                  "waited %.0f%%; add decode threads, or output uint8 and normalize on the "
-                  "GPU, or lower the output size",
-                  100 * decode_share, 100 * read_share, 100 * wait_share);
-    stats->verdict = text;
-  }
-}
 
 class Loader::Impl {
  public:
@@ -1023,7 +966,7 @@ class Loader::Impl {
       stats.io_requests = io_stats.requests;
       stats.io_mean_inflight = io_stats.mean_inflight;
     }
-    SetVerdict(&stats);
+    JudgeBottleneck(&stats);
     return stats;
   }
 
@@ -1090,22 +1033,6 @@ class Loader::Impl {
 };
 
 // ---------------------------------------------------------------- Loader
-
-std::string LoaderStats::ToString() const {
-  std::ostringstream out;
-  out << "batches " << batches << ", samples " << samples << ", " << bytes_read / 1e6
-      << " MB read, " << skipped << " skipped, " << threads << " threads, " << elapsed_seconds
-      << " s\n"
-      << "  read " << read_seconds << " s, decode " << decode_seconds << " s, workers blocked (window full) "
-      << blocked_seconds << " s, consumer waited " << consumer_wait_seconds
-      << " s, ready batches at Next() " << mean_ready_batches << "\n"
-      << (io_backend.empty() ? std::string()
-                             : "  read engine " + io_backend + ": " + std::to_string(io_requests) +
-                                   " reads, " + std::to_string(io_mean_inflight) +
-                                   " in flight on average\n")
-      << "  verdict: " << verdict;
-  return out.str();
-}
 
 Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)), owner_process_(getpid()) {}
 Loader::~Loader() {
@@ -1213,7 +1140,7 @@ LoaderStats Loader::Stats() const {
   LoaderStats stats = impl_->Stats();
   if (device_) {
     device_->AddStats(&stats);
-    SetVerdict(&stats);
+    JudgeBottleneck(&stats);
   }
   return stats;
 }

@@ -63,6 +63,12 @@ def test_bench_json_has_throughput_stages_and_verdict(packed_jpegs, capsys):
     assert report["options"]["num_threads"] == 2
     _check_shares(report["stages"])
     assert report["verdict"].split(":")[0] in ("read-bound", "decode-bound", "consumer-bound")
+    # The loader's own judgement, carried as values.
+    assert report["bottleneck"] in ("consumer", "read", "decode")
+    assert report["verdict"].startswith(report["bottleneck"] + "-bound")
+    assert set(report["loader_shares"]) == {"read", "decode", "consumer_wait", "copy"}
+    for name, value in report["loader_shares"].items():
+        assert 0.0 <= value <= 1.0 + 1e-6, (name, value)
     for row in report["timeline"]:
         _check_shares({k: v for k, v in row.items() if k.startswith(("workers", "consumer"))})
 
@@ -71,7 +77,7 @@ def test_bench_text_report_and_plot(packed_jpegs, tmp_path):
     plot = tmp_path / "stages.png"
     result = run_cli("bench", packed_jpegs, "--batches", "20", "--batch-size", "4", "--size", "32",
                      "--transform", "eval", "--interval", "0.02", "--plot", plot)
-    for label in ("throughput:", "workers", "consumer", "verdict:", "plot:"):
+    for label in ("throughput:", "workers", "consumer", "bottleneck:", "verdict:", "plot:"):
         assert label in result.stdout
     data = plot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000

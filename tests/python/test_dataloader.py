@@ -201,6 +201,17 @@ def test_stats_and_errors(token_dataset, tmp_path):
         pass
     stats = loader.stats()
     assert stats["samples"] >= 103 and "verdict" in stats and "verdict" in str(stats)
+    # The judgement as values: the bottleneck's name and the shares it rests on.
+    assert stats["bottleneck"] in ("consumer", "read", "decode")  # host batches: never copy
+    assert stats["verdict"].startswith(stats["bottleneck"] + "-bound")
+    for share in ("read_share", "decode_share", "consumer_wait_share"):
+        assert 0.0 <= stats[share] <= 1.0 + 1e-6, (share, stats[share])
+    assert stats["read_share"] + stats["decode_share"] > 0
+    assert stats["copy_share"] == 0.0
+    fresh = tokens_loader(token_dataset)
+    assert fresh.stats()["bottleneck"] == "none"
+    assert fresh.stats()["verdict"] == "no batches delivered yet"
+    fresh.close()
     with pytest.raises(ValueError):
         gpufeed.DataLoader(token_dataset, shuffle="sometimes")
     with pytest.raises(FileNotFoundError):

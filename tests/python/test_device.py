@@ -144,7 +144,12 @@ def test_cuda_batches_equal_the_cpu_ones(packed, dtype, layout):
         assert torch.equal(gx.cpu(), x) and torch.equal(gy.cpu(), y)
         batches += 1
     assert batches == len(cpu)
-    assert gpu.stats()["device"] == "cuda:0"
+    stats = gpu.stats()
+    assert stats["device"] == "cuda:0"
+    # The device stage's copy stream enters the judgement.
+    assert stats["bottleneck"] in ("consumer", "read", "decode", "copy")
+    assert 0.0 <= stats["copy_share"] <= 1.0 + 1e-6
+    assert stats["verdict"].startswith(stats["bottleneck"] + "-bound")
 
 
 def test_cuda_batches_survive_a_slow_stream(packed):

@@ -145,7 +145,12 @@ def test_device_batches_reach_the_consumers_stream_intact(packed, dtype, on_devi
                 assert out.raw == host_bytes(expected)
             batches += 1
         assert batches == len(base)
-        assert device.stats()["device"] == "cuda:0"
+        stats = device.stats()
+        assert stats["device"] == "cuda:0"
+        # The device stage's figures enter the judgement (the copy stream's share).
+        assert stats["bottleneck"] in ("consumer", "read", "decode", "copy")
+        assert stats["verdict"].startswith(stats["bottleneck"] + "-bound")
+        assert 0.0 < stats["copy_share"] <= 1.0 + 1e-6
     finally:
         device.close()
         cuda.cudaStreamDestroy(stream)

@@ -63,6 +63,9 @@ def test_small_files_dataset_json_and_pack_recommendation(small_files, capsys):
     consumer = report["consumer"]
     assert consumer["samples_per_s"] > 0
     assert consumer["verdict"].split(":")[0] in ("read-bound", "decode-bound", "consumer-bound")
+    assert consumer["bottleneck"] in ("consumer", "read", "decode")
+    assert consumer["verdict"].startswith(consumer["bottleneck"] + "-bound")
+    assert set(consumer["loader_shares"]) == {"read", "decode", "consumer_wait", "copy"}
     assert "disk" in consumer and "gpu" in consumer
     ids = {item["id"]: item for item in report["recommendations"]}
     assert "pack" in ids
@@ -151,6 +154,9 @@ def _report(**overrides):
                  "mean_file_bytes": 2e9, "files_over_1gb": 40},
         "measurements": {},
         "consumer": {"verdict": "read-bound: workers spent 80% of their time reading", "threads": 1,
+                     "bottleneck": "read",
+                     "loader_shares": {"read": 0.8, "decode": 0.1, "consumer_wait": 0.7,
+                                       "copy": 0.0},
                      "transform": "ImageTransform(dtype='float32')",
                      "stages": {"workers_read": 0.8, "workers_decode": 0.1, "workers_blocked": 0,
                                 "workers_starved": 0.1, "consumer_busy": 0.3,
@@ -173,6 +179,9 @@ def test_recommendations_for_a_lustre_read_bound_run():
 
 def test_recommendations_for_decode_bound_and_bursts():
     decode = _report(consumer={"verdict": "decode-bound: decode threads 95% busy", "threads": 1,
+                               "bottleneck": "decode",
+                               "loader_shares": {"read": 0.02, "decode": 0.93,
+                                                 "consumer_wait": 0.5, "copy": 0.0},
                                "transform": "ImageTransform(dtype='float32')",
                                "stages": {"workers_read": 0.02, "workers_decode": 0.93,
                                           "workers_blocked": 0, "workers_starved": 0.05,
@@ -180,9 +189,69 @@ def test_recommendations_for_decode_bound_and_bursts():
     ids = {item["id"] for item in diagnose.recommend(decode)}
     assert {"uint8", "threads"} <= ids
     bursts = _report(consumer={"verdict": "consumer-bound: Next() waited 6%", "threads": 2,
+                               "bottleneck": "consumer",
+                               "loader_shares": {"read": 0.2, "decode": 0.3,
+                                                 "consumer_wait": 0.04, "copy": 0.0},
                                "transform": "ImageTransform(dtype='uint8')",
                                "stages": {"workers_read": 0.2, "workers_decode": 0.3,
                                           "workers_blocked": 0.1, "workers_starved": 0.4,
                                           "consumer_busy": 0.9, "consumer_starved": 0.1}})
     ids = {item["id"] for item in diagnose.recommend(bursts)}
     assert "prefetch" in ids and "uint8" not in ids
+
+
+def _local_report(bottleneck, shares, transform="ImageTransform(dtype='float32')", threads=1):
+    """A packed dataset on a local SSD with the loader judged `bottleneck`:
+    only the loader's judgement can trigger advice."""
+    stages = {"workers_read": shares["read"], "workers_decode": shares["decode"],
+              "workers_blocked": 0.0,
+              "workers_starved": max(0.0, 1.0 - shares["read"] - shares["decode"]),
+              "consumer_busy": 1.0 - shares["consumer_wait"],
+              "consumer_starved": shares["consumer_wait"]}
+    return _report(
+        storage={"filesystem": "ext4", "network": False, "bdi_read_ahead_kb": 4096,
+                 "mount": {"device_number": "259:1"}, "lustre": None,
+                 "block_devices": [{"name": "nvme0n1", "read_ahead_kb": 4096,
+                                    "rotational": False}]},
+        data={"files": 4, "small_file_share": 0.0, "packed": True, "format": "recordio",
+              "mean_file_bytes": 2e8, "files_over_1gb": 0},
+        consumer={"verdict": "(the sentence is not read)", "bottleneck": bottleneck,
+                  "threads": threads, "transform": transform, "loader_shares": shares,
+                  "stages": stages})
+
+
+@pytest.mark.parametrize("bottleneck, shares, expected", [
+    ("none", {"read": 0.0, "decode": 0.0, "consumer_wait": 0.0, "copy": 0.0}, set()),
+    ("consumer", {"read": 0.3, "decode": 0.4, "consumer_wait": 0.01, "copy": 0.0}, set()),
+    ("decode", {"read": 0.02, "decode": 0.95, "consumer_wait": 0.6, "copy": 0.0},
+     {"threads", "uint8"}),
+    # A read-bound loader on a local SSD: pack and queue depth, not a cache.
+    ("read", {"read": 0.9, "decode": 0.05, "consumer_wait": 0.7, "copy": 0.0}, set()),
+    ("copy", {"read": 0.1, "decode": 0.2, "consumer_wait": 0.7, "copy": 0.92}, {"copy"}),
+])
+def test_recommendations_follow_the_bottleneck_name(bottleneck, shares, expected):
+    items = diagnose.recommend(_local_report(bottleneck, shares))
+    assert {item["id"] for item in items} == expected
+    for item in items:
+        assert item["because"], item
+        if item["id"] in ("threads", "copy"):
+            assert f"{bottleneck}-bound" in item["because"], item
+
+
+def test_copy_bound_advice_names_uint8_pcie_and_numa():
+    items = diagnose.recommend(_local_report(
+        "copy", {"read": 0.1, "decode": 0.2, "consumer_wait": 0.7, "copy": 0.92}))
+    (copy,) = [item for item in items if item["id"] == "copy"]
+    assert 'dtype="uint8"' in copy["advice"] and "normalize_on_device" in copy["advice"]
+    assert "PCIe" in copy["advice"] and "NUMA" in copy["advice"]
+    assert "copy stream busy 92%" in copy["because"]
+    assert "consumer waited 70%" in copy["because"]
+
+
+def test_read_bound_on_a_rotational_disk_gets_the_cache_advice():
+    report = _local_report("read", {"read": 0.9, "decode": 0.05, "consumer_wait": 0.7,
+                                    "copy": 0.0})
+    report["storage"]["block_devices"][0]["rotational"] = True
+    ids = {item["id"]: item["because"] for item in diagnose.recommend(report)}
+    assert "read-bound: workers reading 90%" in ids["cache"] and "rotational" in ids["cache"]
+    assert "block_shuffle" in ids

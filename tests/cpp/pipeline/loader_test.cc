@@ -106,6 +106,10 @@ TEST_F(LoaderTest, AnEpochDeliversEverySampleOnceInShapedBatches) {
   LoaderStats stats = loader->Stats();
   EXPECT_GE(stats.samples, static_cast<uint64_t>(kImages));
   EXPECT_FALSE(stats.verdict.empty());
+  EXPECT_NE(stats.bottleneck, Bottleneck::kNone);
+  EXPECT_GT(stats.read_share + stats.decode_share, 0);
+  EXPECT_LE(stats.consumer_wait_share, 1.0);
+  EXPECT_EQ(stats.copy_share, 0);  // host batches
 }
 
 TEST_F(LoaderTest, BitIdenticalBatchesWhateverTheThreadCount) {

@@ -1,0 +1,151 @@
+"""``gpufeed diagnose PATH``: the driver (storage, data, measurements,
+loader run, recommendations), the text report and the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Optional
+
+from .measure import measure_random, measure_sequential, measure_small_files, run_consumer
+from .recommend import recommend
+from .storage import storage_info
+from .survey import KIB, MIB, SMALL_FILE_BYTES, survey
+
+__all__ = ["diagnose", "format_report", "add_arguments", "main_from_args"]
+
+
+def diagnose(path: str, *, seconds: float = 3.0, io_seconds: float = 2.0,
+             sample_bytes: int = 256 * MIB, io_threads: int = 16, batch_size: int = 32,
+             threads: Optional[int] = None, run_loader: bool = True) -> Dict[str, Any]:
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(2, "no such file or directory", path)
+    data = survey(path)
+    files = data.pop("_files")
+    largest = max(files)[1] if files else None
+    storage = storage_info(path, largest)
+    measurements: Dict[str, Any] = {
+        "sequential": measure_sequential(files, sample_bytes, io_seconds),
+        "random": measure_random(files, io_threads, io_seconds),
+    }
+    if data["small_files"]:
+        measurements["small_files"] = measure_small_files(files, io_threads, io_seconds)
+    report: Dict[str, Any] = {"path": path, "storage": storage, "data": data,
+                              "measurements": measurements}
+    if run_loader:
+        disks = [d["name"] for d in storage["block_devices"]]
+        report["consumer"] = run_consumer(path, seconds, disks, batch_size, threads)
+    else:
+        report["consumer"] = {"skipped": "--no-loader"}
+    report["recommendations"] = recommend(report)
+    return report
+
+
+def format_report(report: Dict[str, Any]) -> str:
+    storage, data, measured = report["storage"], report["data"], report["measurements"]
+    consumer = report["consumer"]
+    mount = storage.get("mount") or {}
+    lines = ["== storage",
+             f"filesystem:   {storage['filesystem']} (statfs magic {storage['statfs_magic']})"
+             + (", network/parallel" if storage.get("network") else "")]
+    if mount:
+        lines.append(f"mount:        {mount['source']} on {mount['mount_point']} "
+                     f"({mount['fstype']}, {','.join(mount['mount_options'])}; "
+                     f"{','.join(mount['super_options'])})")
+    for disk in storage["block_devices"]:
+        via = f" via {' -> '.join(disk['via'])}" if disk["via"] else ""
+        lines.append(f"block device: {disk['name']}{via}: read_ahead_kb {disk['read_ahead_kb']}, "
+                     f"scheduler {disk['scheduler']}, "
+                     f"{'rotational' if disk['rotational'] else 'non-rotational'}"
+                     + (f", {disk['model']}" if disk.get("model") else ""))
+    if not storage["block_devices"]:
+        lines.append("block device: none (network or memory filesystem)")
+    if storage.get("bdi_read_ahead_kb") is not None:
+        lines.append(f"read-ahead:   {storage['bdi_read_ahead_kb']} KiB (the filesystem's bdi)")
+    if storage.get("lustre"):
+        lines.append(f"lustre:       {json.dumps(storage['lustre'])}")
+    lines.append("== data")
+    lines.append(f"files:        {data['files']}"
+                 + (" (counting stopped at the limit)" if data["files_counted_up_to_limit"] else "")
+                 + f", {data['bytes'] / 1e6:.1f} MB, mean {data['mean_file_bytes'] / KIB:.0f} KiB")
+    lines.append(f"format:       {data.get('format') or 'not a dataset gpufeed detects'}"
+                 + (f", {data['records']} records in {data['shards']} shard(s)"
+                    if data.get("format") else f" ({data.get('format_error', '')})")
+                 + (", packed" if data.get("packed") else ", not packed"))
+    lines.append(f"small files:  {data['small_file_share']:.0%} under "
+                 f"{SMALL_FILE_BYTES // MIB} MiB ({data['small_files']} files)")
+    lines.append("size histogram: " + ", ".join(f"{h['range']}: {h['files']}"
+                                                 for h in data["histogram"] if h["files"]))
+    seq, rnd = measured["sequential"], measured["random"]
+    lines.append("== measured on the dataset's files (approximately cold)")
+    lines.append("sequential:   " + (f"{seq['mb_per_s']:.0f} MB/s over {seq['bytes'] / 1e6:.0f} MB "
+                                     f"({seq['method']})" if "mb_per_s" in seq else seq["skipped"]))
+    lines.append("random 4 KiB: " + (f"{rnd['iops']:.0f} IOPS, {rnd['mean_latency_ms']:.3f} ms "
+                                     f"mean ({rnd['method']})" if "iops" in rnd else rnd["skipped"]))
+    small = measured.get("small_files")
+    if small:
+        lines.append("small files:  " + (f"{small['files_per_s']:.0f} files/s, "
+                                         f"{small['mb_per_s']:.1f} MB/s ({small['method']})"
+                                         if "files_per_s" in small else small["skipped"]))
+    lines.append("== consumer side (a DataLoader running)")
+    if "skipped" in consumer:
+        lines.append(f"loader:       skipped: {consumer['skipped']}")
+    else:
+        stages = consumer["stages"]
+        lines.append(f"loader:       {consumer['samples_per_s']:.0f} samples/s, "
+                     f"{consumer['loader_mb_per_s']:.1f} MB/s read by the loader, "
+                     f"{consumer['threads']} threads, {consumer['seconds']:.1f} s")
+        lines.append(f"stages:       workers reading {stages['workers_read']:.0%}, decoding "
+                     f"{stages['workers_decode']:.0%}, blocked {stages['workers_blocked']:.0%}, "
+                     f"starved {stages['workers_starved']:.0%}; consumer waited "
+                     f"{stages['consumer_starved']:.0%}")
+        disk = consumer["disk"]
+        lines.append("disk:         " + (f"{disk['mb_per_s']:.1f} MB/s, {disk['reads_per_s']:.0f} "
+                                         f"reads/s on {', '.join(disk['devices'])} "
+                                         "(/proc/diskstats; 0 means the page cache served it)"
+                                         if "mb_per_s" in disk else disk["skipped"]))
+        gpu = consumer["gpu"]
+        if "skipped" in gpu:
+            lines.append(f"GPU:          {gpu['skipped']}")
+        else:
+            value = gpu["mean_utilization_percent"]
+            lines.append(f"GPU:          {'%.0f%%' % value if value is not None else 'no sample'} "
+                         f"mean utilisation ({gpu['source']}, {gpu['samples']} samples)")
+        shares = consumer["loader_shares"]
+        lines.append(f"bottleneck:   {consumer['bottleneck']} (since the loader opened: workers "
+                     f"reading {shares['read']:.0%}, decoding {shares['decode']:.0%}; consumer "
+                     f"waited {shares['consumer_wait']:.0%})")
+        lines.append(f"verdict:      {consumer['verdict']}")
+    lines.append("== recommendations")
+    if not report["recommendations"]:
+        lines.append("none: nothing measured here points at a change")
+    for item in report["recommendations"]:
+        lines.append(f"- {item['advice']}\n    because: {item['because']}")
+    return "\n".join(lines)
+
+
+def add_arguments(parser) -> None:
+    from ..pack import parse_size
+    parser.add_argument("path", help="a dataset directory or file")
+    parser.add_argument("--seconds", type=float, default=3.0,
+                        help="how long the loader runs in step 3 (default 3)")
+    parser.add_argument("--io-seconds", type=float, default=2.0,
+                        help="time per I/O measurement (default 2)")
+    parser.add_argument("--sample-bytes", type=parse_size, default=256 * MIB,
+                        help="bytes read for the sequential figure (default 256MiB)")
+    parser.add_argument("--io-threads", type=int, default=16,
+                        help="threads for the random-read and small-file figures (default 16)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=None, help="loader decode threads")
+    parser.add_argument("--no-loader", action="store_true", help="skip step 3")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def main_from_args(args) -> int:
+    report = diagnose(args.path, seconds=args.seconds, io_seconds=args.io_seconds,
+                      sample_bytes=args.sample_bytes, io_threads=args.io_threads,
+                      batch_size=args.batch_size, threads=args.threads,
+                      run_loader=not args.no_loader)
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0
