@@ -98,6 +98,16 @@ struct RecordLocation {
   std::shared_ptr<const void> hold;
 };
 
+// What the storage layer under a dataset did since it was opened.
+struct StorageStats {
+  uint64_t source_opens = 0;  // open() of a source file
+  uint64_t source_stats = 0;  // fstat()/statx() of a source file
+  uint64_t source_reads = 0;  // reads from the source (dataset reads and cache fills)
+  uint64_t source_bytes = 0;  // bytes of those reads
+  uint64_t cache_reads = 0;   // reads served from a node-cache copy
+  uint64_t open_files = 0;    // source descriptors held now
+};
+
 // One file (RecordIO) or environment (LMDB) of a dataset.
 struct ShardInfo {
   std::string path;          // absolute path of the .rec file or LMDB directory
@@ -151,6 +161,9 @@ class GPUFEED_EXPORT Dataset {
   // this rank): a node cache fetches the files ahead of the reads. Safe
   // from many threads; a later call replaces the earlier one.
   virtual void ExpectReads(const std::vector<uint64_t>& samples) const;
+
+  // Counters of the storage layer (zeros for a Dataset not made by Open).
+  virtual StorageStats storage_stats() const;
 
   DatasetFormat format() const { return format_; }
   // The path given to Open, made absolute.

@@ -119,7 +119,7 @@ struct LoaderOptions {
   uint64_t max_held_bytes = 0;
   // Reads go through the read engine (io_uring, many in flight, ahead of
   // the decode threads) for formats with byte ranges (RecordIO shards,
-  // ImageFolder files); LMDB and Caffe records are read by the decode
+  // LMDB values, ImageFolder files); Caffe records are read by the decode
   // threads. false: every record is read by the decode threads.
   bool use_read_engine = true;
   IoOptions io;
@@ -161,6 +161,15 @@ struct GPUFEED_EXPORT LoaderStats {
   std::string io_backend;
   uint64_t io_requests = 0;
   double io_mean_inflight = 0;  // reads in flight, sampled at each submission
+  // The storage layer under the dataset (src/storage), since the dataset
+  // was opened: source files opened and stat'ed (the metadata server's
+  // load), bytes read from the source (reads and node-cache fills), reads
+  // served from node-cache copies, and source descriptors held now.
+  uint64_t source_opens = 0;
+  uint64_t source_stats = 0;
+  uint64_t source_bytes = 0;
+  uint64_t cache_reads = 0;
+  uint64_t open_files = 0;
   // The device stage (CUDA batches only): batches and bytes copied to the
   // GPU, the copy stream's busy time (copies and normalize kernels, timed
   // with CUDA events), and the copy thread waiting for a free device buffer

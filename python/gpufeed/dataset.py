@@ -120,6 +120,12 @@ class Dataset:
         """Per shard: path, first_record, records, bytes, xxh64 (or None)."""
         return self._native.shards
 
+    def storage_stats(self) -> dict:
+        """What the storage layer did since the dataset was opened: source_opens,
+        source_stats (metadata operations), source_reads, source_bytes (reads and
+        node-cache fills), cache_reads (served from node-cache copies), open_files."""
+        return self._native.storage_stats()
+
     def __repr__(self) -> str:
         return (f"gpufeed.Dataset({self.path!r}, format={self.format!r}, records={len(self)}, "
                 f"shards={len(self.shards)})")

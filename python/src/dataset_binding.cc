@@ -119,6 +119,7 @@ class PyDataset {
   }
 
   uint64_t size() const { return dataset_->size(); }
+  const Dataset& dataset() const { return *dataset_; }
 
   // Returns (data: bytes, labels: list[float], key: str, id: int,
   // shape: tuple | None, encoded: bool).
@@ -327,7 +328,18 @@ void BindDataset(py::module_& module) {
       .def_property_readonly("path", &PyDataset::path)
       .def_property_readonly("classes", &PyDataset::classes)
       .def_property_readonly("integer_labels", &PyDataset::integer_labels)
-      .def_property_readonly("shards", &PyDataset::shards);
+      .def_property_readonly("shards", &PyDataset::shards)
+      .def("storage_stats", [](const PyDataset& self) {
+        StorageStats stats = self.dataset().storage_stats();
+        py::dict out;
+        out["source_opens"] = stats.source_opens;
+        out["source_stats"] = stats.source_stats;
+        out["source_reads"] = stats.source_reads;
+        out["source_bytes"] = stats.source_bytes;
+        out["cache_reads"] = stats.cache_reads;
+        out["open_files"] = stats.open_files;
+        return out;
+      });
   module.def("pack", &PackBinding, py::arg("source"), py::arg("destination"), py::arg("format"),
              py::arg("shard_size"), py::arg("workers"), py::arg("overwrite"),
              py::arg("progress") = py::none(), py::arg("allow_external_paths") = false);

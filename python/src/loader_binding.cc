@@ -346,6 +346,11 @@ class PyLoader {
     out["mean_ready_batches"] = stats.mean_ready_batches;
     out["io_backend"] = stats.io_backend;
     out["io_requests"] = stats.io_requests;
+    out["source_opens"] = stats.source_opens;
+    out["source_stats"] = stats.source_stats;
+    out["source_bytes"] = stats.source_bytes;
+    out["cache_reads"] = stats.cache_reads;
+    out["open_files"] = stats.open_files;
     out["io_mean_inflight"] = stats.io_mean_inflight;
     out["device"] = stats.device;
     out["device_batches"] = stats.device_batches;

@@ -32,6 +32,8 @@ bool Dataset::CanLocate() const {
 
 void Dataset::ExpectReads(const std::vector<uint64_t>&) const {}
 
+StorageStats Dataset::storage_stats() const { return StorageStats(); }
+
 Status Dataset::ParseLocated(uint64_t index, const RecordLocation&, const char*, size_t,
                              Record* record) const {
   return Read(index, record);
@@ -353,15 +355,7 @@ void DatasetBase::ExpectReads(const std::vector<uint64_t>& samples) const {
   store_->ExpectFiles(order, static_cast<uint64_t>(most));
 }
 
-StoreStats DatasetBase::store_stats() const { return store_->stats(); }
+StorageStats DatasetBase::storage_stats() const { return store_->stats(); }
 
 }  // namespace gpufeed
 
-namespace gpufeed {
-
-StoreStats DatasetStoreStats(const Dataset& dataset) {
-  auto* base = dynamic_cast<const DatasetBase*>(&dataset);
-  return base != nullptr ? base->store_stats() : StoreStats();
-}
-
-}  // namespace gpufeed

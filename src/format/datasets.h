@@ -24,7 +24,7 @@ class DatasetBase : public Dataset {
   // store the order in which they will be needed and the working set.
   void ExpectReads(const std::vector<uint64_t>& samples) const override;
   // The counters of the store chain (opens, stats, source bytes, cache reads).
-  StoreStats store_stats() const;
+  StorageStats storage_stats() const override;
   const std::shared_ptr<Store>& store() const { return store_; }
 
  protected:
@@ -43,9 +43,6 @@ class DatasetBase : public Dataset {
 
   std::shared_ptr<Store> store_;
 };
-
-// The StoreStats of a dataset opened by Dataset::Open (zeros for another).
-StoreStats DatasetStoreStats(const Dataset& dataset);
 
 struct RecordIOShardSpec {
   std::string rec_path;

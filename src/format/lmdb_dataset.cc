@@ -168,7 +168,7 @@ Status LmdbDataset::Read(uint64_t index, Record* record) const {
     return status;
   }
   Status from_source = Parse(index, shard_index, local, payload.data(), length, record);
-  if (from_source.ok()) shard.data->Invalidate(view);
+  if (from_source.ok()) shard.data->Invalidate(&view);
   return from_source;
 }
 
@@ -195,15 +195,14 @@ Status LmdbDataset::ParseLocated(uint64_t index, const RecordLocation& location,
   uint64_t local = 0;
   GPUFEED_RETURN_IF_ERROR(Where(index, &shard_index, &local));
   const LmdbShard& shard = *environments_[shard_index];
-  FileView view;
-  view.fd = location.fd;
-  view.local = location.local;
-  view.hold = location.hold;
-  shard.data->Count(view, size);
+  FileView engine_view;  // what the engine read: counted, never read again
+  engine_view.local = location.local;
+  shard.data->Count(engine_view, size);
   if (size != shard.lengths[local]) return Read(index, record);  // cut short: read it again
   Status status = Parse(index, shard_index, local, data, size, record);
-  if (status.ok() || !view.local || status.code() != Status::Code::kCorruption) return status;
-  shard.data->Invalidate(view);
+  if (status.ok() || !location.local || status.code() != Status::Code::kCorruption) return status;
+  // Bad bytes from a copy: Read parses the copy again and, when the source
+  // parses where the copy does not, replaces the copy.
   return Read(index, record);
 }
 

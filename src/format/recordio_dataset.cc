@@ -72,7 +72,7 @@ class RecordIODataset final : public DatasetBase {
   // A record that did not parse from a node-cache copy: read it from the
   // source; when that parses, the copy is bad and is made again.
   Status RetryFromSource(const RecordIOShard& shard, size_t local, uint64_t index, uint64_t hint,
-                         const FileView& bad, Status status, Record* record) const;
+                         FileView* bad, Status status, Record* record) const;
 
   std::vector<std::unique_ptr<RecordIOShard>> files_;
   std::vector<uint64_t> first_records_;
@@ -157,11 +157,11 @@ Status RecordIODataset::Read(uint64_t index, Record* record) const {
   window.clear();
   status = ParseAt(shard, local, index, hint, view, &window, record);
   if (status.ok() || !view.local || status.code() != Status::Code::kCorruption) return status;
-  return RetryFromSource(shard, local, index, hint, view, status, record);
+  return RetryFromSource(shard, local, index, hint, &view, status, record);
 }
 
 Status RecordIODataset::RetryFromSource(const RecordIOShard& shard, size_t local, uint64_t index,
-                                        uint64_t hint, const FileView& bad, Status status,
+                                        uint64_t hint, FileView* bad, Status status,
                                         Record* record) const {
   // The copy was verified when it was made: a record that does not parse
   // there may still be fine in the source. Read it there; if it is, the
@@ -205,18 +205,22 @@ Status RecordIODataset::ParseLocated(uint64_t index, const RecordLocation& locat
   GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
   size_t local = 0;
   const RecordIOShard& shard = ShardOf(index, &local);
+  FileView engine_view;  // what the engine read: counted, never read again
+  engine_view.local = location.local;
+  shard.file->Count(engine_view, size);
+  // A record running past the located bytes is read on through a view of
+  // its own (the location does not keep a descriptor open).
   FileView view;
-  view.fd = location.fd;
-  view.local = location.local;
-  view.hold = location.hold;
-  view.shown = location.local ? shard.rec_path + " (node-cache copy)" : shard.rec_path;
-  shard.file->Count(view, size);
+  Status status = shard.file->View(location.offset, location.length, &view);
+  if (!status.ok()) return status.WithContext("sample " + std::to_string(index));
   thread_local std::string window;
   window.assign(data, size);
-  Status status = ParseAt(shard, local, index, location.length, view, &window, record,
-                          static_cast<int64_t>(location.offset));
-  if (status.ok() || !view.local || status.code() != Status::Code::kCorruption) return status;
-  return RetryFromSource(shard, local, index, location.length, view, status, record);
+  status = ParseAt(shard, local, index, location.length, view, &window, record,
+                   static_cast<int64_t>(location.offset));
+  if (status.ok() || !location.local || status.code() != Status::Code::kCorruption) {
+    return status;
+  }
+  return RetryFromSource(shard, local, index, location.length, &view, status, record);
 }
 
 Status RecordIODataset::ParseAt(const RecordIOShard& shard, size_t local, uint64_t index,

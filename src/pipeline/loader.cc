@@ -733,6 +733,11 @@ class Loader::Impl {
         direct.push_back(tasks[i]);
         continue;
       }
+      // The engine reads through its own duplicate of the descriptor: the
+      // location need not keep the store's open (a window of one-record
+      // shards would hold thousands).
+      location.hold.reset();
+      location.fd = -1;
       ReadRequest request;
       request.tag = Tag(run, tasks[i]);
       if (location.whole_file) {
@@ -959,6 +964,12 @@ class Loader::Impl {
     stats.decode_seconds = decode_seconds_;
     stats.blocked_seconds = blocked_;
     stats.consumer_wait_seconds = consumer_wait_;
+    StorageStats store = dataset_->storage_stats();
+    stats.source_opens = store.source_opens;
+    stats.source_stats = store.source_stats;
+    stats.source_bytes = store.source_bytes;
+    stats.cache_reads = store.cache_reads;
+    stats.open_files = store.open_files;
     stats.mean_ready_batches = ready_samples_count_ ? ready_samples_sum_ / ready_samples_count_ : 0;
     if (engine_) {
       IoStats io_stats = engine_->stats();

@@ -26,7 +26,7 @@ class CachedFile final : public StoreFile {
   void Count(const FileView& view, uint64_t bytes) const override {
     if (!view.local) source_->Count(view, bytes);  // a copy's reads are local
   }
-  void Invalidate(const FileView& view) const override { cache_->Invalidate(index_, view); }
+  void Invalidate(FileView* view) const override { cache_->Invalidate(index_, view); }
 
   size_t index() const { return index_; }
   const NodeCache* cache() const { return cache_.get(); }

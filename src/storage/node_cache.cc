@@ -241,11 +241,15 @@ void NodeCache::ReleaseBeyondLimit(size_t keep) {
   }
 }
 
-void NodeCache::Invalidate(size_t index, const FileView& view) {
+void NodeCache::Invalidate(size_t index, FileView* view) {
   Slot& slot = *slots_[index];
-  if (!view.local) return;
+  std::shared_ptr<const void> held = std::move(view->hold);
+  view->fd = -1;
+  if (!view->local) return;
   std::shared_ptr<const CacheLease> current = std::atomic_load(&slot.local);
-  if (current == nullptr || current.get() != view.hold.get()) return;  // already replaced
+  bool same = current != nullptr && current.get() == held.get();
+  held.reset();  // our reference to the lease goes first
+  if (!same) return;  // already replaced
   Log().warn("cache: {} (copy of {}) is corrupt; reading the source and copying it again",
              current->path, slot.source.path);
   slot.bad.store(true);

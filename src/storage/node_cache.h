@@ -55,7 +55,7 @@ class NodeCache {
   Status View(size_t index, uint64_t offset, uint64_t length, FileView* view);
   // A view's bytes did not parse where the source's did: the copy is
   // dropped (removed once no process holds it) and made again.
-  void Invalidate(size_t index, const FileView& view);
+  void Invalidate(size_t index, FileView* view);
   // File order of the coming reads, for prefetch; `live_bytes` is the most
   // bytes of files needed at the same time in that order (the working set).
   void ExpectFiles(std::vector<size_t> first_use_order, uint64_t live_bytes);

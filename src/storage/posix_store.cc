@@ -16,7 +16,7 @@
 namespace gpufeed {
 
 StoreFile::~StoreFile() = default;
-void StoreFile::Invalidate(const FileView&) const {}
+void StoreFile::Invalidate(FileView* view) const { view->hold.reset(); }
 
 Status StoreFile::ReadAt(uint64_t offset, size_t length, char* destination, size_t* done) const {
   FileView view;

@@ -28,21 +28,15 @@
 #include <vector>
 
 #include "gpufeed/cache.h"
+#include "gpufeed/dataset.h"
 #include "gpufeed/status.h"
 #include "storage/source_throttle.h"
 
 namespace gpufeed {
 
-// Counters of a store chain, summed over its layers.
-struct StoreStats {
-  uint64_t source_opens = 0;  // open() of a source file
-  uint64_t source_stats = 0;  // fstat()/statx() of a source file
-  uint64_t source_reads = 0;  // reads from the source (dataset reads and fills)
-  uint64_t source_bytes = 0;  // bytes of those reads
-  uint64_t cache_reads = 0;   // reads served from a node-cache copy
-  uint64_t cache_bytes = 0;
-  uint64_t open_files = 0;    // source descriptors the store holds now
-};
+// Counters of a store chain, summed over its layers (public as
+// gpufeed::StorageStats, include/gpufeed/dataset.h).
+using StoreStats = StorageStats;
 
 // The descriptor one read goes to, open (and a copy leased) while the view
 // lives. Views are cheap: a pointer copy on the hot path.
@@ -78,8 +72,9 @@ class StoreFile {
   // throttled store the simulated filesystem's delay.
   virtual void Count(const FileView& view, uint64_t bytes) const = 0;
   // The bytes of `view` (a copy) did not parse where the source's did: the
-  // copy is dropped and made again. A no-op for a source view.
-  virtual void Invalidate(const FileView& view) const;
+  // copy is dropped and made again. Releases the view (its lease must go
+  // for the copy to be removed). A no-op for a source view.
+  virtual void Invalidate(FileView* view) const;
 
   // View + pread of [offset, offset + length) + Count. *done < length only
   // at the end of the file.
