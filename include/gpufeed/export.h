@@ -6,9 +6,9 @@
 #if defined(GPUFEED_STATIC_DEFINE)
 #define GPUFEED_EXPORT
 #elif defined(GPUFEED_COMPILING_LIBRARY)
-#define GPUFEED_EXPORT __attribute__((visibility("default")))
+#define GPUFEED_EXPORT [[gnu::visibility("default")]]
 #else
-#define GPUFEED_EXPORT __attribute__((visibility("default")))
+#define GPUFEED_EXPORT [[gnu::visibility("default")]]
 #endif
 
 #endif  // GPUFEED_EXPORT_H_

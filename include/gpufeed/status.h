@@ -19,7 +19,7 @@
 
 namespace gpufeed {
 
-class GPUFEED_EXPORT Status {
+class [[nodiscard]] GPUFEED_EXPORT Status {
  public:
   enum class Code : int {
     kOk = 0,
@@ -104,7 +104,7 @@ class GPUFEED_EXPORT Status {
 
 // Result<T>: either a value or a failed Status.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {}  // NOLINT: implicit by design
