@@ -304,6 +304,8 @@ int RunOneEpoch(const Flags& flags) {
   uint64_t dataset_bytes = DatasetBytes(*dataset);
   std::string json = JsonHeader(flags, *dataset);
   EpochResult result = RunEpoch(*dataset, flags.epoch, flags.threads);
+  // The process's counters, opening included (the source opens happen there).
+  result.storage = dataset->storage_stats();
   auto closed = Clock::now();
   dataset.reset();  // queued fills finish here
   double close_seconds = SecondsSince(closed);
