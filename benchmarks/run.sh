@@ -85,29 +85,43 @@ drop_caches() {
 
 heading "[1/5] small files vs packed shards: read every record back ($THREADS threads)"
 results_file=$(mktemp)
-for name in imagefolder recordio lmdb caffe_lmdb; do
-  if [ "$name" = imagefolder ]; then path=$FOLDER; else path=$DATA/demo-$name-$images; fi
-  if drop_caches; then
-    line=$("$BENCH" "$path" --threads "$THREADS" --passes 1 | grep '^RESULT')
-    echo "$name cold $line" | tee -a "$results_file"
-  else
-    echo "$name cold: skipped (cannot drop the page cache here: not root or /proc/sys read-only)"
-  fi
-  line=$("$BENCH" "$path" --threads "$THREADS" --passes "$passes" | grep '^RESULT')
+datasets=(imagefolder recordio lmdb caffe_lmdb)
+dataset_path() { if [ "$1" = imagefolder ]; then echo "$FOLDER"; else echo "$DATA/demo-$1-$images"; fi; }
+# Cold: one pass after each drop, $passes rounds over the formats in turn (a
+# busy shared disk varies from one second to the next; the table takes the
+# median, and the formats see the same conditions).
+if drop_caches; then
+  for ((round = 1; round <= passes; round++)); do
+    for name in "${datasets[@]}"; do
+      drop_caches || true
+      line=$("$BENCH" "$(dataset_path "$name")" --threads "$THREADS" --passes 1 | grep '^RESULT')
+      echo "$name cold $line" | tee -a "$results_file"
+    done
+  done
+else
+  echo "cold: skipped (cannot drop the page cache here: not root or /proc/sys read-only)"
+fi
+for name in "${datasets[@]}"; do
+  line=$("$BENCH" "$(dataset_path "$name")" --threads "$THREADS" --passes "$passes" | grep '^RESULT')
   echo "$name warm $line" | tee -a "$results_file"
 done
 
 "$PY" - "$results_file" "$RESULTS/read.json" "$images" "${PACK_SECONDS[recordio]}" "${PACK_SECONDS[lmdb]}" <<'PYEOF'
 import json, platform, os, sys
-rows = []
+import statistics
+runs = {}
 for line in open(sys.argv[1]):
     name, cache, _, *fields = line.split()
-    values = dict(field.split("=") for field in fields)
+    runs.setdefault((name, cache), []).append(dict(field.split("=") for field in fields))
+rows = []
+for (name, cache), values in runs.items():
+    # Cold runs come one pass per line: their median, and the passes summed.
     rows.append({"dataset": name, "cache": cache,
-                 "records": int(values["records"]), "bytes": int(values["bytes"]),
-                 "threads": int(values["threads"]), "passes": int(values["passes"]),
-                 "records_per_s": float(values["median_records_per_s"]),
-                 "mb_per_s": float(values["median_mb_per_s"])})
+                 "records": int(values[0]["records"]), "bytes": int(values[0]["bytes"]),
+                 "threads": int(values[0]["threads"]),
+                 "passes": sum(int(v["passes"]) for v in values),
+                 "records_per_s": statistics.median(float(v["median_records_per_s"]) for v in values),
+                 "mb_per_s": statistics.median(float(v["median_mb_per_s"]) for v in values)})
 result = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
           "images": int(sys.argv[3]),
           "pack_seconds": {"recordio": float(sys.argv[4] or 0), "lmdb": float(sys.argv[5] or 0)},
