@@ -58,8 +58,7 @@ def main(argv):
                              "dataset_bytes": first["dataset_bytes"], "epochs": epochs})
     result = {"latency_ms": header["latency_ms"], "source_mbps": header["source_mbps"],
               "threads": header["threads"], "process_per_epoch": True, "runs": runs,
-              "chart": {"title": "node-local cache over a simulated busy filesystem "
-                                 "(each epoch a new process)",
+              "chart": {"title": "node cache, simulated busy source, new process per epoch",
                         "unit": "records/s", "labels": chart_labels, "values": chart_values}}
     with open(out, "w") as file:
         json.dump(result, file, indent=2)
