@@ -151,12 +151,13 @@ EpochResult RunEpoch(const gpufeed::Dataset& dataset, int epoch, int threads) {
 
 void PrintEpoch(const char* config, const EpochResult& result, uint64_t source_bytes,
                 uint64_t dataset_bytes) {
-  std::printf("%-20s epoch %d: %8.0f records/s %8.1f MB/s  source read %8.1f MB (%.2fx the "
-              "dataset)  cache reads %7" PRIu64 "  source opens %4" PRIu64 "  (%.2f s%s)\n",
-              config, result.epoch, result.records_per_s(), result.mb_per_s(), source_bytes / 1e6,
-              dataset_bytes ? static_cast<double>(source_bytes) / dataset_bytes : 0.0,
-              result.storage.cache_reads, result.storage.source_opens, result.seconds,
-              result.errors ? ", ERRORS" : "");
+  std::printf(
+      "%-20s epoch %d: %8.0f records/s %8.1f MB/s  source read %8.1f MB (%.2fx the "
+      "dataset)  cache reads %7" PRIu64 "  source opens %4" PRIu64 "  (%.2f s%s)\n",
+      config, result.epoch, result.records_per_s(), result.mb_per_s(), source_bytes / 1e6,
+      dataset_bytes ? static_cast<double>(source_bytes) / dataset_bytes : 0.0,
+      result.storage.cache_reads, result.storage.source_opens, result.seconds,
+      result.errors ? ", ERRORS" : "");
 }
 
 // One epoch as JSON. `source_bytes` is what the figure should count: the
@@ -164,17 +165,16 @@ void PrintEpoch(const char* config, const EpochResult& result, uint64_t source_b
 // (open, epoch, close).
 std::string EpochJson(const EpochResult& result, uint64_t source_bytes, uint64_t dataset_bytes) {
   char entry[768];
-  std::snprintf(entry, sizeof entry,
-                "{\"epoch\": %d, \"records_per_s\": %.1f, \"mb_per_s\": %.2f, "
-                "\"source_mb\": %.2f, \"seconds\": %.3f, \"records\": %" PRIu64
-                ", \"source_bytes\": %" PRIu64 ", \"dataset_bytes\": %" PRIu64
-                ", \"source_ratio\": %.4f, \"cache_reads\": %" PRIu64
-                ", \"source_reads\": %" PRIu64 ", \"source_opens\": %" PRIu64 "}",
-                result.epoch, result.records_per_s(), result.mb_per_s(), source_bytes / 1e6,
-                result.seconds, result.records, source_bytes, dataset_bytes,
-                dataset_bytes ? static_cast<double>(source_bytes) / dataset_bytes : 0.0,
-                result.storage.cache_reads, result.storage.source_reads,
-                result.storage.source_opens);
+  std::snprintf(
+      entry, sizeof entry,
+      "{\"epoch\": %d, \"records_per_s\": %.1f, \"mb_per_s\": %.2f, "
+      "\"source_mb\": %.2f, \"seconds\": %.3f, \"records\": %" PRIu64 ", \"source_bytes\": %" PRIu64
+      ", \"dataset_bytes\": %" PRIu64 ", \"source_ratio\": %.4f, \"cache_reads\": %" PRIu64
+      ", \"source_reads\": %" PRIu64 ", \"source_opens\": %" PRIu64 "}",
+      result.epoch, result.records_per_s(), result.mb_per_s(), source_bytes / 1e6, result.seconds,
+      result.records, source_bytes, dataset_bytes,
+      dataset_bytes ? static_cast<double>(source_bytes) / dataset_bytes : 0.0,
+      result.storage.cache_reads, result.storage.source_reads, result.storage.source_opens);
   return entry;
 }
 
@@ -218,22 +218,33 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
   flags->path = argv[1];
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
-    if (flag == "--cold") flags->cold = true;
-    else if (flag == "--keep-cache") flags->keep_cache = true;
-    else if (flag == "--no-cache") flags->no_cache = true;
+    if (flag == "--cold")
+      flags->cold = true;
+    else if (flag == "--keep-cache")
+      flags->keep_cache = true;
+    else if (flag == "--no-cache")
+      flags->no_cache = true;
     else if (i + 1 == argc) {
       std::fprintf(stderr, "%s needs a value (or is unknown)\n", flag.c_str());
       return false;
     } else {
       const char* value = argv[++i];
-      if (flag == "--cache-dir") flags->cache_root = value;
-      else if (flag == "--latency-ms") flags->latency_ms = std::atof(value);
-      else if (flag == "--mbps") flags->mbps = std::atof(value);
-      else if (flag == "--threads") flags->threads = std::max(1, std::atoi(value));
-      else if (flag == "--epochs") flags->epochs = std::max(1, std::atoi(value));
-      else if (flag == "--epoch") flags->epoch = std::atoi(value);
-      else if (flag == "--prefetch") flags->prefetch = static_cast<uint32_t>(std::atoi(value));
-      else if (flag == "--json") flags->json_path = value;
+      if (flag == "--cache-dir")
+        flags->cache_root = value;
+      else if (flag == "--latency-ms")
+        flags->latency_ms = std::atof(value);
+      else if (flag == "--mbps")
+        flags->mbps = std::atof(value);
+      else if (flag == "--threads")
+        flags->threads = std::max(1, std::atoi(value));
+      else if (flag == "--epochs")
+        flags->epochs = std::max(1, std::atoi(value));
+      else if (flag == "--epoch")
+        flags->epoch = std::atoi(value);
+      else if (flag == "--prefetch")
+        flags->prefetch = static_cast<uint32_t>(std::atoi(value));
+      else if (flag == "--json")
+        flags->json_path = value;
       else if (flag == "--format") {
         gpufeed::Status parsed = gpufeed::ParseFormat(value, &flags->format);
         if (!parsed.ok()) {
@@ -246,8 +257,8 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
       }
     }
   }
-  if (flags->epoch < 0 || ((flags->cold || flags->keep_cache || flags->no_cache) &&
-                           flags->epoch == 0)) {
+  if (flags->epoch < 0 ||
+      ((flags->cold || flags->keep_cache || flags->no_cache) && flags->epoch == 0)) {
     std::fprintf(stderr, "--cold, --keep-cache and --no-cache go with --epoch N (N >= 1)\n");
     return false;
   }
@@ -311,13 +322,15 @@ int RunOneEpoch(const Flags& flags) {
   double close_seconds = SecondsSince(closed);
   uint64_t process_source_bytes = gpufeed::SourceBytesRead() - source_before;
   std::string config = cache ? "cache, prefetch " + std::to_string(flags.prefetch) : "no cache";
-  std::printf("%s %s (new process, %d threads; simulated source %.1f ms per request, "
-              "%.0f MB/s shared)\n",
-              format, flags.path.c_str(), flags.threads, flags.latency_ms, flags.mbps);
+  std::printf(
+      "%s %s (new process, %d threads; simulated source %.1f ms per request, "
+      "%.0f MB/s shared)\n",
+      format, flags.path.c_str(), flags.threads, flags.latency_ms, flags.mbps);
   PrintEpoch(config.c_str(), result, process_source_bytes, dataset_bytes);
-  std::printf("  open %.2f s, close %.2f s (fills finishing); source bytes from open to close "
-              "%" PRIu64 ", of which during the epoch %" PRIu64 "\n",
-              open_seconds, close_seconds, process_source_bytes, result.source_bytes);
+  std::printf(
+      "  open %.2f s, close %.2f s (fills finishing); source bytes from open to close "
+      "%" PRIu64 ", of which during the epoch %" PRIu64 "\n",
+      open_seconds, close_seconds, process_source_bytes, result.source_bytes);
   std::printf("RESULT format=%s cache=%d epoch=%d records=%" PRIu64
               " seconds=%.3f records_per_s=%.1f source_bytes=%" PRIu64 " dataset_bytes=%" PRIu64
               " source_ratio=%.4f cache_reads=%" PRIu64 " source_opens=%" PRIu64 "\n",
@@ -332,9 +345,9 @@ int RunOneEpoch(const Flags& flags) {
                 ",\n  \"process\": \"new\",\n  \"open_seconds\": %.3f,\n  \"close_seconds\": %.3f",
                 open_seconds, close_seconds);
   json += timing;
-  json += ",\n  \"config\": " + JsonString(config) + ",\n  \"cache\": " +
-          (cache ? "true" : "false") + ",\n  \"epoch\": " +
-          EpochJson(result, process_source_bytes, dataset_bytes) + "\n}\n";
+  json += ",\n  \"config\": " + JsonString(config) +
+          ",\n  \"cache\": " + (cache ? "true" : "false") +
+          ",\n  \"epoch\": " + EpochJson(result, process_source_bytes, dataset_bytes) + "\n}\n";
   return WriteJson(flags.json_path, json);
 }
 
@@ -345,9 +358,8 @@ int RunConfigurations(const Flags& flags) {
     bool cache;
     uint32_t prefetch;
   };
-  const Config configs[] = {{"no cache", false, 0},
-                            {"cache, no prefetch", true, 0},
-                            {"cache, prefetch 2", true, 2}};
+  const Config configs[] = {
+      {"no cache", false, 0}, {"cache, no prefetch", true, 0}, {"cache, prefetch 2", true, 2}};
   std::string json;
   std::vector<std::pair<std::string, double>> chart;
   bool first_config = true;
@@ -370,8 +382,8 @@ int RunConfigurations(const Flags& flags) {
       json += ",\n";
     }
     first_config = false;
-    json += "    {\"config\": " + JsonString(config.name) + ", \"cache\": " +
-            (config.cache ? "true" : "false") + ", \"epochs\": [";
+    json += "    {\"config\": " + JsonString(config.name) +
+            ", \"cache\": " + (config.cache ? "true" : "false") + ", \"epochs\": [";
     for (int epoch = 1; epoch <= flags.epochs; ++epoch) {
       EpochResult result = RunEpoch(*dataset, epoch, flags.threads);
       PrintEpoch(config.name, result, result.source_bytes, dataset_bytes);
@@ -384,8 +396,9 @@ int RunConfigurations(const Flags& flags) {
     dataset.reset();
     if (config.cache) gpufeed::RemoveRecursively(cache_dir);
   }
-  json += "\n  ],\n  \"chart\": {\"title\": \"node-local cache over a simulated busy filesystem\", "
-          "\"unit\": \"records/s\", \"labels\": [";
+  json +=
+      "\n  ],\n  \"chart\": {\"title\": \"node-local cache over a simulated busy filesystem\", "
+      "\"unit\": \"records/s\", \"labels\": [";
   for (size_t i = 0; i < chart.size(); ++i) json += (i ? ", " : "") + JsonString(chart[i].first);
   json += "], \"values\": [";
   for (size_t i = 0; i < chart.size(); ++i) {
