@@ -89,6 +89,8 @@ def headline_rows(data):
         for row in read["read"]:
             rows.append(("read back", f"{row['dataset']} ({row['cache']} page cache)",
                          row["records_per_s"], "records/s"))
+        for fmt, ratio in read.get("cold_vs_recordio", {}).items():
+            rows.append(("read back", f"cold {fmt} / cold recordio (target >= 0.5x)", ratio, "x"))
         for fmt, seconds in read.get("pack_seconds", {}).items():
             rows.append(("pack", f"{read['images']} images -> {fmt}", seconds, "s"))
     loader = data.get("loader")
@@ -119,8 +121,10 @@ def headline_rows(data):
         # benchmarks/cache_bench (gpufeed_cache_bench --json): epoch by epoch.
         for run in cache["runs"]:
             for epoch in run["epochs"]:
+                ratio = (f", {epoch['source_ratio']:.2f}x the dataset"
+                         if "source_ratio" in epoch else "")
                 rows.append(("cache", f"{run['config']}, epoch {epoch['epoch']} "
-                             f"(source read {epoch['source_mb']:.1f} MB)",
+                             f"(source read {epoch['source_mb']:.1f} MB{ratio})",
                              epoch["records_per_s"], "records/s"))
     elif cache:
         for key, value in flat_numbers(cache):

@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""Step 4 of benchmarks/run.sh: gathers the per-process JSON files of
+gpufeed_cache_bench --epoch N --json (named FORMAT-{cache,none}-EPOCH.json)
+into one cache.json and prints the table: per format and epoch, each epoch in
+a new process, records/s and source bytes / dataset bytes with the cache and
+without it.
+
+    /usr/bin/python3 benchmarks/cache_table.py RUNS_DIR OUT.json
+
+cache.json keeps the shape benchmarks/report.py reads: "runs", each with a
+"config" and "epochs" (epoch, records_per_s, source_mb, ...), and a "chart".
+"""
+
+import json
+import os
+import sys
+
+FORMATS = ("recordio", "lmdb", "caffe_lmdb")
+
+
+def main(argv):
+    runs_dir, out = argv[1], argv[2]
+    loaded = {}
+    header = None
+    for fmt in FORMATS:
+        for cache in ("cache", "none"):
+            for epoch in (1, 2):
+                path = os.path.join(runs_dir, f"{fmt}-{cache}-{epoch}.json")
+                if not os.path.exists(path):
+                    continue
+                with open(path) as file:
+                    run = json.load(file)
+                loaded[fmt, cache, epoch] = run
+                header = header or run
+    if not loaded:
+        print("no cache benchmark results", file=sys.stderr)
+        return 1
+
+    runs = []
+    chart_labels, chart_values = [], []
+    for fmt in FORMATS:
+        for cache in ("cache", "none"):
+            epochs = []
+            for epoch in (1, 2):
+                run = loaded.get((fmt, cache, epoch))
+                if not run:
+                    continue
+                entry = dict(run["epoch"], process="new", open_seconds=run["open_seconds"],
+                             close_seconds=run["close_seconds"])
+                epochs.append(entry)
+                chart_labels.append(f"{fmt}\n{'cache' if cache == 'cache' else 'none'} "
+                                    f"e{epoch}")
+                chart_values.append(entry["records_per_s"])
+            if epochs:
+                first = loaded.get((fmt, cache, 1)) or loaded.get((fmt, cache, 2))
+                runs.append({"config": f"{fmt}, {first['config']}, new process per epoch",
+                             "format": fmt, "cache": cache == "cache",
+                             "dataset_bytes": first["dataset_bytes"], "epochs": epochs})
+    result = {"latency_ms": header["latency_ms"], "source_mbps": header["source_mbps"],
+              "threads": header["threads"], "process_per_epoch": True, "runs": runs,
+              "chart": {"title": "node cache, simulated busy source, new process per epoch",
+                        "unit": "records/s", "labels": chart_labels, "values": chart_values}}
+    with open(out, "w") as file:
+        json.dump(result, file, indent=2)
+
+    print()
+    print(f"{'format':<11} {'epoch':>5} {'process':>8} {'records/s':>10} {'source/dataset':>15}"
+          f"   {'no cache: records/s':>19} {'source/dataset':>15}")
+
+    def cells(run):
+        if not run:
+            return "-", "-"
+        epoch = run["epoch"]
+        return f"{epoch['records_per_s']:,.0f}", f"{epoch['source_ratio']:.2f}x"
+
+    for fmt in FORMATS:
+        for epoch in (1, 2):
+            if (fmt, "cache", epoch) not in loaded and (fmt, "none", epoch) not in loaded:
+                continue
+            cached, uncached = cells(loaded.get((fmt, "cache", epoch))), \
+                cells(loaded.get((fmt, "none", epoch)))
+            print(f"{fmt:<11} {epoch:>5} {'new':>8} {cached[0]:>10} {cached[1]:>15}"
+                  f"   {uncached[0]:>19} {uncached[1]:>15}")
+    sizes = {fmt: loaded[key]["dataset_bytes"] for key in loaded for fmt in [key[0]]}
+    print("dataset bytes (on disk, what the cache copies): " +
+          ", ".join(f"{fmt} {size / 1e6:.1f} MB" for fmt, size in sizes.items()))
+    print("source bytes count open to close of each process (cache fills included); "
+          f"JSON in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
