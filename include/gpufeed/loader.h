@@ -171,8 +171,6 @@ struct LoaderState {
   uint32_t shuffle_window_shards = 4;
 };
 
-class DeviceStage;
-
 class GPUFEED_EXPORT Loader {
  public:
   // The loader shares ownership of the dataset. InvalidArgument for bad
@@ -211,8 +209,7 @@ class GPUFEED_EXPORT Loader {
 
  private:
   explicit Loader(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
-  std::unique_ptr<DeviceStage> device_;  // CUDA batches only
+  std::unique_ptr<Impl> impl_;  // the chain of stages (src/pipeline/loader.cc)
   int owner_process_ = 0;                  // getpid() at Open (fork detection)
 };
 

@@ -1,9 +1,15 @@
+// The CUDA copy stage (device_stage.h), compiled against the CUDA runtime,
+// or against the CUDA stand-in for the tests (tests/cuda_standin).
 #include "device/device_stage.h"
+
+#include <cuda_runtime_api.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -12,62 +18,12 @@
 #include <utility>
 #include <vector>
 
-#include "pipeline/batch_access.h"
-#include "util/logging.h"
-
-#include <sys/types.h>
-#include <unistd.h>
-
-#if GPUFEED_HAVE_CUDA
-#include <cuda_runtime_api.h>
-
-#include "decode/transform.h"
+#include "batch/batch_access.h"
+#include "batch/device_handle.h"
 #include "device/cuda_util.h"
 #include "device/normalize.h"
-#endif
 
 namespace gpufeed {
-
-DeviceBatchHandle::~DeviceBatchHandle() = default;
-HostReleaseFence::~HostReleaseFence() = default;
-
-// The Batch calls that concern device memory (host batches: no-ops).
-void* Batch::ready_event() const { return device_ ? device_->ready_event() : nullptr; }
-Status Batch::WaitOn(void* stream) { return device_ ? device_->WaitOn(stream) : Status::OK(); }
-Status Batch::RecordStream(void* stream) {
-  return device_ ? device_->RecordStream(stream) : Status::OK();
-}
-Status Batch::Synchronize() { return device_ ? device_->Synchronize() : Status::OK(); }
-
-DeviceStage::DeviceStage(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-
-#if !GPUFEED_HAVE_CUDA
-
-Status CudaDeviceUsable(int) {
-  return Status::NotSupported("gpufeed was built without CUDA (GPUFEED_WITH_CUDA=OFF); "
-                              "use the CPU device");
-}
-Status MakePinnedAllocator(int device_id, std::shared_ptr<BatchAllocator>*) {
-  return CudaDeviceUsable(device_id);
-}
-
-std::shared_ptr<DeviceBatchHandle> MakePinnedBatchHandle(
-    int, std::function<void(std::shared_ptr<HostReleaseFence>)>) {
-  return nullptr;
-}
-
-class DeviceStage::Impl {};
-Status DeviceStage::Create(HostBatchSource, const DeviceStageOptions& options,
-                           std::unique_ptr<DeviceStage>*) {
-  return CudaDeviceUsable(options.device_id);
-}
-DeviceStage::~DeviceStage() = default;
-Status DeviceStage::NextFor(Batch*, int, bool*) { return CudaDeviceUsable(0); }
-Status DeviceStage::Reconfigure(const std::function<Status()>&) { return CudaDeviceUsable(0); }
-LoaderState DeviceStage::State() const { return LoaderState(); }
-void DeviceStage::AddStats(LoaderStats*) const {}
-
-#else  // GPUFEED_HAVE_CUDA
 
 namespace {
 
@@ -79,12 +35,12 @@ double Seconds(Clock::duration duration) { return std::chrono::duration<double>(
 constexpr size_t kReleaseEventsPerBuffer = 2;
 
 struct DeviceBuffer {
-  void* data = nullptr;
-  void* labels = nullptr;
-  cudaEvent_t ready = nullptr;  // after the batch's copies and kernel
+  DeviceMemory data;
+  DeviceMemory labels;
+  CudaEvent ready;  // after the batch's copies and kernel
   // Recorded on the consumer's streams when the batch was released; the
   // copy stream waits for the first `pending_release` before reuse.
-  std::vector<cudaEvent_t> release;
+  std::vector<CudaEvent> release;
   size_t pending_release = 0;
   // Beyond the steady prefetch + 2: added while the consumer held every
   // buffer, freed when its batch is released (data null: retired).
@@ -100,7 +56,7 @@ struct DeviceShared {
   // buffer while the consumer's thread appends one (under the mutex).
   static constexpr size_t kMaxBuffers = 1024;
   int device = 0;
-  cudaStream_t copy_stream = nullptr;
+  CudaStream copy_stream;
   std::vector<DeviceBuffer> buffers;
   size_t data_bytes = 0;   // per buffer
   size_t label_bytes = 0;  // per buffer
@@ -108,8 +64,8 @@ struct DeviceShared {
   // The process that created the stage: in a forked child nothing is
   // touched (no CUDA, no locks).
   const pid_t owner = getpid();
-  void* staging = nullptr;  // uint8 HWC batch for device normalization
-  void* table = nullptr;    // the normalize table
+  DeviceMemory staging;  // uint8 HWC batch for device normalization
+  DeviceMemory table;    // the normalize table
 
   std::mutex mutex;
   std::condition_variable changed;
@@ -122,16 +78,17 @@ struct DeviceShared {
   // Allocates buffer `buffer`'s memory (and its events, the first time).
   // REQUIRES: `device` current.
   Status Allocate(DeviceBuffer* buffer) {
-    GPUFEED_CUDA_RETURN_IF_ERROR(cudaMalloc(&buffer->data, std::max<size_t>(data_bytes, 1)));
-    GPUFEED_CUDA_RETURN_IF_ERROR(cudaMalloc(&buffer->labels, std::max<size_t>(label_bytes, 1)));
-    if (buffer->ready == nullptr) {
+    GPUFEED_RETURN_IF_ERROR(AllocateDeviceMemory(std::max<size_t>(data_bytes, 1), &buffer->data));
+    GPUFEED_RETURN_IF_ERROR(
+        AllocateDeviceMemory(std::max<size_t>(label_bytes, 1), &buffer->labels));
+    if (!buffer->ready) {
       // Blocking sync: a consumer's Synchronize sleeps instead of spinning.
-      GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(
-          &buffer->ready, cudaEventDisableTiming | cudaEventBlockingSync));
+      GPUFEED_RETURN_IF_ERROR(
+          CreateCudaEvent(cudaEventDisableTiming | cudaEventBlockingSync, &buffer->ready));
       for (size_t e = 0; e < kReleaseEventsPerBuffer; ++e) {
-        cudaEvent_t event = nullptr;
-        GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-        buffer->release.push_back(event);
+        CudaEvent event;
+        GPUFEED_RETURN_IF_ERROR(CreateCudaEvent(cudaEventDisableTiming, &event));
+        buffer->release.push_back(std::move(event));
       }
     }
     return Status::OK();
@@ -152,7 +109,7 @@ struct DeviceShared {
     }
     size_t index = buffers.size();
     for (size_t i = 0; i < buffers.size(); ++i) {
-      if (buffers[i].extra && buffers[i].data == nullptr) {
+      if (buffers[i].extra && !buffers[i].data) {
         index = i;
         break;
       }
@@ -170,9 +127,8 @@ struct DeviceShared {
     Status allocated = Allocate(&buffer);
     if (!allocated.ok()) {
       cudaGetLastError();
-      if (buffer.data) cudaFree(buffer.data);
-      if (buffer.labels) cudaFree(buffer.labels);
-      buffer.data = buffer.labels = nullptr;
+      buffer.data.reset();
+      buffer.labels.reset();
       return allocated.WithContext("another device buffer for the batches held");
     }
     buffer.pending_release = 0;
@@ -182,18 +138,19 @@ struct DeviceShared {
   }
 
   ~DeviceShared() {
+    // The handles go back here, with the device current, in this order:
+    // nothing may still use a buffer when it is freed.
     DeviceScope scope(device);
-    if (copy_stream) cudaStreamSynchronize(copy_stream);
+    if (copy_stream) cudaStreamSynchronize(copy_stream.get());
     for (DeviceBuffer& buffer : buffers) {
-      for (size_t i = 0; i < buffer.pending_release; ++i) cudaEventSynchronize(buffer.release[i]);
-      for (cudaEvent_t event : buffer.release) cudaEventDestroy(event);
-      if (buffer.ready) cudaEventDestroy(buffer.ready);
-      if (buffer.data) cudaFree(buffer.data);
-      if (buffer.labels) cudaFree(buffer.labels);
+      for (size_t i = 0; i < buffer.pending_release; ++i) {
+        cudaEventSynchronize(buffer.release[i].get());
+      }
     }
-    if (staging) cudaFree(staging);
-    if (table) cudaFree(table);
-    if (copy_stream) cudaStreamDestroy(copy_stream);
+    buffers.clear();
+    staging.reset();
+    table.reset();
+    copy_stream.reset();
   }
 
   // The consumer released buffer `index`, used by `streams`. Runs on the
@@ -204,20 +161,20 @@ struct DeviceShared {
       // Beyond the steady ring: freed, so memory returns to the steady
       // level. cudaFree synchronizes the device, so whatever the
       // consumer's streams queued on the batch has finished first.
-      void* data = nullptr;
-      void* labels = nullptr;
+      DeviceMemory data;
+      DeviceMemory labels;
       {
         std::lock_guard<std::mutex> lock(mutex);
-        std::swap(data, buffers[index].data);
-        std::swap(labels, buffers[index].labels);
+        data = std::move(buffers[index].data);
+        labels = std::move(buffers[index].labels);
         buffers[index].pending_release = 0;
         held -= 1;
         live -= 1;
       }
       {
         DeviceScope scope(device);
-        cudaFree(data);
-        cudaFree(labels);
+        data.reset();
+        labels.reset();
         cudaGetLastError();
       }
       changed.notify_all();
@@ -244,17 +201,17 @@ struct DeviceShared {
         if (needs_device) scope.emplace(device);
         for (cudaStream_t stream : used) {
           if (buffer.release.size() <= count) {
-            cudaEvent_t event = nullptr;
-            if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess) {
+            CudaEvent event;
+            if (!CreateCudaEvent(cudaEventDisableTiming, &event).ok()) {
               // Cannot order the reuse on the GPU: order it on the host.
               // (The consumer's thread: its next error check must not see ours.)
               cudaGetLastError();
               cudaStreamSynchronize(stream);
               continue;
             }
-            buffer.release.push_back(event);
+            buffer.release.push_back(std::move(event));
           }
-          if (cudaEventRecord(buffer.release[count], stream) != cudaSuccess) {
+          if (cudaEventRecord(buffer.release[count].get(), stream) != cudaSuccess) {
             cudaGetLastError();
             cudaStreamSynchronize(stream);
             continue;
@@ -283,13 +240,13 @@ class CudaBatchHandle final : public DeviceBatchHandle {
 
   void MarkDelivered() { delivered_ = true; }
 
-  void* ready_event() const override { return shared_->buffers[index_].ready; }
+  void* ready_event() const override { return shared_->buffers[index_].ready.get(); }
 
   Status WaitOn(void* stream) override {
     std::optional<DeviceScope> scope;
     if (stream == nullptr) scope.emplace(shared_->device);  // that device's legacy stream
     GPUFEED_RETURN_IF_ERROR(RecordStream(stream));
-    return CudaError(cudaStreamWaitEvent(AsStream(stream), shared_->buffers[index_].ready, 0),
+    return CudaError(cudaStreamWaitEvent(AsStream(stream), shared_->buffers[index_].ready.get(), 0),
                      "cudaStreamWaitEvent on the batch's ready event");
   }
 
@@ -311,7 +268,7 @@ class CudaBatchHandle final : public DeviceBatchHandle {
   }
 
   Status Synchronize() override {
-    return CudaError(cudaEventSynchronize(shared_->buffers[index_].ready),
+    return CudaError(cudaEventSynchronize(shared_->buffers[index_].ready.get()),
                      "cudaEventSynchronize on the batch's ready event");
   }
 
@@ -330,10 +287,11 @@ struct Item {
   bool end = false;
   uint64_t epoch = 0;
   uint64_t index = 0;
-  LoaderState after;  // the source's state once this item is consumed
+  BatchCursor after;  // upstream's position once this item is consumed
 };
 
-// A copy in flight: the host batch goes back when `done` has passed.
+// A copy in flight: the host batch goes back when `done` has passed (the
+// events are the stage's timing pair, borrowed).
 struct InFlight {
   Batch host;
   cudaEvent_t start = nullptr;
@@ -358,12 +316,16 @@ Status CudaDeviceUsable(int device_id) {
   return Status::OK();
 }
 
-class DeviceStage::Impl {
- public:
-  Impl(HostBatchSource source, const DeviceStageOptions& options)
-      : source_(std::move(source)), options_(options), shared_(std::make_shared<DeviceShared>()) {}
+namespace {
 
-  ~Impl() {
+class CopyStage final : public BatchSource {
+ public:
+  CopyStage(std::unique_ptr<BatchSource> upstream, const DeviceStageOptions& options)
+      : upstream_(std::move(upstream)),
+        options_(options),
+        shared_(std::make_shared<DeviceShared>()) {}
+
+  ~CopyStage() override {
     {
       std::lock_guard<std::mutex> lock(shared_->mutex);
       stop_ = true;
@@ -372,10 +334,7 @@ class DeviceStage::Impl {
     if (thread_.joinable()) thread_.join();
     {
       DeviceScope scope(options_.device_id);
-      for (auto& [start, done] : timing_events_) {
-        cudaEventDestroy(start);
-        cudaEventDestroy(done);
-      }
+      timing_events_.clear();
     }
     std::deque<Item> dropped;
     {
@@ -389,20 +348,22 @@ class DeviceStage::Impl {
     GPUFEED_RETURN_IF_ERROR(CudaDeviceUsable(options_.device_id));
     shared_->device = options_.device_id;
     DeviceScope scope(options_.device_id);
-    GPUFEED_CUDA_RETURN_IF_ERROR(
-        cudaStreamCreateWithFlags(&shared_->copy_stream, cudaStreamNonBlocking));
+    GPUFEED_RETURN_IF_ERROR(CreateCudaStream(cudaStreamNonBlocking, &shared_->copy_stream));
     size_t data_bytes = options_.max_data_bytes;
     if (options_.normalize) {
-      const ImageTransformOptions& image = options_.image;
+      const std::vector<uint8_t>& table = options_.normalize_table;
       size_t pixels = data_bytes / 3;  // the host batch is uint8 HWC
-      element_size_ = DtypeSize(image.dtype);
+      element_size_ = TensorDtypeSize(options_.normalize_dtype);
+      if (table.size() != 768 * element_size_) {
+        return Status::Internal("the normalize table holds " + std::to_string(table.size()) +
+                                " bytes, not 3 x 256 elements of " +
+                                TensorDtypeName(options_.normalize_dtype));
+      }
       data_bytes = pixels * 3 * element_size_;
-      GPUFEED_CUDA_RETURN_IF_ERROR(cudaMalloc(&shared_->staging, options_.max_data_bytes));
-      std::vector<uint8_t> table(768 * element_size_);
-      NormalizeTable(image, image.dtype, table.data());
-      GPUFEED_CUDA_RETURN_IF_ERROR(cudaMalloc(&shared_->table, table.size()));
+      GPUFEED_RETURN_IF_ERROR(AllocateDeviceMemory(options_.max_data_bytes, &shared_->staging));
+      GPUFEED_RETURN_IF_ERROR(AllocateDeviceMemory(table.size(), &shared_->table));
       GPUFEED_CUDA_RETURN_IF_ERROR(
-          cudaMemcpy(shared_->table, table.data(), table.size(), cudaMemcpyHostToDevice));
+          cudaMemcpy(shared_->table.get(), table.data(), table.size(), cudaMemcpyHostToDevice));
     }
     shared_->data_bytes = data_bytes;
     shared_->label_bytes = options_.max_label_bytes;
@@ -422,20 +383,20 @@ class DeviceStage::Impl {
     }
     // Timing pairs for the copies in flight (at most kMaxInFlight + 1).
     for (int i = 0; i < kMaxInFlight + 1; ++i) {
-      cudaEvent_t start = nullptr, done = nullptr;
-      GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+      CudaEvent start, done;
+      GPUFEED_RETURN_IF_ERROR(CreateCudaEvent(cudaEventDefault, &start));
       // The copy thread waits on `done`: sleeping, not spinning on a core
       // the decode threads need (timing stays enabled).
-      GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done, cudaEventBlockingSync));
-      timing_events_.emplace_back(start, done);
+      GPUFEED_RETURN_IF_ERROR(CreateCudaEvent(cudaEventBlockingSync, &done));
+      timing_events_.emplace_back(std::move(start), std::move(done));
     }
-    last_state_ = source_.state();
+    last_position_ = upstream_->Position();
     started_ = Clock::now();
     thread_ = std::thread([this] { Run(); });
     return Status::OK();
   }
 
-  Status NextFor(Batch* batch, int timeout_ms, bool* ready) {
+  Status NextFor(Batch* batch, int timeout_ms, bool* ready) override {
     *ready = true;
     batch->reset();
     std::unique_lock<std::mutex> lock(shared_->mutex);
@@ -452,21 +413,16 @@ class DeviceStage::Impl {
       GPUFEED_RETURN_IF_ERROR(shared_->GrowLocked());
       shared_->changed.notify_all();
     }
-    auto wait_started = Clock::now();
-    auto available = [&] { return !ready_.empty(); };
-    if (timeout_ms < 0) {
-      shared_->changed.wait(lock, available);
-    } else if (!shared_->changed.wait_for(lock, std::chrono::milliseconds(timeout_ms), available)) {
-      consumer_wait_ += Seconds(Clock::now() - wait_started);
+    if (!WaitForBatch(shared_->changed, lock, timeout_ms, [&] { return !ready_.empty(); },
+                      &consumer_wait_)) {
       *ready = false;
       return Status::OK();
     }
-    consumer_wait_ += Seconds(Clock::now() - wait_started);
     ready_sum_ += ready_at_call;  // counted once per batch taken, not per poll
     ready_count_ += 1;
     Item item = std::move(ready_.front());
     ready_.pop_front();
-    last_state_ = item.after;
+    last_position_ = item.after;
     if (item.end) resume_after_end_ = true;
     if (item.handle) {
       item.handle->MarkDelivered();
@@ -478,14 +434,16 @@ class DeviceStage::Impl {
     shared_->changed.notify_all();
     if (!item.error.ok()) return item.error;
     if (item.end) {
-      LoaderBatchAccess::Fill(batch, Tensor(), Tensor(), {}, item.epoch, item.index, true, nullptr);
+      BatchAccess::FillEndOfEpoch(batch, item.epoch, item.index);
       return Status::OK();
     }
     *batch = std::move(item.batch);
     return Status::OK();
   }
 
-  Status Reconfigure(const std::function<Status()>& host_op) {
+  // Pauses the copy thread, drops the batches prepared ahead, seeks
+  // upstream and resumes. The dropped batches are not brought back.
+  Status Seek(const BatchCursor& cursor) override {
     std::deque<Item> dropped;
     {
       std::unique_lock<std::mutex> lock(shared_->mutex);
@@ -498,22 +456,23 @@ class DeviceStage::Impl {
       resume_after_end_ = false;
     }
     dropped.clear();  // releases their buffers (takes the lock)
-    Status status = host_op();
+    Status status = upstream_->Seek(cursor);
     {
       std::lock_guard<std::mutex> lock(shared_->mutex);
-      last_state_ = source_.state();
+      last_position_ = upstream_->Position();
       paused_ = false;
     }
     shared_->changed.notify_all();
     return status;
   }
 
-  LoaderState State() const {
+  BatchCursor Position() const override {
     std::lock_guard<std::mutex> lock(shared_->mutex);
-    return last_state_;
+    return last_position_;
   }
 
-  void AddStats(LoaderStats* stats) const {
+  void AddStats(StageStats* stats) const override {
+    upstream_->AddStats(stats);
     std::lock_guard<std::mutex> lock(shared_->mutex);
     stats->device = "cuda:" + std::to_string(options_.device_id);
     stats->device_batches = copied_batches_;
@@ -521,7 +480,7 @@ class DeviceStage::Impl {
     stats->device_copy_seconds = copy_seconds_;
     stats->device_wait_buffer_seconds = wait_buffer_;
     // The consumer's view: what it took from this stage, and how long it
-    // waited here (the host loader's own figures describe the copy thread).
+    // waited here (upstream's consumer figures describe the copy thread).
     stats->batches = batches_;
     stats->samples = samples_;
     stats->consumer_wait_seconds = consumer_wait_;
@@ -557,17 +516,17 @@ class DeviceStage::Impl {
       uint64_t generation = generation_;
       lock.unlock();
 
-      // Host batches whose copy is done go back to the host loader; keep at
+      // Host batches whose copy is done go back upstream; keep at
       // most one copy in flight while waiting for the next host batch.
       Retire(&in_flight, 1);
       Batch host;
       bool got = false;
-      Status status = source_.next_for(&host, 20, &got);
+      Status status = upstream_->NextFor(&host, 20, &got);
       Item item;
       bool push = false;
       if (!status.ok()) {
         item.error = status;
-        item.after = source_.state();
+        item.after = upstream_->Position();
         push = true;
       } else if (got && host.end_of_epoch()) {
         // Every copy of the epoch is done before its end is announced.
@@ -575,15 +534,15 @@ class DeviceStage::Impl {
         item.end = true;
         item.epoch = host.epoch();
         item.index = host.index();
-        item.after = source_.state();
+        item.after = upstream_->Position();
         push = true;
       } else if (got) {
-        item.after = source_.state();
+        item.after = upstream_->Position();
         size_t index = 0;
         if (TakeBuffer(generation, &index)) {
           InFlight copy;
-          copy.start = timing_events_[next_timing].first;
-          copy.done = timing_events_[next_timing].second;
+          copy.start = timing_events_[next_timing].first.get();
+          copy.done = timing_events_[next_timing].second.get();
           next_timing = (next_timing + 1) % timing_events_.size();
           Status issued = Issue(host, index, &copy, &item);
           if (issued.ok()) {
@@ -592,7 +551,7 @@ class DeviceStage::Impl {
             Retire(&in_flight, kMaxInFlight);
           } else {
             // Nothing may still read the host batch when it goes back.
-            cudaStreamSynchronize(shared_->copy_stream);
+            cudaStreamSynchronize(shared_->copy_stream.get());
             item.handle.reset();  // the buffer goes back
             item.batch.reset();
             item.error = issued;
@@ -600,7 +559,7 @@ class DeviceStage::Impl {
           push = true;
         }
       }
-      host.reset();  // its release takes the host loader's lock: not under ours
+      host.reset();  // its release takes upstream's lock: not under ours
       lock.lock();
       busy_ = false;
       if (push && generation == generation_ && !stop_) {
@@ -637,7 +596,7 @@ class DeviceStage::Impl {
     DeviceBuffer& buffer = shared_->buffers[index];
     // The handle owns the buffer from here: on any failure it goes back.
     item->handle = std::make_shared<CudaBatchHandle>(shared_, index);
-    cudaStream_t stream = shared_->copy_stream;
+    cudaStream_t stream = shared_->copy_stream.get();
     const Tensor& data = host.data();
     const Tensor& labels = host.labels();
     const Tensor& lengths = host.label_lengths();
@@ -662,7 +621,7 @@ class DeviceStage::Impl {
     if (options_.normalize) {
       // The staging buffer is the stage's own (the stream's order protects
       // it): its copy need not wait for the consumer.
-      GPUFEED_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(shared_->staging, data.data, data_bytes,
+      GPUFEED_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(shared_->staging.get(), data.data, data_bytes,
                                                    cudaMemcpyHostToDevice, stream));
     }
     // The consumer's streams must have passed the release point before
@@ -676,58 +635,56 @@ class DeviceStage::Impl {
       buffer.pending_release = 0;
     }
     for (size_t i = 0; i < pending; ++i) {
-      cudaError_t error = cudaStreamWaitEvent(stream, buffer.release[i], 0);
+      cudaError_t error = cudaStreamWaitEvent(stream, buffer.release[i].get(), 0);
       if (error != cudaSuccess) {
-        for (size_t j = i; j < pending; ++j) cudaEventSynchronize(buffer.release[j]);
+        for (size_t j = i; j < pending; ++j) cudaEventSynchronize(buffer.release[j].get());
         return CudaError(error, "cudaStreamWaitEvent on a release event");
       }
     }
     Tensor out_data = data;
     out_data.device = DeviceKind::kCuda;
     out_data.device_id = options_.device_id;
-    out_data.data = buffer.data;
+    out_data.data = buffer.data.get();
     if (options_.normalize) {
       // (B, H, W, 3) uint8 in; (B, 3, H, W) or (B, H, W, 3) of the dtype out.
       int64_t images = data.shape[0], height = data.shape[1], width = data.shape[2];
-      bool nchw = options_.image.layout == OutputLayout::kNCHW;
+      bool nchw = options_.normalize_nchw;
       // The launch reports the thread's last error: an earlier, unchecked
       // one (a failed cudaEventElapsedTime, say) must not be blamed on it.
       cudaGetLastError();
-      GPUFEED_CUDA_RETURN_IF_ERROR(LaunchNormalize(static_cast<const uint8_t*>(shared_->staging),
-                                                   buffer.data, element_size_, images, height,
-                                                   width, nchw, shared_->table, stream));
+      GPUFEED_CUDA_RETURN_IF_ERROR(LaunchNormalize(
+          static_cast<const uint8_t*>(shared_->staging.get()), buffer.data.get(), element_size_,
+          images, height, width, nchw, shared_->table.get(), stream));
       out_data.shape = nchw ? std::vector<int64_t>{images, 3, height, width}
                             : std::vector<int64_t>{images, height, width, 3};
-      out_data.dtype = options_.image.dtype == OutputDtype::kFloat16    ? TensorDtype::kFloat16
-                       : options_.image.dtype == OutputDtype::kBfloat16 ? TensorDtype::kBfloat16
-                                                                         : TensorDtype::kFloat32;
+      out_data.dtype = options_.normalize_dtype;
     } else {
       GPUFEED_CUDA_RETURN_IF_ERROR(
-          cudaMemcpyAsync(buffer.data, data.data, data_bytes, cudaMemcpyHostToDevice, stream));
+          cudaMemcpyAsync(buffer.data.get(), data.data, data_bytes, cudaMemcpyHostToDevice, stream));
     }
     Tensor out_labels = labels;
     out_labels.device = DeviceKind::kCuda;
     out_labels.device_id = options_.device_id;
-    out_labels.data = static_cast<char*>(buffer.labels) + lengths_offset;
+    out_labels.data = static_cast<char*>(buffer.labels.get()) + lengths_offset;
     Tensor out_lengths;
     if (lengths.data != nullptr) {
       out_lengths = lengths;
       out_lengths.device = DeviceKind::kCuda;
       out_lengths.device_id = options_.device_id;
-      out_lengths.data = buffer.labels;
+      out_lengths.data = buffer.labels.get();
     }
     if (label_bytes > 0) {
-      GPUFEED_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffer.labels, label_source, label_bytes,
+      GPUFEED_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffer.labels.get(), label_source, label_bytes,
                                                    cudaMemcpyHostToDevice, stream));
     }
-    GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventRecord(buffer.ready, stream));
+    GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventRecord(buffer.ready.get(), stream));
     GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventRecord(copy->done, stream));
     copy->bytes = data_bytes + label_bytes;
-    LoaderBatchAccess::Fill(&item->batch, std::move(out_data), std::move(out_labels),
+    BatchAccess::Fill(&item->batch, std::move(out_data), std::move(out_labels),
                             host.sample_ids(), host.epoch(), host.index(), false, nullptr,
                             item->handle);
     if (out_lengths.data != nullptr) {
-      LoaderBatchAccess::SetLabelLengths(&item->batch, std::move(out_lengths));
+      BatchAccess::SetLabelLengths(&item->batch, std::move(out_lengths));
     }
     return Status::OK();
   }
@@ -750,15 +707,15 @@ class DeviceStage::Impl {
         copied_bytes_ += oldest.bytes;
         copied_batches_ += 1;
       }
-      in_flight->pop_front();  // the host batch goes back to the host loader
+      in_flight->pop_front();  // the host batch goes back upstream
     }
   }
 
-  HostBatchSource source_;
-  DeviceStageOptions options_;
+  const std::unique_ptr<BatchSource> upstream_;
+  const DeviceStageOptions options_;
   std::shared_ptr<DeviceShared> shared_;
   size_t element_size_ = 1;
-  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> timing_events_;
+  std::vector<std::pair<CudaEvent, CudaEvent>> timing_events_;  // (start, done)
   std::thread thread_;
 
   // Guarded by shared_->mutex.
@@ -769,7 +726,7 @@ class DeviceStage::Impl {
   bool wait_after_end_ = false;    // an epoch end is queued: wait for the consumer
   bool resume_after_end_ = false;  // the consumer took it: go on at its next call
   uint64_t generation_ = 0;        // bumped by Reconfigure: older items are dropped
-  LoaderState last_state_;
+  BatchCursor last_position_;
   Clock::time_point started_;
   uint64_t batches_ = 0;
   uint64_t samples_ = 0;
@@ -782,26 +739,15 @@ class DeviceStage::Impl {
   uint64_t ready_count_ = 0;
 };
 
-DeviceStage::~DeviceStage() = default;
+}  // namespace
 
-Status DeviceStage::Create(HostBatchSource source, const DeviceStageOptions& options,
-                           std::unique_ptr<DeviceStage>* stage) {
+Status CreateDeviceStage(std::unique_ptr<BatchSource> upstream, const DeviceStageOptions& options,
+                         std::unique_ptr<BatchSource>* stage) {
   if (options.prefetch < 1) return Status::InvalidArgument("device prefetch must be positive");
-  auto impl = std::make_unique<Impl>(std::move(source), options);
-  GPUFEED_RETURN_IF_ERROR(impl->Start());
-  stage->reset(new DeviceStage(std::move(impl)));
+  auto copy = std::make_unique<CopyStage>(std::move(upstream), options);
+  GPUFEED_RETURN_IF_ERROR(copy->Start());
+  *stage = std::move(copy);
   return Status::OK();
 }
-
-Status DeviceStage::NextFor(Batch* batch, int timeout_ms, bool* ready) {
-  return impl_->NextFor(batch, timeout_ms, ready);
-}
-Status DeviceStage::Reconfigure(const std::function<Status()>& host_op) {
-  return impl_->Reconfigure(host_op);
-}
-LoaderState DeviceStage::State() const { return impl_->State(); }
-void DeviceStage::AddStats(LoaderStats* stats) const { impl_->AddStats(stats); }
-
-#endif  // GPUFEED_HAVE_CUDA
 
 }  // namespace gpufeed
