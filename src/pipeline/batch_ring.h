@@ -57,14 +57,16 @@ struct Slot {
 
 class BatchRing {
  public:
-  // `count` slots of data_bytes + label_bytes from `allocator`, for batches
-  // of `batch_size`. IOError when the memory cannot be had.
+  // Slots of data_bytes + label_bytes from `allocator`, for batches of
+  // `batch_size`; the ring frees them with it.
   BatchRing(std::shared_ptr<BatchAllocator> allocator, size_t data_bytes, size_t label_bytes,
             uint64_t max_held_bytes, uint32_t batch_size);
   ~BatchRing();
   BatchRing(const BatchRing&) = delete;
   BatchRing& operator=(const BatchRing&) = delete;
 
+  // The steady ring: `count` slots, allocated once (never on the hot path).
+  // IOError when the memory cannot be had. REQUIRES: called once, first.
   Status Allocate(size_t count);
 
   // The consumer released slot `index` (any thread). A slot beyond the

@@ -171,13 +171,6 @@ Status InheritedByFork(int owner) {
       "here (the parent's keeps working)");
 }
 
-TensorDtype ToTensorDtype(OutputDtype dtype) {
-  return dtype == OutputDtype::kUint8      ? TensorDtype::kUint8
-         : dtype == OutputDtype::kFloat16  ? TensorDtype::kFloat16
-         : dtype == OutputDtype::kBfloat16 ? TensorDtype::kBfloat16
-                                           : TensorDtype::kFloat32;
-}
-
 }  // namespace
 
 std::string LoaderStats::ToString() const {
