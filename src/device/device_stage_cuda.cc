@@ -473,7 +473,7 @@ class CopyStage final : public BatchSource {
   bool busy_ = false;              // the copy thread works outside the lock
   bool wait_after_end_ = false;    // an epoch end is queued: wait for the consumer
   bool resume_after_end_ = false;  // the consumer took it: go on at its next call
-  uint64_t generation_ = 0;        // bumped by Reconfigure: older items are dropped
+  uint64_t generation_ = 0;        // bumped by Seek: older items are dropped
   BatchCursor last_position_;
   Clock::time_point started_;
   uint64_t batches_ = 0;
