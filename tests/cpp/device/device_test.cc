@@ -450,6 +450,11 @@ TEST_F(DeviceTest, BatchesOutliveTheLoader) {
 // sees overwritten batches. If this fails, the stand-in cannot catch the
 // bug, and the passing reuse test above means nothing.
 TEST_F(DeviceTest, StandinSensitivityReuseFailsWithoutTheReleaseWait) {
+#if defined(__SANITIZE_THREAD__)
+  // The overwrite this test provokes is a real race between two stand-in
+  // streams; TSan reports it (in about half the runs) and halts.
+  GTEST_SKIP() << "provokes a data race on purpose; runs in the plain and ASan suites";
+#endif
   gpufeed_standin_drop_waits_from_other_threads(1);
   int overwritten = BatchesOverwrittenUnderASlowStream(dataset_, Options());
   gpufeed_standin_drop_waits_from_other_threads(0);
