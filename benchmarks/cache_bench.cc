@@ -300,7 +300,7 @@ gpufeed::DatasetOptions Options(const Flags& flags, bool cache, uint32_t prefetc
 int RunOneEpoch(const Flags& flags) {
   bool cache = !flags.no_cache;
   std::string cache_dir = gpufeed::JoinPath(flags.cache_root, "c");
-  if (cache && flags.cold) gpufeed::RemoveRecursively(cache_dir);
+  if (cache && flags.cold) (void)gpufeed::RemoveRecursively(cache_dir);
   uint64_t source_before = gpufeed::SourceBytesRead();
   auto opened = Clock::now();
   std::unique_ptr<gpufeed::Dataset> dataset;
@@ -338,7 +338,7 @@ int RunOneEpoch(const Flags& flags) {
               result.records_per_s(), process_source_bytes, dataset_bytes,
               dataset_bytes ? static_cast<double>(process_source_bytes) / dataset_bytes : 0.0,
               result.storage.cache_reads, result.storage.source_opens);
-  if (cache && !flags.keep_cache) gpufeed::RemoveRecursively(cache_dir);
+  if (cache && !flags.keep_cache) (void)gpufeed::RemoveRecursively(cache_dir);
   if (result.errors) return 1;
   char timing[160];
   std::snprintf(timing, sizeof timing,
@@ -365,7 +365,7 @@ int RunConfigurations(const Flags& flags) {
   bool first_config = true;
   for (const Config& config : configs) {
     std::string cache_dir = gpufeed::JoinPath(flags.cache_root, config.cache ? "c" : "none");
-    gpufeed::RemoveRecursively(cache_dir);
+    (void)gpufeed::RemoveRecursively(cache_dir);
     std::unique_ptr<gpufeed::Dataset> dataset;
     gpufeed::Status status = gpufeed::Dataset::Open(
         flags.path, Options(flags, config.cache, config.prefetch, cache_dir), &dataset);
@@ -394,7 +394,7 @@ int RunConfigurations(const Flags& flags) {
     }
     json += "]}";
     dataset.reset();
-    if (config.cache) gpufeed::RemoveRecursively(cache_dir);
+    if (config.cache) (void)gpufeed::RemoveRecursively(cache_dir);
   }
   json +=
       "\n  ],\n  \"chart\": {\"title\": \"node-local cache over a simulated busy filesystem\", "

@@ -44,6 +44,9 @@
 #include <string>
 #include <vector>
 
+#include "batch/batch_access.h"
+#include "batch/batch_source.h"
+#include "decode/transform.h"
 #include "device/device_stage.h"
 #include "gpufeed/loader.h"
 #include "gpufeed/writer.h"
@@ -51,7 +54,6 @@
 #include "jpeg_test_util.h"
 #include "util/file.h"
 #include "util/path.h"
-#include "pipeline/batch_access.h"
 
 using namespace gpufeed;
 using Clock = std::chrono::steady_clock;
@@ -160,44 +162,59 @@ class ReadyBatches {
   size_t bytes() const { return bytes_; }
   size_t sample_bytes() const { return static_cast<size_t>(size_) * size_ * 3; }
 
-  HostBatchSource Source(uint64_t batches) {
-    HostBatchSource source;
-    source.next_for = [this, batches](Batch* batch, int timeout_ms, bool* ready) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      *ready = true;
-      if (handed_ == batches) {
-        LoaderBatchAccess::Fill(batch, Tensor(), Tensor(), {}, 0, handed_, true, nullptr);
-        handed_ = 0;
-        return Status::OK();
-      }
-      if (!changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms < 0 ? 1000000 : timeout_ms),
-                             [&] { return !free_.empty(); })) {
-        *ready = false;
-        return Status::OK();
-      }
-      int index = free_.front();
-      free_.pop_front();
-      Tensor data;
-      data.data = buffers_[index].first;
-      data.shape = {batch_, size_, size_, 3};
-      data.dtype = TensorDtype::kUint8;
-      Tensor labels;
-      labels.data = buffers_[index].second;
-      labels.shape = {batch_};
-      labels.dtype = TensorDtype::kInt64;
-      std::shared_ptr<void> hold(nullptr, [this, index](void*) {
-        {
-          std::lock_guard<std::mutex> guard(mutex_);
-          free_.push_back(index);
-        }
-        changed_.notify_all();
-      });
-      std::vector<uint64_t> ids(batch_);
-      LoaderBatchAccess::Fill(batch, data, labels, ids, 0, handed_++, false, hold);
+  // `batches` per epoch, as a BatchSource for the device stage; the
+  // ReadyBatches outlive it.
+  class Source final : public BatchSource {
+   public:
+    Source(ReadyBatches* ready, uint64_t batches) : ready_(ready), batches_(batches) {}
+    Status NextFor(Batch* batch, int timeout_ms, bool* got) override {
+      return ready_->NextFor(batches_, batch, timeout_ms, got);
+    }
+    Status Seek(const BatchCursor&) override { return Status::OK(); }
+    BatchCursor Position() const override { return BatchCursor(); }
+    void AddStats(StageStats*) const override {}
+
+   private:
+    ReadyBatches* ready_;
+    uint64_t batches_;
+  };
+  std::unique_ptr<BatchSource> MakeSource(uint64_t batches) {
+    return std::make_unique<Source>(this, batches);
+  }
+
+  Status NextFor(uint64_t batches, Batch* batch, int timeout_ms, bool* ready) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    *ready = true;
+    if (handed_ == batches) {
+      BatchAccess::FillEndOfEpoch(batch, 0, handed_);
+      handed_ = 0;
       return Status::OK();
-    };
-    source.state = [] { return LoaderState(); };
-    return source;
+    }
+    if (!changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms < 0 ? 1000000 : timeout_ms),
+                           [&] { return !free_.empty(); })) {
+      *ready = false;
+      return Status::OK();
+    }
+    int index = free_.front();
+    free_.pop_front();
+    Tensor data;
+    data.data = buffers_[index].first;
+    data.shape = {batch_, size_, size_, 3};
+    data.dtype = TensorDtype::kUint8;
+    Tensor labels;
+    labels.data = buffers_[index].second;
+    labels.shape = {batch_};
+    labels.dtype = TensorDtype::kInt64;
+    std::shared_ptr<void> hold(nullptr, [this, index](void*) {
+      {
+        std::lock_guard<std::mutex> guard(mutex_);
+        free_.push_back(index);
+      }
+      changed_.notify_all();
+    });
+    std::vector<uint64_t> ids(batch_);
+    BatchAccess::Fill(batch, data, labels, ids, 0, handed_++, false, hold);
+    return Status::OK();
   }
 
  private:
@@ -218,12 +235,17 @@ double StageBandwidth(int batch, int size, int batches, bool normalize, double* 
   options.max_data_bytes = ready.bytes();
   options.max_label_bytes = batch * sizeof(int64_t);
   options.normalize = normalize;
-  options.image.size = size;
-  options.image.dtype = OutputDtype::kFloat32;
-  options.image.layout = OutputLayout::kNCHW;
-  std::unique_ptr<DeviceStage> stage;
-  Check(DeviceStage::Create(ready.Source(static_cast<uint64_t>(batches)), options, &stage),
-        "DeviceStage::Create");
+  options.normalize_dtype = TensorDtype::kFloat32;
+  options.normalize_nchw = true;
+  if (normalize) {
+    ImageTransformOptions image;
+    image.size = size;
+    options.normalize_table.resize(768 * DtypeSize(OutputDtype::kFloat32));
+    NormalizeTable(image, OutputDtype::kFloat32, options.normalize_table.data());
+  }
+  std::unique_ptr<BatchSource> stage;
+  Check(CreateDeviceStage(ready.MakeSource(static_cast<uint64_t>(batches)), options, &stage),
+        "CreateDeviceStage");
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   Batch b;
@@ -231,7 +253,7 @@ double StageBandwidth(int batch, int size, int batches, bool normalize, double* 
   // Warm-up: the first few batches.
   for (int i = 0; i < 3; ++i) Check(stage->NextFor(&b, -1, &got), "Next");
   b.reset();
-  Check(stage->Reconfigure([] { return Status::OK(); }), "Reconfigure");
+  Check(stage->Seek(BatchCursor()), "Seek");
   auto start = Clock::now();
   int done = 0;
   double input_bytes = 0;  // uint8 bytes in, by each batch's real sample count

@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < outstanding; ++i) initial.push_back(next_request(i));
   auto start = std::chrono::steady_clock::now();
   auto deadline = start + std::chrono::duration<double>(seconds);
-  engine->Submit(std::move(initial), &queue);
+  if (!engine->Submit(std::move(initial), &queue).ok()) return 1;
   uint64_t completed = 0, bytes = 0, in_flight = outstanding;
   std::vector<ReadCompletion> done;
   bool stopping = false;
@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
     if (!stopping && std::chrono::steady_clock::now() >= deadline) stopping = true;
     if (!stopping && !more.empty()) {
       in_flight += more.size();
-      engine->Submit(std::move(more), &queue);
+      if (!engine->Submit(std::move(more), &queue).ok()) return 1;
     }
   }
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -112,7 +112,11 @@ int main(int argc, char** argv) {
   double best = 0;
   std::vector<double> rates;
   for (int epoch = 0; epoch < epochs; ++epoch) {
-    loader->SetEpoch(epoch);
+    status = loader->SetEpoch(epoch);
+    if (!status.ok()) {
+      std::fprintf(stderr, "%s\n", status.ToString().c_str());
+      return 1;
+    }
     Batch batch;
     uint64_t images = 0;
     auto started = Clock::now();

@@ -108,7 +108,7 @@ class GPUFEED_EXPORT Batch {
   Status Synchronize();
 
  private:
-  friend class LoaderBatchAccess;
+  friend class BatchAccess;
   Tensor data_;
   Tensor labels_;
   Tensor label_lengths_;

@@ -63,7 +63,7 @@ struct DatasetOptions {
 // One sample as stored. Reading into the same Record again reuses its buffers.
 struct Record {
   // The sample bytes: an encoded image (JPEG, PNG, ...) or, for raw Caffe
-  // records (encoded == false), uint8 pixels in CHW order of `shape`.
+  // records (encoded == false), uint8 pixels laid out as `layout` says.
   std::string data;
   // The labels, always at least one for labelled formats. RecordIO and LMDB
   // records carry float32 labels (MXNet's IRHeader); Caffe and ImageFolder
@@ -74,10 +74,17 @@ struct Record {
   std::string key;
   // IRHeader id (RecordIO, LMDB); the sample index for the other formats.
   uint64_t id = 0;
-  // (channels, height, width) for raw Caffe Datum records, else empty.
+  // The shape of raw pixels in `layout` order: (channels, height, width) for
+  // kChw, (height, width, 3) for kHwcRgb; empty for encoded records.
   std::vector<int64_t> shape;
   // False only for raw Caffe Datum pixels.
   bool encoded = true;
+  // How raw pixels lie in `data`. kChw: the Datum as stored, planes of
+  // (channels, height, width), 3 channels in BGR order (OpenCV's), as Read
+  // returns them. kHwcRgb: interleaved (height, width, 3) RGB (a gray plane
+  // replicated), as ReadForDecode returns them for the image transform.
+  enum class PixelLayout : int { kChw = 0, kHwcRgb = 1 };
+  PixelLayout layout = PixelLayout::kChw;
   // Where the bytes came from, for error messages: "<file> at byte offset N"
   // (RecordIO), "<dir>/data.mdb, key K" (LMDB), or the file (ImageFolder).
   std::string source;
@@ -146,6 +153,11 @@ class GPUFEED_EXPORT Dataset {
   // on disk are malformed; IOError/PermissionDenied from the OS.
   // Safe to call concurrently from many threads (with distinct records).
   virtual Status Read(uint64_t index, Record* record) const = 0;
+  // As Read, for the image transform: raw pixels come as (height, width, 3)
+  // RGB (Record::PixelLayout::kHwcRgb), converted by the format. Encoded
+  // records are as Read gives them. Also NotSupported (naming the sample)
+  // for raw pixels that are not 1 or 3 channels. Safe from many threads.
+  virtual Status ReadForDecode(uint64_t index, Record* record) const;
 
   // Where sample `index` lies: false when the format has no byte ranges
   // (LMDB, Caffe: pages of a memory map) or the range is not known (an

@@ -206,8 +206,6 @@ struct LoaderState {
   uint32_t shuffle_window_shards = 4;
 };
 
-class DeviceStage;
-
 class GPUFEED_EXPORT Loader {
  public:
   // The loader shares ownership of the dataset. InvalidArgument for bad
@@ -229,7 +227,9 @@ class GPUFEED_EXPORT Loader {
   Status NextFor(Batch* batch, int timeout_ms, bool* ready);
 
   // Restarts at the beginning of `epoch` (a new order from seed and epoch).
-  void SetEpoch(uint64_t epoch);
+  // Fails only for a Loader inherited by fork, or when a device stage
+  // cannot drain its copies.
+  Status SetEpoch(uint64_t epoch);
 
   // {seed, epoch, samples consumed by all ranks, shuffle}: Restore continues
   // exactly there, with this loader's rank and world size (which may differ
@@ -246,8 +246,7 @@ class GPUFEED_EXPORT Loader {
 
  private:
   explicit Loader(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
-  std::unique_ptr<DeviceStage> device_;  // CUDA batches only
+  std::unique_ptr<Impl> impl_;  // the chain of stages (src/pipeline/loader.cc)
   int owner_process_ = 0;                  // getpid() at Open (fork detection)
 };
 

@@ -300,8 +300,13 @@ class PyLoader {
   }
 
   void SetEpoch(uint64_t epoch) {
-    py::gil_scoped_release release;
-    Native().SetEpoch(epoch);
+    Loader& loader = Native();
+    Status status;
+    {
+      py::gil_scoped_release release;
+      status = loader.SetEpoch(epoch);
+    }
+    ThrowIfError(status);  // with the GIL: it raises
   }
 
   py::dict State() const {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "pipeline/sampler.h"
+#include "util/random.h"
 
 namespace gpufeed {
 

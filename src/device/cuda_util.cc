@@ -8,6 +8,27 @@ Status CudaError(cudaError_t error, const std::string& what) {
                          ")");
 }
 
+Status CreateCudaStream(unsigned int flags, CudaStream* stream) {
+  cudaStream_t created = nullptr;
+  GPUFEED_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&created, flags));
+  stream->reset(created);
+  return Status::OK();
+}
+
+Status CreateCudaEvent(unsigned int flags, CudaEvent* event) {
+  cudaEvent_t created = nullptr;
+  GPUFEED_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&created, flags));
+  event->reset(created);
+  return Status::OK();
+}
+
+Status AllocateDeviceMemory(size_t bytes, DeviceMemory* memory) {
+  void* data = nullptr;
+  GPUFEED_CUDA_RETURN_IF_ERROR(cudaMalloc(&data, bytes));
+  memory->reset(data);
+  return Status::OK();
+}
+
 namespace {
 
 // cuCtxGetCurrent / cuCtxSetCurrent, reached through the runtime (gpufeed

@@ -1,6 +1,6 @@
 // Pinned host memory for the loader's batch buffers, and the handle of a
-// pinned host batch (pin_memory on the CPU device): see device_stage.h.
-// CUDA builds only; the stubs are in device_stage.cc's no-CUDA half.
+// pinned host batch (pin_memory on the CPU device): see pinned_host.h.
+// CUDA builds only; the stubs are in device_stage_stub.cc.
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -13,6 +13,7 @@
 
 #include "device/cuda_util.h"
 #include "device/device_stage.h"
+#include "device/pinned_host.h"
 #include "util/logging.h"
 
 namespace gpufeed {
@@ -45,18 +46,15 @@ class PinnedAllocator final : public BatchAllocator {
 // The fence of a released pinned host batch: its events, waited once.
 class PinnedFence final : public HostReleaseFence {
  public:
-  explicit PinnedFence(std::vector<cudaEvent_t> events) : events_(std::move(events)) {}
-  ~PinnedFence() override {
-    for (cudaEvent_t event : events_) cudaEventDestroy(event);
-  }
+  explicit PinnedFence(std::vector<CudaEvent> events) : events_(std::move(events)) {}
   void Wait() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (; waited_ < events_.size(); ++waited_) cudaEventSynchronize(events_[waited_]);
+    for (; waited_ < events_.size(); ++waited_) cudaEventSynchronize(events_[waited_].get());
   }
 
  private:
   std::mutex mutex_;
-  std::vector<cudaEvent_t> events_;
+  const std::vector<CudaEvent> events_;
   size_t waited_ = 0;  // guarded by mutex_
 };
 
@@ -66,22 +64,21 @@ class PinnedBatchHandle final : public DeviceBatchHandle {
       : device_(device), release_(std::move(release)) {}
   ~PinnedBatchHandle() override {
     if (getpid() != owner_) return;  // inherited by fork: no CUDA, no locks here
-    std::vector<cudaEvent_t> events;
+    std::vector<CudaEvent> events;
     {
       DeviceScope scope(device_);
       if (streams_.empty()) streams_.push_back(nullptr);  // torch's default stream
       for (cudaStream_t stream : streams_) {
-        cudaEvent_t event = nullptr;
-        if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventBlockingSync) !=
-                cudaSuccess ||
-            cudaEventRecord(event, stream) != cudaSuccess) {
+        CudaEvent event;
+        if (!CreateCudaEvent(cudaEventDisableTiming | cudaEventBlockingSync, &event).ok() ||
+            cudaEventRecord(event.get(), stream) != cudaSuccess) {
           // Cannot order the reuse on the GPU: order it on the host.
           cudaGetLastError();
-          if (event != nullptr) cudaEventDestroy(event);
+          event.reset();
           cudaStreamSynchronize(stream);
           continue;
         }
-        events.push_back(event);
+        events.push_back(std::move(event));
       }
     }
     release_(events.empty() ? nullptr : std::make_shared<PinnedFence>(std::move(events)));
@@ -92,7 +89,7 @@ class PinnedBatchHandle final : public DeviceBatchHandle {
   Status WaitOn(void* stream) override { return RecordStream(stream); }
   Status RecordStream(void* stream) override {
     cudaStream_t s = AsStream(stream);
-    if (s == cudaStreamPerThread) s = nullptr;  // as in DeviceShared::Release
+    if (s == cudaStreamPerThread) s = nullptr;  // as in DeviceShared::Release (device_stage_cuda.cc)
     if (std::find(streams_.begin(), streams_.end(), s) == streams_.end()) streams_.push_back(s);
     return Status::OK();
   }

@@ -1,6 +1,9 @@
 // Caffe LMDB datasets (read only): values are caffe.Datum protobufs, samples
 // in LMDB key order. The key list is taken once at open (a cursor walk over
 // keys); every Read is an mdb_get by key.
+#include <cstdint>
+#include <string>
+
 #include "format/caffe_datum.h"
 #include "format/datasets.h"
 #include "format/lmdb_env.h"
@@ -10,6 +13,8 @@
 namespace gpufeed {
 
 namespace {
+
+Status ToHwcRgb(Record* record);
 
 class CaffeLmdbDataset final : public DatasetBase {
  public:
@@ -76,6 +81,17 @@ class CaffeLmdbDataset final : public DatasetBase {
     record->encoded = datum.encoded;
     record->shape.clear();
     if (!datum.encoded) record->shape = {datum.channels, datum.height, datum.width};
+    record->layout = Record::PixelLayout::kChw;
+    return Status::OK();
+  }
+
+  Status ReadForDecode(uint64_t index, Record* record) const override {
+    GPUFEED_RETURN_IF_ERROR(Read(index, record));
+    if (record->encoded) return Status::OK();
+    Status status = ToHwcRgb(record);
+    if (!status.ok()) {
+      return status.WithContext("sample " + std::to_string(index) + " (" + record->source + ")");
+    }
     return Status::OK();
   }
 
@@ -89,6 +105,33 @@ class CaffeLmdbDataset final : public DatasetBase {
   std::vector<uint64_t> key_ends_;
   std::vector<uint64_t> offsets_, lengths_;
 };
+
+// Raw Datum pixels, (C, H, W) planes in BGR order (OpenCV's, as Caffe's
+// CVMatToDatum stores them) -> interleaved (H, W, 3) RGB; a gray plane is
+// replicated into the three channels.
+Status ToHwcRgb(Record* record) {
+  if (record->shape.size() != 3 || (record->shape[0] != 3 && record->shape[0] != 1)) {
+    return Status::NotSupported("raw records need shape (3, H, W) or (1, H, W) for the image "
+                                "transform");
+  }
+  int64_t channels = record->shape[0], height = record->shape[1], width = record->shape[2];
+  // Swapped with record->data: both buffers stay warm for this thread.
+  thread_local std::string converted;
+  converted.resize(static_cast<size_t>(width * height * 3));
+  const uint8_t* data = reinterpret_cast<const uint8_t*>(record->data.data());
+  uint8_t* pixels = reinterpret_cast<uint8_t*>(converted.data());
+  size_t plane = static_cast<size_t>(width * height);
+  for (size_t i = 0; i < plane; ++i) {
+    for (int c = 0; c < 3; ++c) {
+      size_t source_channel = channels == 1 ? 0 : static_cast<size_t>(2 - c);  // BGR -> RGB
+      pixels[i * 3 + c] = data[source_channel * plane + i];
+    }
+  }
+  record->data.swap(converted);
+  record->shape = {height, width, 3};
+  record->layout = Record::PixelLayout::kHwcRgb;
+  return Status::OK();
+}
 
 }  // namespace
 

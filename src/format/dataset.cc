@@ -23,6 +23,8 @@ Dataset::Dataset(DatasetFormat format, std::string path)
 
 Dataset::~Dataset() = default;
 
+Status Dataset::ReadForDecode(uint64_t index, Record* record) const { return Read(index, record); }
+
 bool Dataset::Locate(uint64_t, RecordLocation*) const { return false; }
 
 bool Dataset::CanLocate() const {

@@ -130,7 +130,9 @@ void RemovePackOutput(const std::string& destination) {
   std::vector<DirectoryEntry> entries;
   if (!ListDirectory(destination, &entries).ok()) return;
   for (const DirectoryEntry& entry : entries) {
-    if (IsPackOutputName(entry.name)) RemoveRecursively(JoinPath(destination, entry.name));
+    // Best effort: a file that cannot be removed makes the pack's own
+    // create fail next, with the path.
+    if (IsPackOutputName(entry.name)) (void)RemoveRecursively(JoinPath(destination, entry.name));
   }
 }
 
@@ -327,7 +329,8 @@ Status Pack(const std::string& source, const std::string& destination, const Pac
     GPUFEED_RETURN_IF_ERROR(ScanImageFolder(source_path, &manifest.classes, &entries));
     for (const ImageFolderEntry& entry : entries) {
       sources.push_back({JoinPath(source_path, entry.relative_path),
-                         {static_cast<float>(entry.class_index)}});
+                         {static_cast<float>(entry.class_index)},
+                         std::nullopt});
     }
     manifest.integer_labels = true;
   } else {

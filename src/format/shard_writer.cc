@@ -31,7 +31,7 @@ class RecordIOShardWriter final : public ShardWriter {
       : rec_path_(std::move(rec_path)), idx_path_(IndexPathFor(rec_path_)), fd_(std::move(fd)) {}
 
   ~RecordIOShardWriter() override {
-    if (fd_.valid()) Finish();
+    if (fd_.valid()) (void)Finish();  // a destructor cannot report; call Finish to see errors
   }
 
   Status Append(const SampleToWrite& sample) override {
@@ -85,7 +85,7 @@ class LmdbShardWriter final : public ShardWriter {
 
   ~LmdbShardWriter() override {
     if (env_ != nullptr) {
-      Finish();
+      (void)Finish();  // a destructor cannot report; call Finish to see errors
     }
   }
 

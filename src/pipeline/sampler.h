@@ -3,14 +3,8 @@
 //
 // The order depends only on (seed, epoch, shuffle settings, shard sizes):
 // the same on every machine, compiler and thread count. The generator is
-// specified exactly (docs/sampler.md) so other tools can reproduce it:
+// util/random.h's SampleRng (specified in docs/sampler.md), and
 //
-//   splitmix64(x): x += 0x9E3779B97F4A7C15; z = x;
-//                  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9;
-//                  z = (z ^ (z >> 27)) * 0x94D049BB133111EB; return z ^ (z >> 31)
-//   stream state  = splitmix64(seed) ^ splitmix64(epoch ^ 0x6770756665656400 /* "gpufeed\0" */)
-//   next()        = splitmix64 step on the state (state += golden; mix; return)
-//   bounded(n)    = Lemire's multiply-shift with rejection: unbiased in [0, n)
 //   shuffle(a)    = for i = len-1 .. 1: swap(a[i], a[bounded(i + 1)])
 //
 // Shuffle modes:
@@ -36,6 +30,7 @@
 
 #include "gpufeed/options.h"
 #include "gpufeed/status.h"
+#include "util/random.h"
 
 namespace gpufeed {
 
@@ -50,20 +45,6 @@ struct SamplerOptions {
   uint32_t batch_size = 1;
   bool drop_last = false;
 };
-
-// The deterministic generator described above.
-class SampleRng {
- public:
-  SampleRng(uint64_t seed, uint64_t epoch);
-  uint64_t Next();
-  // Uniform in [0, bound). REQUIRES: bound > 0.
-  uint64_t Bounded(uint64_t bound);
-
- private:
-  uint64_t state_;
-};
-
-uint64_t SplitMix64(uint64_t value);
 
 // The epoch order of all samples (before the rank split).
 // `shard_sizes` gives the samples per shard in storage order (kBlock uses

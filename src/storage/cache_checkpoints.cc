@@ -29,7 +29,7 @@ Status CacheDirectory::RotateCheckpoints(const std::string& group, uint32_t keep
     if (removed) {
       CacheCounters evicted;
       evicted.evictions = 1;
-      AddCountersLocked(group, CachePolicy::kCheckpoint, evicted);
+      (void)AddCountersLocked(group, CachePolicy::kCheckpoint, evicted);  // statistics only
     }
   }
   return Status::OK();

@@ -136,7 +136,7 @@ Status CacheDirectory::Fill(const CacheSource& source, const StoreFile* from, ui
           used -= entry.bytes;
           CacheCounters evicted;
           evicted.evictions = 1;
-          AddCountersLocked(entry.source.dataset, entry.source.policy, evicted);
+          (void)AddCountersLocked(entry.source.dataset, entry.source.policy, evicted);  // statistics only
         }
       }
       if (used + source.size > capacity) {
@@ -256,7 +256,7 @@ Status CacheDirectory::Fill(const CacheSource& source, const StoreFile* from, ui
         int error = written < 0 ? errno : ENOSPC;
         status = ErrnoStatus(error, temp_path);
         if (error == ENOSPC || error == EDQUOT || error == EROFS) {
-          if (use_engine) engine->CloseFile(file);
+          if (use_engine) (void)engine->CloseFile(file);
           return abandon(status, FillOutcome::kUnavailable);
         }
         break;
@@ -266,7 +266,7 @@ Status CacheDirectory::Fill(const CacheSource& source, const StoreFile* from, ui
     if (!status.ok()) break;
     if (progress) progress(*copied, source.size);
   }
-  if (use_engine) engine->CloseFile(file);
+  if (use_engine) (void)engine->CloseFile(file);
   if (!status.ok()) return abandon(status, FillOutcome::kSourceChanged);
   if (::fsync(temp.get()) != 0) {
     int error = errno;
@@ -325,7 +325,7 @@ Status CacheDirectory::Fill(const CacheSource& source, const StoreFile* from, ui
     CacheCounters filled;
     filled.fills = 1;
     filled.fill_bytes = source.size;
-    AddCountersLocked(source.dataset, source.policy, filled);
+    (void)AddCountersLocked(source.dataset, source.policy, filled);  // statistics only
   }
   *outcome = FillOutcome::kFilled;
   return Status::OK();

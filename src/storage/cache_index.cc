@@ -166,7 +166,7 @@ Status CacheDirectory::ScanLocked(std::vector<CacheEntryInfo>* entries, uint64_t
         !S_ISREG(st.st_mode)) {
       Log().warn("cache: removing {}: no valid metadata beside it", JoinPath(entries_path, name));
       bool removed = false;
-      RemoveLocked(key, &removed);
+      (void)RemoveLocked(key, &removed);  // best effort: the next scan tries again
       continue;
     }
     info.bytes = static_cast<uint64_t>(st.st_size);
@@ -270,7 +270,7 @@ Status CacheDirectory::OpenEntry(const CacheSource& source, CacheLease* lease) {
     data.reset();
     lease_fd.reset();  // our shared lock would keep the removal out
     bool removed = false;
-    Remove(key, &removed);
+    (void)Remove(key, &removed);  // best effort: a reader may hold it; the next scan tries again
     return Status::NotFound(data_path + " (changed on disk)");
   }
   // The lease file's mtime is the entry's last use, for LRU.

@@ -332,7 +332,7 @@ void NodeCache::FillerLoop() {
       // Our own readers dropped their leases when they invalidated it; a
       // reader in another process may still hold it: then try next time.
       bool removed = false;
-      directory_->Remove(CacheKeyFor(slot.source), &removed);
+      (void)directory_->Remove(CacheKeyFor(slot.source), &removed);  // held elsewhere: next time
       if (removed) slot.bad.store(false);
     }
     bool filled = false;

@@ -47,7 +47,7 @@ class DeviceTest : public ::testing::Test {
     std::string folder = JoinPath(dir_.path(), "folder");
     for (int i = 0; i < kImages; ++i) {
       std::string cls = JoinPath(folder, "class" + std::to_string(i % 4));
-      CreateDirectories(cls);
+      ASSERT_TRUE(CreateDirectories(cls).ok());
       char name[32];
       std::snprintf(name, sizeof(name), "img%03d.jpg", i);
       WriteBytes(JoinPath(cls, name), EncodeJpeg(40 + i % 23, 36 + i % 17, JCS_RGB, 90, i));
@@ -320,7 +320,7 @@ TEST_F(DeviceTest, StateAndRestoreCountWhatTheConsumerTook) {
   ASSERT_TRUE(second->Next(&batch).ok());
   EXPECT_EQ(batch.sample_ids(), fourth);
   // SetEpoch drops what was prepared and starts the epoch's order.
-  second->SetEpoch(0);
+  ASSERT_TRUE(second->SetEpoch(0).ok());
   ASSERT_TRUE(second->Next(&batch).ok());
   EXPECT_EQ(batch.sample_ids(), order[0]);
 }
@@ -450,6 +450,11 @@ TEST_F(DeviceTest, BatchesOutliveTheLoader) {
 // sees overwritten batches. If this fails, the stand-in cannot catch the
 // bug, and the passing reuse test above means nothing.
 TEST_F(DeviceTest, StandinSensitivityReuseFailsWithoutTheReleaseWait) {
+#if defined(__SANITIZE_THREAD__)
+  // The overwrite this test provokes is a real race between two stand-in
+  // streams; TSan reports it (in about half the runs) and halts.
+  GTEST_SKIP() << "provokes a data race on purpose; runs in the plain and ASan suites";
+#endif
   gpufeed_standin_drop_waits_from_other_threads(1);
   int overwritten = BatchesOverwrittenUnderASlowStream(dataset_, Options());
   gpufeed_standin_drop_waits_from_other_threads(0);
@@ -631,7 +636,7 @@ TEST_F(DeviceTest, StandinShutdownAndSetEpochWithCopiesInFlight) {
       ASSERT_TRUE(loader->Next(&batch).ok());
       ASSERT_TRUE(batch.WaitOn(stream).ok());
       batch.reset();
-      loader->SetEpoch(static_cast<uint64_t>(i % 2));
+      ASSERT_TRUE(loader->SetEpoch(static_cast<uint64_t>(i % 2)).ok());
       ASSERT_TRUE(loader->Next(&batch).ok());
       EXPECT_EQ(batch.epoch(), static_cast<uint64_t>(i % 2));
       EXPECT_EQ(batch.index(), 0u);

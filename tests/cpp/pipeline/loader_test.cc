@@ -28,7 +28,7 @@ class LoaderTest : public ::testing::Test {
     std::string folder = JoinPath(dir_.path(), "folder");
     for (int i = 0; i < kImages; ++i) {
       std::string cls = JoinPath(folder, "class" + std::to_string(i % 3));
-      CreateDirectories(cls);
+      ASSERT_TRUE(CreateDirectories(cls).ok());
       char name[32];
       std::snprintf(name, sizeof(name), "img%03d.jpg", i);
       WriteBytes(JoinPath(cls, name), EncodeJpeg(48 + i % 20, 40 + i % 13, JCS_RGB, 90, i));
@@ -221,7 +221,7 @@ TEST_F(LoaderTest, ElasticResumeWithAnotherWorldSizeLosesNothing) {
 TEST_F(LoaderTest, CorruptImageRaisesOrIsSkipped) {
   // Replace sample 7 with bytes that are not an image, through a list file.
   std::string list_dir = JoinPath(dir_.path(), "list");
-  CreateDirectories(list_dir);
+  ASSERT_TRUE(CreateDirectories(list_dir).ok());
   std::string list;
   for (int i = 0; i < 20; ++i) {
     std::string name = "f" + std::to_string(i) + ".jpg";
@@ -304,17 +304,17 @@ TEST_F(LoaderTest, HeldBatchesGrowTheRingAndStayIntact) {
   std::unique_ptr<Loader> reference, loader;
   ASSERT_TRUE(Loader::Open(dataset_, options, &reference).ok());
   auto first = Epoch(reference.get());
-  reference->SetEpoch(1);
+  ASSERT_TRUE(reference->SetEpoch(1).ok());
   auto second = Epoch(reference.get());
   ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
   Batch warm;
   ASSERT_TRUE(loader->Next(&warm).ok());
   warm.reset();
-  loader->SetEpoch(0);
+  ASSERT_TRUE(loader->SetEpoch(0).ok());
   size_t steady = ResidentBytes();
   std::vector<Batch> held;
   for (int epoch = 0; epoch < 2; ++epoch) {
-    loader->SetEpoch(static_cast<uint64_t>(epoch));  // must not touch the held ones
+    ASSERT_TRUE(loader->SetEpoch(static_cast<uint64_t>(epoch)).ok());  // must not touch the held ones
     while (true) {
       Batch batch;
       Status status = loader->Next(&batch);

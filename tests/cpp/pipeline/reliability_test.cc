@@ -49,7 +49,7 @@ class ReliabilityTest : public ::testing::TestWithParam<bool> {
 
   void SetUp() override {
     std::string list_dir = JoinPath(dir_.path(), "images");
-    CreateDirectories(list_dir);
+    ASSERT_TRUE(CreateDirectories(list_dir).ok());
     std::string list;
     for (int i = 0; i < kImages; ++i) {
       std::string name = "img" + std::to_string(i) + ".jpg";
@@ -256,7 +256,7 @@ TEST_P(ReliabilityTest, FiftyShuffledEpochsEveryOneExactlyOnceWithFlatResources)
   size_t fds_warm = 0, threads_warm = 0;
   uint64_t rss_warm = 0;
   for (int epoch = 0; epoch < 50; ++epoch) {
-    loader->SetEpoch(epoch);
+    ASSERT_TRUE(loader->SetEpoch(epoch).ok());
     std::vector<Status> errors;
     std::vector<uint64_t> ids = RunEpoch(loader.get(), &errors);
     ASSERT_TRUE(errors.empty()) << errors[0].ToString();

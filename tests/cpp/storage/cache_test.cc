@@ -53,7 +53,7 @@ std::string SampleBytes(uint64_t index, size_t size) {
 // with a manifest carrying each shard's xxh64.
 void WriteDataset(const std::string& directory, int shards, int per_shard, size_t size,
                   bool with_manifest = true) {
-  CreateDirectories(directory);
+  ASSERT_TRUE(CreateDirectories(directory).ok());
   Manifest manifest;
   manifest.format = DatasetFormat::kRecordIO;
   uint64_t index = 0;
@@ -316,7 +316,7 @@ TEST_F(CacheTest, PinnedEntriesStayAndAPinnedDatasetTooLargeIsRefused) {
 
 TEST_F(CacheTest, CheckpointsKeepTheNewestN) {
   std::string checkpoints = JoinPath(dir_.path(), "ckpt");
-  CreateDirectories(checkpoints);
+  ASSERT_TRUE(CreateDirectories(checkpoints).ok());
   std::vector<std::string> cached;
   for (int i = 0; i < 5; ++i) {
     std::string path = JoinPath(checkpoints, "step" + std::to_string(i) + ".pt");
@@ -391,7 +391,7 @@ TEST_F(CacheTest, FourProcessesShareOneCacheUnderABudget) {
   // shard has two fills in progress.
   std::shared_ptr<CacheDirectory> directory;
   for (int i = 0; i < 200 && !directory; ++i) {
-    CacheDirectory::Open(cache_dir_, "", false, &directory);
+    (void)CacheDirectory::Open(cache_dir_, "", false, &directory);  // checked below
     if (!directory) ::usleep(1000);
   }
   uint64_t most = 0;
@@ -603,7 +603,11 @@ TEST_F(CacheTest, AReplacedSourceIsNotServedFromItsOldCopy) {
 
 // Mounts a small tmpfs at `path` (root only); false when that is not possible.
 bool MountTmpfs(const std::string& path, const char* options, std::string* why) {
-  CreateDirectories(path);
+  Status made = CreateDirectories(path);
+  if (!made.ok()) {
+    *why = made.ToString();
+    return false;
+  }
   if (::mount("tmpfs", path.c_str(), "tmpfs", 0, options) != 0) {
     *why = std::string("cannot mount a tmpfs (") + std::strerror(errno) +
            "); needs root or CAP_SYS_ADMIN";
@@ -733,7 +737,7 @@ TEST_F(CacheTest, TheLoaderDeliversTheSameBatchesThroughTheCache) {
   std::string folder = JoinPath(dir_.path(), "folder");
   for (int i = 0; i < 30; ++i) {
     std::string cls = JoinPath(folder, "class" + std::to_string(i % 3));
-    CreateDirectories(cls);
+    ASSERT_TRUE(CreateDirectories(cls).ok());
     char name[32];
     std::snprintf(name, sizeof(name), "img%03d.jpg", i);
     WriteBytes(JoinPath(cls, name), EncodeJpeg(40 + i % 9, 36 + i % 7, JCS_RGB, 90, i));
@@ -752,7 +756,7 @@ TEST_F(CacheTest, TheLoaderDeliversTheSameBatchesThroughTheCache) {
   options.shuffle_window_shards = 2;
   auto epoch = [](Loader* loader, uint64_t number) {
     std::vector<std::string> batches;
-    loader->SetEpoch(number);
+    EXPECT_TRUE(loader->SetEpoch(number).ok());
     Batch batch;
     while (loader->Next(&batch).ok() && !batch.end_of_epoch()) {
       batches.emplace_back(static_cast<const char*>(batch.data().data), batch.data().bytes());

@@ -1,6 +1,7 @@
-// Internal: how the loader stages fill the Batches they hand out.
-#ifndef GPUFEED_PIPELINE_BATCH_ACCESS_H_
-#define GPUFEED_PIPELINE_BATCH_ACCESS_H_
+// Internal: how the stages fill the Batches they hand out (Batch's private
+// members are theirs to set; the consumer only reads them).
+#ifndef GPUFEED_BATCH_BATCH_ACCESS_H_
+#define GPUFEED_BATCH_BATCH_ACCESS_H_
 
 #include <memory>
 #include <utility>
@@ -10,7 +11,7 @@
 
 namespace gpufeed {
 
-class LoaderBatchAccess {
+class BatchAccess {
  public:
   static void Fill(Batch* batch, Tensor data, Tensor labels, std::vector<uint64_t> ids,
                    uint64_t epoch, uint64_t index, bool end, std::shared_ptr<void> hold,
@@ -25,15 +26,16 @@ class LoaderBatchAccess {
     batch->hold_ = std::move(hold);
     batch->device_ = std::move(device);
   }
+  // The empty batch that marks the end of `epoch` (after `index` batches).
+  static void FillEndOfEpoch(Batch* batch, uint64_t epoch, uint64_t index) {
+    Fill(batch, Tensor(), Tensor(), {}, epoch, index, true, nullptr);
+  }
   // After Fill: the (B,) int32 label counts (LoaderOptions::label_lengths).
   static void SetLabelLengths(Batch* batch, Tensor lengths) {
     batch->label_lengths_ = std::move(lengths);
-  }
-  static const std::shared_ptr<DeviceBatchHandle>& Device(const Batch& batch) {
-    return batch.device_;
   }
 };
 
 }  // namespace gpufeed
 
-#endif  // GPUFEED_PIPELINE_BATCH_ACCESS_H_
+#endif  // GPUFEED_BATCH_BATCH_ACCESS_H_

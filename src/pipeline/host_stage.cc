@@ -1,0 +1,342 @@
+#include "pipeline/host_stage.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <exception>
+#include <string>
+#include <utility>
+
+#include "batch/batch_access.h"
+#include "batch/host_allocator.h"
+#include "device/pinned_host.h"
+#include "pipeline/sampler.h"
+#include "util/logging.h"
+
+namespace gpufeed {
+
+namespace {
+// on_error=skip: substitutes tried for one bad sample before giving up.
+constexpr int kMaxSubstitutes = 16;
+}  // namespace
+
+Status HostStage::Create(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+                         HostStageSetup setup, std::unique_ptr<HostStage>* stage) {
+  BatchLayout layout;
+  GPUFEED_RETURN_IF_ERROR(BatchLayout::For(options, *dataset, &layout));
+  uint64_t max_held_bytes = options.max_held_bytes;
+  if (max_held_bytes == 0) {
+    // A quarter of the machine's memory.
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    max_held_bytes = pages > 0 && page > 0
+                         ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4
+                         : uint64_t{1} << 32;
+  }
+  auto ring = std::make_shared<BatchRing>(
+      options.allocator ? options.allocator : MakeHostAllocator(),
+      layout.data_bytes(options.batch_size), layout.label_bytes(options.batch_size),
+      max_held_bytes, options.batch_size);
+  GPUFEED_RETURN_IF_ERROR(
+      ring->Allocate(static_cast<size_t>(options.prefetch) + 1 + setup.extra_slots));
+  std::unique_ptr<HostStage> host(
+      new HostStage(std::move(dataset), options, std::move(setup), layout, std::move(ring)));
+  // CanLocate, not Locate(0): a shard served from a node-cache copy is not
+  // located, yet the others still want the engine.
+  if (options.use_read_engine && host->dataset_->size() > 0 && host->dataset_->CanLocate()) {
+    host->read_ahead_ = ReadAhead::Create(host->dataset_.get(), options.io, &host->ring_->mutex,
+                                          &host->ring_->changed);
+  }
+  host->stats_.started = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(host->ring_->mutex);
+    host->StartRun(0, 0);
+  }
+  HostStage* self = host.get();
+  for (int i = 0; i < host->threads_; ++i) host->workers_.emplace_back([self] { self->Work(); });
+  *stage = std::move(host);
+  return Status::OK();
+}
+
+HostStage::HostStage(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+                     HostStageSetup setup, const BatchLayout& layout,
+                     std::shared_ptr<BatchRing> ring)
+    : dataset_(std::move(dataset)),
+      options_(options),
+      setup_(std::move(setup)),
+      layout_(layout),
+      writer_(dataset_.get(), options_, layout_),
+      ring_(std::move(ring)) {
+  threads_ = options.num_threads > 0
+                 ? options.num_threads
+                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (const ShardInfo& shard : dataset_->shards()) shard_sizes_.push_back(shard.records);
+  if (shard_sizes_.empty()) shard_sizes_.push_back(dataset_->size());
+}
+
+HostStage::~HostStage() {
+  {
+    std::lock_guard<std::mutex> lock(ring_->mutex);
+    stopping_ = true;
+  }
+  ring_->changed.notify_all();
+  for (std::thread& worker : workers_) worker.join();
+  // The engine finishes its reads in flight, then its collector stops.
+  read_ahead_.reset();
+}
+
+// Computes this rank's samples for (epoch, consumed) and resets the slots.
+// REQUIRES: the lock; no worker is processing a sample (see Quiesce).
+void HostStage::StartRun(uint64_t epoch, uint64_t consumed) {
+  SamplerOptions sampler;
+  sampler.shuffle = options_.shuffle;
+  sampler.seed = options_.seed;
+  sampler.window_shards = options_.shuffle_window_shards;
+  sampler.rank = options_.rank;
+  sampler.world_size = options_.world_size;
+  sampler.batch_size = options_.batch_size;
+  sampler.drop_last = options_.drop_last;
+  std::vector<uint64_t> order = EpochOrder(shard_sizes_, sampler, epoch);
+  epoch_size_ = order.size();
+  // It fails only for options Loader::Open has already refused.
+  (void)RankSamples(order, consumed, sampler, &samples_);
+  dataset_->ExpectReads(samples_);  // a node cache fetches the coming shards ahead
+  epoch_ = epoch;
+  run_start_ = consumed;
+  batches_ = (samples_.size() + options_.batch_size - 1) / options_.batch_size;
+  next_task_ = 0;
+  delivered_ = 0;
+  delivered_samples_ = 0;
+  end_signalled_ = false;
+  run_ += 1;
+  if (read_ahead_) read_ahead_->Reset(run_);
+  ring_->Unassign();
+}
+
+// Waits until no worker processes a sample of the current run.
+void HostStage::Quiesce(std::unique_lock<std::mutex>& lock) {
+  accepting_ = false;
+  ring_->changed.wait(lock, [&] { return active_ == 0; });
+  accepting_ = true;
+}
+
+Status HostStage::Seek(const BatchCursor& cursor) {
+  std::unique_lock<std::mutex> lock(ring_->mutex);
+  Quiesce(lock);
+  StartRun(cursor.epoch, cursor.consumed);
+  lock.unlock();
+  ring_->changed.notify_all();
+  return Status::OK();
+}
+
+BatchCursor HostStage::Position() const {
+  std::lock_guard<std::mutex> lock(ring_->mutex);
+  if (end_signalled_) return BatchCursor{epoch_ + 1, 0};
+  return BatchCursor{
+      epoch_, std::min<uint64_t>(epoch_size_, run_start_ + delivered_samples_ * options_.world_size)};
+}
+
+uint64_t HostStage::epoch() const {
+  std::lock_guard<std::mutex> lock(ring_->mutex);
+  return epoch_;
+}
+
+void HostStage::AddStats(StageStats* stats) const {
+  std::lock_guard<std::mutex> lock(ring_->mutex);
+  FillStatsLocked(stats);
+}
+
+void HostStage::FillStatsLocked(StageStats* stats) const {
+  stats_.Fill(threads_, stats);
+  if (read_ahead_) read_ahead_->AddStats(stats);
+}
+
+Status HostStage::NextFor(Batch* batch, int timeout_ms, bool* ready) {
+  *ready = true;
+  batch->reset();
+  std::unique_lock<std::mutex> lock(ring_->mutex);
+  if (end_signalled_) {
+    // The epoch after the one that just ended.
+    Quiesce(lock);
+    StartRun(epoch_ + 1, 0);
+    ring_->changed.notify_all();
+  }
+  if (delivered_ >= batches_) {
+    end_signalled_ = true;
+    if (setup_.epoch_done) {
+      StageStats stats;
+      FillStatsLocked(&stats);
+      setup_.epoch_done(epoch_, stats);
+    }
+    BatchAccess::FillEndOfEpoch(batch, epoch_, delivered_);
+    return Status::OK();
+  }
+  uint64_t k = delivered_;
+  stats_.ready_sum += ring_->Ready(delivered_);
+  stats_.ready_count += 1;
+  if (ring_->Find(k) == nullptr && ring_->Free() == nullptr && ring_->AllHeld()) {
+    // Every buffer is held by the consumer (list(loader), batches kept
+    // for evaluation): waiting would never end, so the ring grows.
+    GPUFEED_RETURN_IF_ERROR(ring_->GrowLocked());
+    ring_->changed.notify_all();
+  }
+  auto complete = [&] {
+    const Slot* found = ring_->Find(k);
+    return found != nullptr && found->done == found->samples;
+  };
+  if (!WaitForBatch(ring_->changed, lock, timeout_ms, complete, &stats_.consumer_wait)) {
+    *ready = false;
+    return Status::OK();
+  }
+  Slot& slot = *ring_->Find(k);
+  delivered_ += 1;
+  delivered_samples_ += static_cast<uint64_t>(slot.samples);
+  if (!slot.error.ok()) {
+    Status error = slot.error;
+    // Raise mode: the batch is lost, the loader moves on.
+    slot.batch = kNoBatch;
+    lock.unlock();
+    ring_->changed.notify_all();
+    return error;
+  }
+  stats_.batches += 1;
+  stats_.samples += static_cast<uint64_t>(slot.samples);
+  HandOut(slot, k, batch);
+  lock.unlock();
+  ring_->changed.notify_all();
+  return Status::OK();
+}
+
+// Fills *batch with the tensors of `slot` (batch k), which the consumer
+// holds from now on. REQUIRES: the lock.
+void HostStage::HandOut(Slot& slot, uint64_t k, Batch* batch) {
+  slot.held = true;
+  Tensor data;
+  data.data = slot.data;
+  data.dtype = layout_.data_dtype;
+  data.shape = {slot.samples};
+  data.shape.insert(data.shape.end(), layout_.sample_shape.begin(), layout_.sample_shape.end());
+  Tensor labels;
+  labels.data = static_cast<char*>(slot.labels) + layout_.lengths_bytes;
+  labels.dtype = layout_.label_dtype;
+  labels.shape = {slot.samples};
+  if (options_.label_count > 1) labels.shape.push_back(options_.label_count);
+  std::vector<uint64_t> ids(slot.sample_ids.begin(), slot.sample_ids.begin() + slot.samples);
+  size_t slot_index = slot.index;
+  std::shared_ptr<BatchRing> ring = ring_;
+  auto release = [ring, slot_index](std::shared_ptr<HostReleaseFence> fence) {
+    ring->Release(slot_index, std::move(fence));
+  };
+  std::shared_ptr<void> hold;
+  std::shared_ptr<DeviceBatchHandle> pinned;
+  if (setup_.pinned_device >= 0) {
+    // The slot goes back with a fence: the consumer may still be copying
+    // from it asynchronously (x.cuda(non_blocking=True)).
+    pinned = MakePinnedBatchHandle(setup_.pinned_device, release);
+  } else {
+    hold = std::shared_ptr<void>(nullptr, [release](void*) { release(nullptr); });
+  }
+  BatchAccess::Fill(batch, std::move(data), std::move(labels), std::move(ids), epoch_, k, false,
+                    std::move(hold), std::move(pinned));
+  if (options_.label_lengths) {
+    Tensor lengths;
+    lengths.data = slot.labels;
+    lengths.dtype = TensorDtype::kInt32;
+    lengths.shape = {slot.samples};
+    BatchAccess::SetLabelLengths(batch, std::move(lengths));
+  }
+}
+
+// REQUIRES: the lock.
+bool HostStage::CanStart(uint64_t task) {
+  uint64_t k = task / options_.batch_size;
+  if (ring_->Find(k) != nullptr) return true;
+  return ring_->Free() != nullptr && k < delivered_ + options_.prefetch;
+}
+
+// A decode thread.
+void HostStage::Work() {
+  SampleWriter::Scratch scratch;
+  std::unique_lock<std::mutex> lock(ring_->mutex);
+  while (true) {
+    auto wait_started = Clock::now();
+    ring_->changed.wait(lock, [&] {
+      return stopping_ || (accepting_ && next_task_ < samples_.size() && CanStart(next_task_));
+    });
+    stats_.blocked += Seconds(Clock::now() - wait_started);
+    if (stopping_) return;
+    uint64_t task = next_task_++;
+    uint64_t k = task / options_.batch_size;
+    Slot* found = ring_->Find(k);
+    if (found == nullptr) found = ring_->Free();  // CanStart made sure there is one
+    Slot& slot = *found;
+    if (slot.batch != k) {
+      slot.batch = k;
+      slot.samples = static_cast<int>(
+          std::min<uint64_t>(options_.batch_size, samples_.size() - k * options_.batch_size));
+      slot.done = 0;
+      slot.error = Status::OK();
+    }
+    size_t position = task % options_.batch_size;
+    std::shared_ptr<HostReleaseFence> fence = slot.fence;
+    uint64_t sample = samples_[task];
+    uint64_t epoch = epoch_;
+    active_ += 1;
+    WorkFigures figures;
+    ReadAhead::Fetched fetched;
+    bool have_bytes = false;
+    if (read_ahead_) {
+      uint64_t window_end = std::min<uint64_t>(
+          samples_.size(),
+          (delivered_ + static_cast<uint64_t>(options_.prefetch)) * options_.batch_size);
+      read_ahead_->Submit(lock, samples_, window_end);
+      have_bytes = read_ahead_->Take(lock, task, stopping_, &fetched, &figures.read);
+    }
+    lock.unlock();
+    if (fence) fence->Wait();  // before anything writes the slot
+
+    Status status;
+    try {
+      status = have_bytes
+                   ? writer_.Parse(sample, epoch, fetched, slot, position, &scratch, &figures)
+                   : writer_.Read(sample, epoch, slot, position, &scratch, &figures);
+    } catch (const std::exception& e) {
+      // Nothing may escape a worker (it would end the process): an
+      // allocation failure or a library exception is this sample's error.
+      status = Status::Internal("sample " + std::to_string(sample) + ": " + e.what());
+    }
+    fetched.completion.buffer.reset();  // back to the engine's budget
+    uint64_t used = sample;
+    if (!status.ok() && options_.on_error == OnError::kSkip) {
+      LogSkip(status);
+      stats_.skipped += 1;
+      for (int attempt = 1; attempt <= kMaxSubstitutes && !status.ok(); ++attempt) {
+        used = samples_[(task + attempt) % samples_.size()];
+        try {
+          status = writer_.Read(used, epoch, slot, position, &scratch, &figures);
+        } catch (const std::exception& e) {
+          status = Status::Internal("sample " + std::to_string(used) + ": " + e.what());
+        }
+        if (!status.ok()) stats_.skipped += 1;
+      }
+    }
+
+    lock.lock();
+    active_ -= 1;
+    stats_.Add(figures);
+    slot.sample_ids[position] = used;
+    if (!status.ok() && slot.error.ok()) slot.error = status;
+    slot.done += 1;
+    ring_->changed.notify_all();
+  }
+}
+
+void HostStage::LogSkip(const Status& status) {
+  uint64_t count = stats_.skipped.load();
+  // Rate-limited: the first, then every 1000th.
+  if (count == 0 || count % 1000 == 0) {
+    Log().warn("skipping a bad sample (on_error=skip, {} skipped so far): {}", count + 1,
+               status.ToString());
+  }
+}
+
+}  // namespace gpufeed

@@ -1,0 +1,105 @@
+// HostStage: the first stage of the chain, a BatchSource of host batches.
+// Work is handed out one sample at a time in epoch order to a pool of decode
+// threads; each reads its record (ReadAhead's bytes, or Dataset::Read),
+// decodes and transforms it straight into its row of a batch slot
+// (SampleWriter), and NextFor hands whole batches out in order as they
+// complete, up to `prefetch` batches ahead of the consumer (BatchRing).
+//
+// Thread safety: as BatchSource. The destructor stops the workers promptly
+// (mid-epoch, with full slots); Batches handed out stay valid after it.
+#ifndef GPUFEED_PIPELINE_HOST_STAGE_H_
+#define GPUFEED_PIPELINE_HOST_STAGE_H_
+
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "batch/batch_source.h"
+#include "gpufeed/dataset.h"
+#include "gpufeed/loader.h"
+#include "pipeline/batch_ring.h"
+#include "pipeline/host_stats.h"
+#include "pipeline/read_ahead.h"
+#include "pipeline/sample_writer.h"
+
+namespace gpufeed {
+
+// How the Loader sets the stage up beyond LoaderOptions.
+struct HostStageSetup {
+  // Slots beyond prefetch + 1: the device stage's copy thread holds up to
+  // two host batches while their copies run.
+  int extra_slots = 0;
+  // pin_memory on the CPU device: batches go back with a fence (see
+  // MakePinnedBatchHandle) on this CUDA device; -1: plain release.
+  int pinned_device = -1;
+  // Called (under the stage's lock) when NextFor reports an epoch's end,
+  // with the stage's figures.
+  std::function<void(uint64_t epoch, const StageStats& stats)> epoch_done;
+};
+
+class HostStage final : public BatchSource {
+ public:
+  // REQUIRES: options valid (Loader::Open checks them). IOError when the
+  // batch buffers cannot be allocated; InvalidArgument for a label layout
+  // the dataset cannot fill.
+  static Status Create(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+                       HostStageSetup setup, std::unique_ptr<HostStage>* stage);
+  ~HostStage() override;
+
+  Status NextFor(Batch* batch, int timeout_ms, bool* ready) override;
+  Status Seek(const BatchCursor& cursor) override;
+  BatchCursor Position() const override;
+  void AddStats(StageStats* stats) const override;
+
+  // The epoch the workers are in.
+  uint64_t epoch() const;
+  // Bytes of one slot's data and labels (the device buffers' sizes).
+  size_t data_bytes() const { return ring_->data_bytes(); }
+  size_t label_bytes() const { return ring_->label_bytes(); }
+
+ private:
+  HostStage(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+            HostStageSetup setup, const BatchLayout& layout,
+            std::shared_ptr<BatchRing> ring);
+  void StartRun(uint64_t epoch, uint64_t consumed);
+  void Quiesce(std::unique_lock<std::mutex>& lock);
+  bool CanStart(uint64_t task);
+  void Work();
+  void LogSkip(const Status& status);
+  void HandOut(Slot& slot, uint64_t k, Batch* batch);
+  void FillStatsLocked(StageStats* stats) const;
+
+  // Constant after Create.
+  const std::shared_ptr<const Dataset> dataset_;
+  const LoaderOptions options_;
+  const HostStageSetup setup_;
+  const BatchLayout layout_;
+  const SampleWriter writer_;
+  std::vector<uint64_t> shard_sizes_;
+  int threads_ = 1;
+  // Shared with the Batches handed out; its mutex guards what follows.
+  const std::shared_ptr<BatchRing> ring_;
+  std::unique_ptr<ReadAhead> read_ahead_;  // null: the workers read everything
+  std::vector<std::thread> workers_;
+
+  // The run: this rank's samples from a cursor. Guarded by ring_->mutex.
+  std::vector<uint64_t> samples_;
+  uint64_t epoch_ = 0;
+  uint64_t epoch_size_ = 0;
+  uint64_t run_start_ = 0;
+  uint64_t run_ = 0;
+  uint64_t batches_ = 0;
+  uint64_t next_task_ = 0;
+  uint64_t delivered_ = 0;
+  uint64_t delivered_samples_ = 0;
+  bool end_signalled_ = false;
+  bool stopping_ = false;
+  bool accepting_ = true;
+  int active_ = 0;
+  HostStats stats_;
+};
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_PIPELINE_HOST_STAGE_H_

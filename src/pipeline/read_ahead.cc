@@ -1,0 +1,168 @@
+#include "pipeline/read_ahead.h"
+
+#include <utility>
+
+#include "util/logging.h"
+
+namespace gpufeed {
+
+ReadAhead::ReadAhead(const Dataset* dataset, std::mutex* mutex, std::condition_variable* changed)
+    : dataset_(dataset), mutex_(mutex), changed_(changed) {}
+
+std::unique_ptr<ReadAhead> ReadAhead::Create(const Dataset* dataset, const IoOptions& io,
+                                             std::mutex* mutex, std::condition_variable* changed) {
+  std::unique_ptr<ReadAhead> read_ahead(new ReadAhead(dataset, mutex, changed));
+  // The decode threads' window bounds what is in flight anyway.
+  Status status = ReadEngine::Create(io, &read_ahead->engine_);
+  if (!status.ok()) {
+    Log().info("loader: read engine unavailable ({}); decode threads read records themselves",
+               status.ToString());
+    return nullptr;
+  }
+  ReadAhead* self = read_ahead.get();
+  read_ahead->collector_ = std::thread([self] { self->Collect(); });
+  return read_ahead;
+}
+
+ReadAhead::~ReadAhead() {
+  engine_.reset();
+  queue_.Close();
+  if (collector_.joinable()) collector_.join();
+}
+
+void ReadAhead::Reset(uint64_t run) {
+  run_ = run;
+  submit_cursor_ = 0;
+  fetched_.clear();
+  direct_.clear();
+}
+
+void ReadAhead::Submit(std::unique_lock<std::mutex>& lock, const std::vector<uint64_t>& samples,
+                       uint64_t end) {
+  if (submit_cursor_ >= end) return;
+  uint64_t first = submit_cursor_;
+  submit_cursor_ = end;  // claimed: no other worker submits these
+  uint64_t run = run_;
+  std::vector<uint64_t> tasks;
+  std::vector<uint64_t> task_samples;
+  for (uint64_t task = first; task < end; ++task) {
+    tasks.push_back(task);
+    task_samples.push_back(samples[task]);
+  }
+  lock.unlock();
+  std::vector<ReadRequest> requests;
+  std::vector<std::pair<uint64_t, RecordLocation>> located;
+  std::vector<uint64_t> direct;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    RecordLocation location;
+    FileId file = 0;
+    if (!dataset_->Locate(task_samples[i], &location) ||
+        (!location.whole_file && !FileFor(location, &file))) {
+      direct.push_back(tasks[i]);
+      continue;
+    }
+    // The engine reads through its own duplicate of the descriptor: the
+    // location need not keep the store's open (a window of one-record
+    // shards would hold thousands).
+    location.hold.reset();
+    location.fd = -1;
+    ReadRequest request;
+    request.tag = Tag(run, tasks[i]);
+    if (location.whole_file) {
+      request.path = location.path;
+    } else {
+      request.file = file;
+      request.offset = location.offset;
+      request.length = location.length;
+    }
+    requests.push_back(std::move(request));
+    located.emplace_back(tasks[i], std::move(location));
+  }
+  lock.lock();
+  if (run_ != run) return;  // the run changed meanwhile: nothing to record
+  for (uint64_t task : direct) direct_.insert(task);
+  for (auto& [task, location] : located) locations_[Tag(run, task)] = std::move(location);
+  lock.unlock();
+  if (!requests.empty() && !engine_->Submit(std::move(requests), &queue_).ok()) {
+    lock.lock();
+    for (auto& [task, location] : located) direct_.insert(task);
+    lock.unlock();
+  }
+  lock.lock();
+  changed_->notify_all();
+}
+
+bool ReadAhead::Take(std::unique_lock<std::mutex>& lock, uint64_t task, const bool& stopping,
+                     Fetched* fetched, double* waited_seconds) {
+  if (direct_.count(task)) return false;
+  auto waited = Clock::now();
+  uint64_t run = run_;
+  // Another worker may still be locating this task (its Submit runs
+  // unlocked) and decide to read it directly: wait for either.
+  changed_->wait(lock, [&] {
+    return stopping || run_ != run || fetched_.count(task) > 0 || direct_.count(task) > 0;
+  });
+  *waited_seconds += Seconds(Clock::now() - waited);
+  auto found = fetched_.find(task);
+  if (found == fetched_.end()) return false;
+  *fetched = std::move(found->second);
+  fetched_.erase(found);
+  return true;
+}
+
+void ReadAhead::AddStats(StageStats* stats) const {
+  IoStats io_stats = engine_->stats();
+  stats->io_backend = engine_->backend_name();
+  stats->io_requests = io_stats.requests;
+  stats->io_mean_inflight = io_stats.mean_inflight;
+}
+
+bool ReadAhead::FileFor(const RecordLocation& location, FileId* file) {
+  const void* key = location.hold.get();
+  if (key == nullptr || location.fd < 0) return false;  // read directly
+  std::lock_guard<std::mutex> lock(files_mutex_);
+  auto found = engine_files_.find(key);
+  if (found != engine_files_.end()) {
+    engine_lru_.splice(engine_lru_.begin(), engine_lru_, found->second.lru);
+    *file = found->second.id;
+    return true;
+  }
+  // Read directly when the engine cannot take it; the error shows there.
+  if (!engine_->AdoptFile(location.fd, location.path, file).ok()) return false;
+  engine_lru_.push_front(key);
+  engine_files_[key] = EngineFile{*file, location.hold, engine_lru_.begin()};
+  while (engine_lru_.size() > kEngineFiles) {
+    auto victim = engine_files_.find(engine_lru_.back());
+    (void)engine_->CloseFile(victim->second.id);  // reads in flight keep it open until done
+    engine_files_.erase(victim);
+    engine_lru_.pop_back();
+  }
+  return true;
+}
+
+// Moves completions into fetched_, for the workers waiting on them.
+void ReadAhead::Collect() {
+  std::vector<ReadCompletion> completions;
+  while (true) {
+    completions.clear();
+    queue_.Wait(1, &completions);
+    if (completions.empty()) return;  // closed
+    std::lock_guard<std::mutex> lock(*mutex_);
+    for (ReadCompletion& completion : completions) {
+      uint64_t run = completion.tag >> 40;
+      uint64_t task = completion.tag & ((uint64_t{1} << 40) - 1);
+      auto location = locations_.find(completion.tag);
+      Fetched fetched;
+      if (location != locations_.end()) {
+        fetched.location = std::move(location->second);
+        locations_.erase(location);
+      }
+      if (run != run_) continue;  // a restarted run: drop (the buffer returns now)
+      fetched.completion = std::move(completion);
+      fetched_[task] = std::move(fetched);
+    }
+    changed_->notify_all();
+  }
+}
+
+}  // namespace gpufeed

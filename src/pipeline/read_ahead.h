@@ -1,0 +1,115 @@
+// ReadAhead: the host stage's reads through the read engine (src/io/).
+// For the samples a window of batches allows, it asks the dataset where each
+// record lies (Dataset::Locate: a byte range and the store's descriptor for
+// it), adopts that descriptor in the engine once (FileFor), submits the byte
+// ranges (or whole files) together, and a collector thread files each
+// completion under its task for the worker that will decode it. A sample
+// that cannot be located (Caffe) or whose file the engine cannot take is
+// marked "direct": its worker reads it with Dataset::Read.
+//
+// Tasks are positions in a run (the host stage's samples from a cursor);
+// a new run (Reset) drops what the previous one fetched, and completions of
+// an older run are dropped as they arrive.
+//
+// Thread safety: every method but the constructor, the destructor and
+// AddStats' engine figures runs under the host stage's mutex (passed in),
+// which also guards the fields below marked so; Submit releases it around
+// the locating and the submission.
+#ifndef GPUFEED_PIPELINE_READ_AHEAD_H_
+#define GPUFEED_PIPELINE_READ_AHEAD_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <list>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "batch/batch_source.h"
+#include "gpufeed/dataset.h"
+#include "gpufeed/options.h"
+#include "io/read_engine.h"
+#include "pipeline/host_stats.h"
+
+namespace gpufeed {
+
+class ReadAhead {
+ public:
+  // The bytes of one task's record.
+  struct Fetched {
+    ReadCompletion completion;
+    RecordLocation location;
+  };
+
+  // Null (and one log line) when the engine cannot be created: the workers
+  // then read every record themselves. `mutex` and `changed` are the host
+  // stage's; both outlive the ReadAhead.
+  static std::unique_ptr<ReadAhead> Create(const Dataset* dataset, const IoOptions& io,
+                                           std::mutex* mutex, std::condition_variable* changed);
+  // The engine finishes its reads in flight (into the queue), then the
+  // collector stops. REQUIRES: no worker inside Submit or Take.
+  ~ReadAhead();
+  ReadAhead(const ReadAhead&) = delete;
+  ReadAhead& operator=(const ReadAhead&) = delete;
+
+  // A new run: nothing submitted or fetched. REQUIRES: the mutex.
+  void Reset(uint64_t run);
+  // Submits the reads of tasks up to `end` (not yet submitted) of the run
+  // whose samples are `samples`. REQUIRES: `lock` held (released around the
+  // locating and the submission, held again on return).
+  void Submit(std::unique_lock<std::mutex>& lock, const std::vector<uint64_t>& samples,
+              uint64_t end);
+  // Waits for task's bytes: true with them in *fetched; false when the task
+  // is read directly, the run changed or `stopping` became true. Adds the
+  // wait to *waited_seconds. REQUIRES: `lock` held.
+  bool Take(std::unique_lock<std::mutex>& lock, uint64_t task, const bool& stopping,
+            Fetched* fetched, double* waited_seconds);
+  // The engine's figures. REQUIRES: the mutex.
+  void AddStats(StageStats* stats) const;
+
+ private:
+  ReadAhead(const Dataset* dataset, std::mutex* mutex, std::condition_variable* changed);
+  static uint64_t Tag(uint64_t run, uint64_t task) { return (run << 40) | task; }
+  bool FileFor(const RecordLocation& location, FileId* file);
+  void Collect();  // the collector thread
+
+  // Constant after Create.
+  const Dataset* const dataset_;
+  std::mutex* const mutex_;
+  std::condition_variable* const changed_;
+  // Declared before engine_: the engine delivers into it until destroyed.
+  CompletionQueue queue_;
+  std::unique_ptr<ReadEngine> engine_;
+  std::thread collector_;
+
+  // The engine's handles on the descriptors locations name (a source file
+  // or a node-cache copy), keyed by the location's holder. At most
+  // kEngineFiles stay registered: the least recently used is closed (reads
+  // in flight keep it open until they complete), so a dataset of 100,000
+  // shards reads under a small descriptor limit, and a node-cache copy is
+  // not pinned after the store let it go.
+  static constexpr size_t kEngineFiles = 64;
+  struct EngineFile {
+    FileId id = 0;
+    std::shared_ptr<const void> hold;  // the store's descriptor stays open while registered
+    std::list<const void*>::iterator lru;
+  };
+  std::mutex files_mutex_;  // guards what follows
+  std::unordered_map<const void*, EngineFile> engine_files_;
+  std::list<const void*> engine_lru_;
+
+  // Guarded by *mutex_.
+  uint64_t run_ = 0;
+  uint64_t submit_cursor_ = 0;
+  std::unordered_map<uint64_t, Fetched> fetched_;          // task -> bytes
+  std::unordered_map<uint64_t, RecordLocation> locations_;  // tag -> where
+  std::unordered_set<uint64_t> direct_;                     // tasks read by the workers
+};
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_PIPELINE_READ_AHEAD_H_
