@@ -136,6 +136,10 @@ enum class Bottleneck : int {
   kCopy = 4,      // the host-to-device copy stream is busy (CUDA batches only)
 };
 
+// OK when gpufeed was built with CUDA and device `device_id` is usable;
+// NotSupported with the reason otherwise (no driver, no device, bad id).
+GPUFEED_EXPORT Status CudaDeviceStatus(int device_id);
+
 // "none", "consumer", "read", "decode" or "copy": a static string, never
 // null ("unknown" for a value outside the enum).
 GPUFEED_EXPORT const char* BottleneckName(Bottleneck bottleneck);

@@ -13,7 +13,6 @@
 #include <stdexcept>
 
 #include "binding_util.h"
-#include "device/device_stage.h"
 #include "gpufeed/loader.h"
 
 namespace py = pybind11;
@@ -398,7 +397,7 @@ void BindLoader(py::module_& module) {
   module.def(
       "cuda_status",
       [](int device_id) {
-        Status status = CudaDeviceUsable(device_id);
+        Status status = CudaDeviceStatus(device_id);
         return status.ok() ? std::string() : status.message();
       },
       py::arg("device_id") = 0,

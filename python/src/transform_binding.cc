@@ -5,7 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "binding_util.h"
-#include "decode/transform.h"
+#include "gpufeed/transform.h"
 
 namespace py = pybind11;
 
@@ -47,14 +47,13 @@ py::tuple TransformImageBinding(py::bytes data, int size, bool train, uint64_t s
     options.std[c] = std[c];
   }
   std::string bytes = data;
-  std::string output(static_cast<size_t>(size) * size * 3 * DtypeSize(options.dtype), '\0');
-  TransformScratch scratch;
-  CropParameters parameters;
+  std::string output(ImageTransformBytes(options), '\0');
+  CropInfo parameters;
   Status status;
   {
     py::gil_scoped_release release;
-    status = TransformImage(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), options,
-                            seed, epoch, sample_id, output.data(), &scratch, &parameters);
+    status = TransformOneImage(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
+                               options, seed, epoch, sample_id, output.data(), &parameters);
   }
   ThrowIfError(status);
   py::dict crop;

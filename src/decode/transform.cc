@@ -1,4 +1,5 @@
 #include "decode/transform.h"
+#include "gpufeed/transform.h"
 
 #include <algorithm>
 #include <cmath>
@@ -431,6 +432,37 @@ void NormalizeTable(const ImageTransformOptions& options, OutputDtype dtype, voi
       }
     }
   }
+}
+
+}  // namespace gpufeed
+
+// ---------------------------------------------------------------- public API
+
+namespace gpufeed {
+
+size_t ImageTransformBytes(const ImageTransformOptions& options) {
+  return static_cast<size_t>(options.size) * static_cast<size_t>(options.size) * 3 *
+         DtypeSize(options.dtype);
+}
+
+Status TransformOneImage(const uint8_t* data, size_t size, const ImageTransformOptions& options,
+                         uint64_t seed, uint64_t epoch, uint64_t sample_id, void* output,
+                         CropInfo* crop) {
+  if (options.size <= 0 || options.size > 16384) {
+    return Status::InvalidArgument("size must be in 1..16384");
+  }
+  TransformScratch scratch;
+  CropParameters parameters;
+  GPUFEED_RETURN_IF_ERROR(
+      TransformImage(data, size, options, seed, epoch, sample_id, output, &scratch, &parameters));
+  if (crop != nullptr) {
+    crop->x = parameters.x;
+    crop->y = parameters.y;
+    crop->width = parameters.width;
+    crop->height = parameters.height;
+    crop->flip = parameters.flip;
+  }
+  return Status::OK();
 }
 
 }  // namespace gpufeed

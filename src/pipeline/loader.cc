@@ -116,6 +116,8 @@ Status InheritedByFork(int owner) {
 
 }  // namespace
 
+Status CudaDeviceStatus(int device_id) { return CudaDeviceUsable(device_id); }
+
 Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)), owner_process_(getpid()) {}
 Loader::~Loader() {
   if (getpid() != owner_process_) {
