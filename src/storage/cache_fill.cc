@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -383,6 +385,11 @@ Status CacheDirectory::PublishFill(const CacheSource& source, PendingFill* fill,
 
 namespace {
 
+// Members of a bundle read at once during its fill, and how far ahead of
+// the copy's writer they may be read (memory: that many small files).
+constexpr size_t kBundleReaders = 8;
+constexpr size_t kBundleReadsAhead = 32;
+
 constexpr char kBundleMagic[8] = {'G', 'F', 'B', 'U', 'N', 'D', 'L', '1'};
 
 void AppendLittleEndian(uint64_t value, std::string* out) {
@@ -464,18 +471,69 @@ Status CacheDirectory::FillBundle(const CacheSource& source, const ReadMember& r
   offsets.reserve(source.members.size() + 1);
   mtimes.reserve(source.members.size());
   int64_t newest = 0;
-  std::string data;
-  for (const std::string& member : source.members) {
-    int64_t mtime = 0;
-    Status status = read_member(member, &data, &mtime);
-    if (!status.ok()) return abandon(status, FillOutcome::kSourceChanged);
+  // Members are read by a few threads at once (each read is an open, an
+  // fstat and a read of a small remote file: latency, not bandwidth) and
+  // written in order, at most kBundleReadsAhead ahead of the writer.
+  struct MemberRead {
+    std::string data;
+    int64_t mtime_ns = 0;
+    Status status;
+    bool done = false;
+  };
+  const size_t count = source.members.size();
+  std::vector<MemberRead> reads(count);
+  std::mutex mutex;
+  std::condition_variable changed;
+  size_t next = 0, written = 0;
+  bool stop = false;
+  auto reader = [&] {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (true) {
+      changed.wait(lock, [&] { return stop || next >= count || next < written + kBundleReadsAhead; });
+      if (stop || next >= count) return;
+      size_t index = next++;
+      lock.unlock();
+      MemberRead read;
+      read.status = read_member(source.members[index], &read.data, &read.mtime_ns);
+      read.done = true;
+      lock.lock();
+      reads[index] = std::move(read);
+      changed.notify_all();
+    }
+  };
+  std::vector<std::thread> readers;
+  struct JoinReaders {
+    std::vector<std::thread>* threads;
+    std::mutex* mutex;
+    std::condition_variable* changed;
+    bool* stop;
+    ~JoinReaders() {
+      {
+        std::lock_guard<std::mutex> lock(*mutex);
+        *stop = true;
+      }
+      changed->notify_all();
+      for (std::thread& thread : *threads) thread.join();
+    }
+  } join_readers{&readers, &mutex, &changed, &stop};
+  for (size_t i = 0; i < std::min(kBundleReaders, count); ++i) readers.emplace_back(reader);
+  for (size_t index = 0; index < count; ++index) {
+    MemberRead read;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      changed.wait(lock, [&] { return reads[index].done; });
+      read = std::move(reads[index]);
+      written = index + 1;
+    }
+    changed.notify_all();
+    if (!read.status.ok()) return abandon(read.status, FillOutcome::kSourceChanged);
     FillOutcome failed = FillOutcome::kSourceChanged;
-    status = append(data, &failed);
+    Status status = append(read.data, &failed);
     if (!status.ok()) return abandon(status, failed);
     offsets.push_back(offset);
-    mtimes.push_back(mtime);
-    newest = std::max(newest, mtime);
-    *copied += data.size();
+    mtimes.push_back(read.mtime_ns);
+    newest = std::max(newest, read.mtime_ns);
+    *copied += read.data.size();
     if (progress) progress(*copied, 0);
   }
   FillOutcome failed = FillOutcome::kSourceChanged;

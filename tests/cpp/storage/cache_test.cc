@@ -14,6 +14,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <random>
@@ -913,7 +914,7 @@ TEST_F(CacheTest, KillDashNineInTheMiddleOfABundleFillLeavesNothingServed) {
     ::close(in_fill[0]);
     std::shared_ptr<CacheDirectory> directory;
     if (!CacheDirectory::Open(cache_dir_, "", true, &directory).ok()) ::_exit(2);
-    int members = 0;
+    std::atomic<int> members{0};  // members are read by several threads
     auto read_member = [&](const std::string& path, std::string* data, int64_t* mtime_ns) {
       if (++members == 40) {
         // Tell the parent, then wait for its SIGKILL mid-copy.
