@@ -19,16 +19,31 @@
 // the data.mdb of LMDB and Caffe LMDB environments are cached whole (LMDB
 // values are read as byte ranges of data.mdb; the B-tree pages are read from
 // the source's memory map, a fraction of a percent of the bytes).
-// ImageFolder files are read from the source (each would be an entry of its
-// own; pack them into shards).
+// ImageFolder files are cached in bundles: 256 consecutive files (in the
+// dataset's sorted order) are one entry, their bytes back to back followed by
+// a trailer of their offsets, so a file is one read of a local copy and the
+// cache holds one entry (meta, lease, fill lock) per 256 files. A bundle is
+// identified by the dataset, its number and its files' names, never by their
+// sizes or mtimes: the files are not stat'ed when a dataset opens (that
+// metadata load on the parallel filesystem is what the cache removes). So a
+// file changed after its bundle was cached is served from the copy until the
+// bundle is evicted or `gpufeed cache clear` removes it: like a shard, an
+// ImageFolder is assumed not to change while jobs read it. A file added or
+// removed changes the names, hence the bundles that hold them from there on.
+// A bundle's size is known only once it is copied: room is made for 128 KiB a
+// file before the copy, and a copy that then does not fit is dropped (its
+// files are read from the source). A file read while its bundle is being
+// copied waits for the whole bundle (wait_for_fill) or goes to the source.
 //
 // When a loader closes, fills it queued finish first, for at most 30 s, so
 // that the next process finds the copies complete.
 //
 // Layout of a cache directory (docs/architecture.md, "Node-local cache"):
 //   lock                 flock: held briefly for every change of the index
-//   entries/K.data       a complete copy; K = xxh64(source path, size, mtime)
-//   entries/K.meta       JSON: source, size, mtime, xxh64, dataset, policy
+//   entries/K.data       a complete copy; K = xxh64(source path, size, mtime),
+//                        for a bundle xxh64(<dataset>/bundle-N, its files' names)
+//   entries/K.meta       JSON: source, size, mtime, xxh64, dataset, policy;
+//                        a bundle's also its file count and names' hash
 //   entries/K.lease      readers hold flock(LOCK_SH) while they use K.data;
 //                        eviction takes LOCK_EX without waiting, so a leased
 //                        entry is never evicted; its mtime is the last use
@@ -151,9 +166,11 @@ struct CacheWarmSummary {
 };
 
 // Copies every shard of the dataset at `source` into options.cache_dir
-// (waiting for fills another process runs). `progress(done, total)` gets
-// bytes, from the calling thread. A source that is not a RecordIO dataset is
-// NotSupported.
+// (waiting for fills another process runs): the .rec files of RecordIO, the
+// data.mdb of LMDB environments, the bundles of an ImageFolder (counted in
+// `shards`). `progress(done, total)` gets bytes, from the calling thread; for
+// an ImageFolder `total` is an estimate (128 KiB a file, never below `done`),
+// since its files are not stat'ed.
 GPUFEED_EXPORT Status CacheWarm(const std::string& source, const CacheOptions& options,
                                 const std::function<void(uint64_t, uint64_t)>& progress,
                                 CacheWarmSummary* summary);

@@ -73,10 +73,11 @@ def clear(cache_dir, dataset=None) -> Tuple[int, int]:
 def warm(source, cache_dir, capacity=None, policy: str = "train",
          progress: Optional[Callable[[int, int], None]] = None,
          cache_group: Optional[str] = None) -> Dict[str, int]:
-    """Copies every shard of the RecordIO dataset at ``source`` into the cache
-    now (waiting for copies other processes are making). ``progress(done,
-    total)`` gets bytes. Returns shards, filled, already_cached, skipped,
-    bytes_copied."""
+    """Copies every shard of the dataset at ``source`` into the cache now
+    (waiting for copies other processes are making): RecordIO files, LMDB
+    data.mdb files, or an ImageFolder's bundles of 256 files. ``progress(done,
+    total)`` gets bytes (for an ImageFolder ``total`` is an estimate). Returns
+    shards, filled, already_cached, skipped, bytes_copied."""
     options = cache_options(cache_dir, capacity, policy, cache_group=cache_group)
     return dict(_core.cache_warm(os.fspath(source), options, progress))
 

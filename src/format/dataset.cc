@@ -329,11 +329,11 @@ const StoreFile* DatasetBase::FileOf(uint64_t) const { return nullptr; }
 void DatasetBase::ExpectReads(const std::vector<uint64_t>& samples) const {
   // First and last position of each file in the coming reads: the order to
   // fetch them in, and how many bytes are needed at the same time.
-  std::unordered_map<const StoreFile*, std::pair<uint64_t, uint64_t>> span;
-  std::vector<const StoreFile*> order;
+  std::unordered_map<const StoreUnit*, std::pair<uint64_t, uint64_t>> span;
+  std::vector<const StoreUnit*> order;
   for (uint64_t position = 0; position < samples.size(); ++position) {
     if (samples[position] >= size()) continue;
-    const StoreFile* file = FileOf(samples[position]);
+    const StoreUnit* file = UnitOf(samples[position]);
     if (file == nullptr) continue;
     auto [found, added] = span.try_emplace(file, position, position);
     if (added) {
@@ -344,7 +344,7 @@ void DatasetBase::ExpectReads(const std::vector<uint64_t>& samples) const {
   }
   std::vector<std::pair<uint64_t, int64_t>> events;  // (position, +/- bytes)
   for (const auto& [file, first_last] : span) {
-    int64_t bytes = static_cast<int64_t>(file->size());
+    int64_t bytes = static_cast<int64_t>(file->bytes());
     events.emplace_back(2 * first_last.first, bytes);
     events.emplace_back(2 * first_last.second + 1, -bytes);
   }
@@ -354,7 +354,7 @@ void DatasetBase::ExpectReads(const std::vector<uint64_t>& samples) const {
     live += bytes;
     most = std::max(most, live);
   }
-  store_->ExpectFiles(order, static_cast<uint64_t>(most));
+  store_->ExpectUnits(order, static_cast<uint64_t>(most));
 }
 
 StorageStats DatasetBase::storage_stats() const { return store_->stats(); }

@@ -20,8 +20,9 @@ namespace gpufeed {
 // never knows whether the bytes come from the source or a node-cache copy.
 class DatasetBase : public Dataset {
  public:
-  // Maps the samples to the files that hold them (FileOf) and tells the
-  // store the order in which they will be needed and the working set.
+  // Maps the samples to the files or bundles that hold them (UnitOf) and
+  // tells the store the order in which they will be needed and the working
+  // set.
   void ExpectReads(const std::vector<uint64_t>& samples) const override;
   // The counters of the store chain (opens, stats, source bytes, cache reads).
   StorageStats storage_stats() const override;
@@ -33,6 +34,9 @@ class DatasetBase : public Dataset {
   // The file sample `index` is read from, for ExpectReads; nullptr when
   // the format has no per-sample files worth fetching ahead.
   virtual const StoreFile* FileOf(uint64_t index) const;
+  // The file or bundle sample `index` is read from: FileOf unless the
+  // format reads bundles of small files.
+  virtual const StoreUnit* UnitOf(uint64_t index) const { return FileOf(index); }
 
   // OutOfRange naming the index, the dataset and its size.
   Status CheckIndex(uint64_t index) const {
@@ -108,6 +112,15 @@ struct ImageFolderEntry {
 Status ScanImageFolder(const std::string& root, std::vector<std::string>* classes,
                        std::vector<ImageFolderEntry>* entries);
 bool HasImageExtension(const std::string& name);
+// The bundles an ImageFolder dataset reads its files in (storage/store.h):
+// kBundleFiles consecutive entries each, named "bundle-NNNNNN", members as
+// absolute paths under `root`. CacheWarm copies the same bundles.
+struct ImageFolderBundle {
+  std::string name;
+  std::vector<std::string> members;
+};
+std::vector<ImageFolderBundle> ImageFolderBundles(const std::string& root,
+                                                  const std::vector<ImageFolderEntry>& entries);
 
 // Zero-padded decimal LMDB key of a gpufeed sample index.
 constexpr int kLmdbKeyWidth = 10;

@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <utility>
 
@@ -53,13 +54,39 @@ class ImageFolderDataset final : public DatasetBase {
     info.path = path_;
     info.records = entries_.size();
     shards_.push_back(info);
+    // Bundles of kBundleFiles consecutive files (sorted by class, then
+    // directory, then name): a node cache keeps each as one entry. Nothing
+    // is opened or stat'ed here.
+    for (const ImageFolderBundle& bundle : ImageFolderBundles(path_, entries_)) {
+      std::shared_ptr<const StoreBundle> opened;
+      GPUFEED_RETURN_IF_ERROR(store_->OpenBundle(bundle.name, bundle.members, &opened));
+      bundles_.push_back(std::move(opened));
+    }
     return Status::OK();
   }
 
   uint64_t size() const override { return entries_.size(); }
 
+  // Without a node cache the read engine reads the file by path; with one,
+  // a member of a bundle whose copy is complete is a byte range of that
+  // copy, and any other is read through the store (Read), which fills it.
   bool Locate(uint64_t index, RecordLocation* location) const override {
     if (index >= entries_.size()) return false;
+    const StoreBundle& bundle = *bundles_[index / kBundleFiles];
+    if (bundle.cached()) {
+      FileView view;
+      uint64_t offset = 0, length = 0;
+      if (!bundle.LocateMember(index % kBundleFiles, &view, &offset, &length)) return false;
+      if (length == 0) return false;
+      location->path = view.shown;
+      location->offset = offset;
+      location->length = length;
+      location->whole_file = false;
+      location->fd = view.fd;
+      location->local = view.local;
+      location->hold = std::move(view.hold);
+      return true;
+    }
     location->path = JoinPath(path_, entries_[index].relative_path);
     location->offset = 0;
     location->length = 0;
@@ -67,23 +94,35 @@ class ImageFolderDataset final : public DatasetBase {
     return true;
   }
 
+  // Whole files or copies' ranges: either way the engine has work.
+  bool CanLocate() const override { return !entries_.empty(); }
+
   Status ParseLocated(uint64_t index, const RecordLocation& location, const char* data,
                       size_t size, Record* record) const override {
     GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
     const ImageFolderEntry& entry = entries_[index];
+    if (!location.whole_file && size != location.length) {
+      return Status::Corruption(location.path + ": " + std::to_string(size) + " bytes of sample " +
+                                std::to_string(index) + " where " +
+                                std::to_string(location.length) + " were expected");
+    }
     record->data.assign(data, size);
-    Fill(index, entry, location.path, record);
+    Fill(index, entry, JoinPath(path_, entry.relative_path), record);
     return Status::OK();
   }
 
   Status Read(uint64_t index, Record* record) const override {
     GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
     const ImageFolderEntry& entry = entries_[index];
-    std::string file = JoinPath(path_, entry.relative_path);
-    Status status = store_->ReadWholeFile(file, &record->data);
+    Status status = bundles_[index / kBundleFiles]->ReadMember(index % kBundleFiles, &record->data);
     if (!status.ok()) return status.WithContext("sample " + std::to_string(index));
-    Fill(index, entry, file, record);
+    Fill(index, entry, JoinPath(path_, entry.relative_path), record);
     return Status::OK();
+  }
+
+ protected:
+  const StoreUnit* UnitOf(uint64_t index) const override {
+    return bundles_[index / kBundleFiles].get();
   }
 
  private:
@@ -101,9 +140,26 @@ class ImageFolderDataset final : public DatasetBase {
 
  private:
   std::vector<ImageFolderEntry> entries_;
+  std::vector<std::shared_ptr<const StoreBundle>> bundles_;  // kBundleFiles entries each
 };
 
 }  // namespace
+
+std::vector<ImageFolderBundle> ImageFolderBundles(const std::string& root,
+                                                  const std::vector<ImageFolderEntry>& entries) {
+  std::vector<ImageFolderBundle> bundles;
+  for (size_t first = 0; first < entries.size(); first += kBundleFiles) {
+    ImageFolderBundle bundle;
+    char name[32];
+    std::snprintf(name, sizeof(name), "bundle-%06zu", first / kBundleFiles);
+    bundle.name = name;
+    for (size_t i = first; i < entries.size() && i < first + kBundleFiles; ++i) {
+      bundle.members.push_back(JoinPath(root, entries[i].relative_path));
+    }
+    bundles.push_back(std::move(bundle));
+  }
+  return bundles;
+}
 
 bool HasImageExtension(const std::string& name) {
   std::string lower = ToLower(name);

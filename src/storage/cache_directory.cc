@@ -209,8 +209,25 @@ Status StatCacheSource(const std::string& path, CacheSource* source) {
   return Status::OK();
 }
 
+namespace cache_internal {
+
+std::string BundleNamesHash(const CacheSource& source) {
+  Xxh64 digest;
+  for (const std::string& member : source.members) digest.Update(member.c_str(), member.size() + 1);
+  return Xxh64Hex(digest.Digest());
+}
+
+}  // namespace cache_internal
+
 std::string CacheKeyFor(const CacheSource& source) {
   std::string identity = source.path;
+  if (source.bundle()) {
+    // The members' names, not their sizes or mtimes: those are not stat'ed.
+    identity += std::string("\0bundle\0", 8);
+    identity += cache_internal::BundleNamesHash(source);
+    return Hex16(XXH64(identity.data(), identity.size(), 0)) + "-" +
+           SafeName(Basename(source.path));
+  }
   identity += '\0';
   identity += std::to_string(source.size);
   identity += '\0';

@@ -34,15 +34,38 @@
 namespace gpufeed {
 
 // What identifies the bytes of a source file: a changed file is a new key.
+// A bundle (`members` not empty) is identified by its path and its members'
+// names only: its members are not stat'ed (that is the metadata load the
+// cache removes), so a member changed after its bundle was cached is served
+// from the copy until the entry is evicted or cleared.
 struct CacheSource {
-  std::string path;     // absolute
-  uint64_t size = 0;
+  std::string path;     // absolute; a bundle: <dataset>/<bundle name>
+  uint64_t size = 0;    // a bundle: 0 here; its entry's meta records the copy's
   int64_t mtime_ns = 0;
   std::string xxh64;    // from a manifest; empty: recorded at fill
   std::string dataset;  // for statistics and `cache clear --dataset`
   CachePolicy policy = CachePolicy::kTrain;
   std::string group;    // checkpoints: the source directory
+  // A bundle: the members' absolute paths, in order. Not kept in the meta
+  // (which records their count and a hash of their names): a scan of the
+  // index reads every meta.
+  std::vector<std::string> members;
+  bool bundle() const { return !members.empty(); }
 };
+
+// A bundle entry's data: the members' bytes back to back, then the trailer
+//   uint64 offsets[count + 1]   (little-endian; offsets[count] = data bytes)
+//   int64  mtimes_ns[count]     (each member's mtime when it was copied)
+//   uint64 count
+//   char   magic[8] = "GFBUNDL1"
+// so a member is one pread. Writes the trailer for `offsets` and `mtimes_ns`.
+std::string EncodeBundleTrailer(const std::vector<uint64_t>& offsets,
+                                const std::vector<int64_t>& mtimes_ns);
+// Reads and checks the trailer of a bundle copy of `file_size` bytes:
+// Corruption (naming `shown`) unless it holds `count` members whose offsets
+// rise from 0 to where the trailer starts.
+Status ReadBundleTrailer(int fd, uint64_t file_size, size_t count, const std::string& shown,
+                         std::vector<uint64_t>* offsets);
 
 // Stats the source file at `path` into *source (size, mtime).
 Status StatCacheSource(const std::string& path, CacheSource* source);
@@ -61,6 +84,8 @@ struct CacheLease {
   UniqueFd data;
   UniqueFd lease;
   std::string path;  // of the data file, for logs and error messages
+  // A bundle: where its members lie in `data` (count + 1 offsets).
+  std::vector<uint64_t> member_offsets;
 };
 
 // Counter deltas merged into stats.json.
@@ -85,6 +110,10 @@ enum class FillOutcome {
 // Called after each chunk of a fill with the bytes copied so far; tests use
 // it to kill a process in the middle of a fill.
 using FillProgress = std::function<void(uint64_t done, uint64_t total)>;
+// Reads one member of a bundle whole for its fill (through the source store,
+// so that the throttle and the counters apply), with the member's mtime.
+using ReadMember = std::function<Status(const std::string& path, std::string* data,
+                                        int64_t* mtime_ns)>;
 // Called once the copy's temporary file exists, with its descriptor (valid
 // during the call): the node cache serves reads from the copy's written part.
 using FillStarted = std::function<void(int temp_fd)>;
@@ -115,12 +144,26 @@ class CacheDirectory {
               uint64_t* copied, const FillProgress& progress = nullptr,
               const FillStarted& started = nullptr);
 
+  // Copies the bundle `source` (source.members, each read with
+  // `read_member`) into the cache: members then trailer, fsync, published
+  // as Fill does; the meta records the copy's size and mtime (the newest
+  // member's), the member count and a hash of their names. The size is
+  // known only once the members are read: room for `estimate` bytes is
+  // made before, and the fill is abandoned (kNoRoom) when the copy then
+  // does not fit under `capacity`. `progress` gets bytes copied (total 0).
+  Status FillBundle(const CacheSource& source, const ReadMember& read_member, uint64_t estimate,
+                    uint64_t capacity, double high_watermark, double low_watermark,
+                    FillOutcome* outcome, uint64_t* copied,
+                    const FillProgress& progress = nullptr);
+
   // Waits until no process fills `source` (blocking flock on its fill lock).
   void WaitForFill(const CacheSource& source);
 
   // Opens the complete entry of `source` with a lease. NotFound when there is
   // none (or it is being evicted); a copy whose size or mtime no longer
-  // matches (changed on disk) is removed and reported as NotFound.
+  // matches (changed on disk) is removed and reported as NotFound. For a
+  // bundle they are compared with what its meta recorded, and its trailer
+  // is read into lease->member_offsets (a bad trailer: removed, NotFound).
   Status OpenEntry(const CacheSource& source, CacheLease* lease);
 
   bool HasEntry(const CacheSource& source) const;
@@ -150,14 +193,47 @@ class CacheDirectory {
  private:
   CacheDirectory() = default;
 
+  // A fill between its reservation and its publication.
+  struct PendingFill {
+    std::string key;
+    std::string temp_name;
+    std::string temp_path;
+    UniqueFd fill_lock;
+    UniqueFd temp;
+  };
+  // Under the index lock: *proceed false with *outcome set when there is
+  // nothing to do (cached, busy, no room, unwritable); else the fill lock
+  // is held, room made for `bytes` (reserved with fallocate when
+  // `reserve`) and the temporary file created.
+  Status BeginFill(const CacheSource& source, uint64_t bytes, bool reserve, uint64_t capacity,
+                   double high_watermark, double low_watermark, FillOutcome* outcome,
+                   PendingFill* fill, bool* proceed);
+  // REQUIRES: the index lock. Evicts training entries (least recently used
+  // first) when `more` bytes beyond what is used would pass the high
+  // watermark; *fits says whether they fit under `capacity` then.
+  Status MakeRoomLocked(uint64_t more, uint64_t capacity, double high_watermark,
+                        double low_watermark, bool* fits);
+  // Publishes the fsynced temporary file of `fill` as the entry of
+  // `source`: meta, lease, rename, under the index lock. `check_room`: the
+  // copy's size was not reserved before (a bundle); refuse it (kNoRoom)
+  // when it does not fit.
+  Status PublishFill(const CacheSource& source, PendingFill* fill, const std::string& meta_json,
+                     uint64_t bytes, bool check_room, uint64_t capacity, double high_watermark,
+                     double low_watermark, FillOutcome* outcome);
+  void AbandonFill(const PendingFill& fill);
+
   // The index lock, held while the returned descriptor lives.
   Status LockIndex(UniqueFd* held);
   // REQUIRES: the index lock. Scans entries/ and tmp/, removing leftovers.
   Status ScanLocked(std::vector<CacheEntryInfo>* entries, uint64_t* fill_count,
                     uint64_t* fill_bytes);
   Status RemoveLocked(const std::string& key, bool* removed);
-  Status WriteMetaLocked(const std::string& key, const CacheSource& source,
-                         const std::string& xxh64);
+  // The meta's JSON text for `source` with the copy's checksum; a bundle
+  // also records the copy's size and mtime and its member count and names'
+  // hash.
+  static std::string MetaJson(const CacheSource& source, const std::string& xxh64,
+                              uint64_t bundle_bytes = 0, int64_t bundle_mtime_ns = 0);
+  Status WriteMetaLocked(const std::string& key, const std::string& json);
   Status AddCountersLocked(const std::string& dataset, CachePolicy policy,
                            const CacheCounters& delta);
   Status OpenFillLock(const std::string& key, UniqueFd* fd) const;

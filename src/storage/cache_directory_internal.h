@@ -13,6 +13,7 @@
 #include <string>
 
 #include "gpufeed/status.h"
+#include "storage/cache_directory.h"
 
 namespace gpufeed {
 namespace cache_internal {
@@ -44,6 +45,10 @@ Status ReadSmallAt(int directory, const std::string& name, const std::string& sh
 // fsync, rename, directory fsync. REQUIRES: the index lock (one writer).
 Status WriteSmallAtomicallyAt(int directory, const std::string& name, const std::string& shown,
                               const std::string& text, int mode);
+
+// xxh64 (16 hex digits) of a bundle's member names, in order: part of its
+// key and recorded in its meta.
+std::string BundleNamesHash(const CacheSource& source);
 
 }  // namespace cache_internal
 }  // namespace gpufeed

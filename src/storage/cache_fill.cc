@@ -12,8 +12,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <tuple>
+
+#include <nlohmann/json.hpp>
 
 #include "io/read_engine.h"
 #include "storage/cache_directory.h"
@@ -26,6 +30,7 @@
 
 namespace gpufeed {
 
+using cache_internal::BundleNamesHash;
 using cache_internal::DataName;
 using cache_internal::ErrnoStatus;
 using cache_internal::FillLockName;
@@ -90,90 +95,114 @@ void CacheDirectory::WaitForFill(const CacheSource& source) {
   if (Flock(lock.get(), LOCK_SH, "fill lock").ok()) ::flock(lock.get(), LOCK_UN);
 }
 
+Status CacheDirectory::MakeRoomLocked(uint64_t more, uint64_t capacity, double high_watermark,
+                                      double low_watermark, bool* fits) {
+  *fits = true;
+  if (capacity == 0) return Status::OK();
+  std::vector<CacheEntryInfo> entries;
+  uint64_t fills = 0, fill_bytes = 0;
+  GPUFEED_RETURN_IF_ERROR(ScanLocked(&entries, &fills, &fill_bytes));
+  uint64_t used = fill_bytes;
+  for (const CacheEntryInfo& entry : entries) used += entry.bytes;
+  double high = high_watermark * static_cast<double>(capacity);
+  if (static_cast<double>(used + more) > high) {
+    // Least recently used first; only training data is evicted for a
+    // fill, and never an entry a process is reading.
+    std::sort(entries.begin(), entries.end(),
+              [](const CacheEntryInfo& a, const CacheEntryInfo& b) {
+                return a.last_use_ns < b.last_use_ns;
+              });
+    double target = low_watermark * static_cast<double>(capacity);
+    for (const CacheEntryInfo& entry : entries) {
+      if (static_cast<double>(used + more) <= target) break;
+      if (entry.source.policy != CachePolicy::kTrain) continue;
+      bool removed = false;
+      GPUFEED_RETURN_IF_ERROR(RemoveLocked(entry.key, &removed));
+      if (!removed) continue;
+      used -= entry.bytes;
+      CacheCounters evicted;
+      evicted.evictions = 1;
+      (void)AddCountersLocked(entry.source.dataset, entry.source.policy, evicted);  // statistics only
+    }
+  }
+  *fits = used + more <= capacity;
+  return Status::OK();
+}
+
+Status CacheDirectory::BeginFill(const CacheSource& source, uint64_t bytes, bool reserve,
+                                 uint64_t capacity, double high_watermark, double low_watermark,
+                                 FillOutcome* outcome, PendingFill* fill, bool* proceed) {
+  *proceed = false;
+  fill->key = CacheKeyFor(source);
+  fill->temp_name = fill->key + "." + std::to_string(::getpid()) + ".fill";
+  fill->temp_path = JoinPath(JoinPath(path_, "tmp"), fill->temp_name);
+  UniqueFd held;
+  GPUFEED_RETURN_IF_ERROR(LockIndex(&held));
+  if (HasEntry(source)) {
+    *outcome = FillOutcome::kAlreadyCached;
+    return Status::OK();
+  }
+  GPUFEED_RETURN_IF_ERROR(OpenFillLock(fill->key, &fill->fill_lock));
+  if (!TryFlock(fill->fill_lock.get(), LOCK_EX)) {
+    *outcome = FillOutcome::kBusy;  // another process, or another thread of ours
+    return Status::OK();
+  }
+  bool fits = true;
+  GPUFEED_RETURN_IF_ERROR(MakeRoomLocked(bytes, capacity, high_watermark, low_watermark, &fits));
+  if (!fits) {
+    *outcome = FillOutcome::kNoRoom;
+    return Status::OK();
+  }
+  const char* temp_name = fill->temp_name.c_str();
+  ::unlinkat(tmp_fd_.get(), temp_name, 0);  // this pid's predecessor's leftover
+  int fd = ::openat(tmp_fd_.get(), temp_name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                    FileMode());
+  if (fd < 0) {
+    if (errno == ENOSPC || errno == EROFS || errno == EACCES || errno == EDQUOT) {
+      Log().warn("cache: cannot create {} ({}); reading from the source", fill->temp_path,
+                 std::strerror(errno));
+      *outcome = FillOutcome::kUnavailable;
+      return Status::OK();
+    }
+    return ErrnoStatus(errno, fill->temp_path);
+  }
+  fill->temp.reset(fd);
+  // Reserve the space now: a full disk shows here, before any copying,
+  // and the usage scan counts the reservation.
+  int error = reserve && bytes > 0 ? ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) : 0;
+  if (error != 0 && error != EOPNOTSUPP && error != EINVAL) {
+    ::unlinkat(tmp_fd_.get(), temp_name, 0);
+    if (error == ENOSPC || error == EDQUOT) {
+      *outcome = FillOutcome::kUnavailable;
+      return Status::IOError(fill->temp_path + ": no space left on the cache's filesystem (" +
+                             std::to_string(bytes) + " bytes wanted)");
+    }
+    return ErrnoStatus(error, fill->temp_path);
+  }
+  *proceed = true;
+  return Status::OK();
+}
+
+void CacheDirectory::AbandonFill(const PendingFill& fill) {
+  ::unlinkat(tmp_fd_.get(), fill.temp_name.c_str(), 0);
+}
+
 Status CacheDirectory::Fill(const CacheSource& source, const StoreFile* from, uint64_t capacity,
                             double high_watermark, double low_watermark, FillOutcome* outcome,
                             uint64_t* copied, const FillProgress& progress,
                             const FillStarted& started) {
   *copied = 0;
-  std::string key = CacheKeyFor(source);
-  std::string temp_name = key + "." + std::to_string(::getpid()) + ".fill";
-  std::string temp_path = JoinPath(JoinPath(path_, "tmp"), temp_name);
-  UniqueFd fill_lock;
-  UniqueFd temp;
-  {
-    UniqueFd held;
-    GPUFEED_RETURN_IF_ERROR(LockIndex(&held));
-    if (HasEntry(source)) {
-      *outcome = FillOutcome::kAlreadyCached;
-      return Status::OK();
-    }
-    GPUFEED_RETURN_IF_ERROR(OpenFillLock(key, &fill_lock));
-    if (!TryFlock(fill_lock.get(), LOCK_EX)) {
-      *outcome = FillOutcome::kBusy;  // another process, or another thread of ours
-      return Status::OK();
-    }
-    if (capacity > 0) {
-      std::vector<CacheEntryInfo> entries;
-      uint64_t fills = 0, fill_bytes = 0;
-      GPUFEED_RETURN_IF_ERROR(ScanLocked(&entries, &fills, &fill_bytes));
-      uint64_t used = fill_bytes;
-      for (const CacheEntryInfo& entry : entries) used += entry.bytes;
-      double high = high_watermark * static_cast<double>(capacity);
-      if (static_cast<double>(used + source.size) > high) {
-        // Least recently used first; only training data is evicted for a
-        // fill, and never an entry a process is reading.
-        std::sort(entries.begin(), entries.end(),
-                  [](const CacheEntryInfo& a, const CacheEntryInfo& b) {
-                    return a.last_use_ns < b.last_use_ns;
-                  });
-        double target = low_watermark * static_cast<double>(capacity);
-        for (const CacheEntryInfo& entry : entries) {
-          if (static_cast<double>(used + source.size) <= target) break;
-          if (entry.source.policy != CachePolicy::kTrain) continue;
-          bool removed = false;
-          GPUFEED_RETURN_IF_ERROR(RemoveLocked(entry.key, &removed));
-          if (!removed) continue;
-          used -= entry.bytes;
-          CacheCounters evicted;
-          evicted.evictions = 1;
-          (void)AddCountersLocked(entry.source.dataset, entry.source.policy, evicted);  // statistics only
-        }
-      }
-      if (used + source.size > capacity) {
-        *outcome = FillOutcome::kNoRoom;
-        return Status::OK();
-      }
-    }
-    ::unlinkat(tmp_fd_.get(), temp_name.c_str(), 0);  // this pid's predecessor's leftover
-    int fd = ::openat(tmp_fd_.get(), temp_name.c_str(),
-                      O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, FileMode());
-    if (fd < 0) {
-      if (errno == ENOSPC || errno == EROFS || errno == EACCES || errno == EDQUOT) {
-        Log().warn("cache: cannot create {} ({}); reading from the source", temp_path,
-                   std::strerror(errno));
-        *outcome = FillOutcome::kUnavailable;
-        return Status::OK();
-      }
-      return ErrnoStatus(errno, temp_path);
-    }
-    temp.reset(fd);
-    // Reserve the space now: a full disk shows here, before any copying,
-    // and the usage scan counts the reservation.
-    int error = source.size > 0 ? ::posix_fallocate(fd, 0, static_cast<off_t>(source.size)) : 0;
-    if (error != 0 && error != EOPNOTSUPP && error != EINVAL) {
-      ::unlinkat(tmp_fd_.get(), temp_name.c_str(), 0);
-      if (error == ENOSPC || error == EDQUOT) {
-        *outcome = FillOutcome::kUnavailable;
-        return Status::IOError(temp_path + ": no space left on the cache's filesystem (" +
-                               std::to_string(source.size) + " bytes wanted)");
-      }
-      return ErrnoStatus(error, temp_path);
-    }
-  }
+  PendingFill fill;
+  bool proceed = false;
+  GPUFEED_RETURN_IF_ERROR(BeginFill(source, source.size, /*reserve=*/true, capacity,
+                                    high_watermark, low_watermark, outcome, &fill, &proceed));
+  if (!proceed) return Status::OK();
+  const std::string& temp_path = fill.temp_path;
+  UniqueFd& temp = fill.temp;
 
   // The copy, without the index lock: other processes fill other shards.
   auto abandon = [&](Status status, FillOutcome why) {
-    ::unlinkat(tmp_fd_.get(), temp_name.c_str(), 0);
+    AbandonFill(fill);
     *outcome = why;
     return status;
   };
@@ -293,40 +322,242 @@ Status CacheDirectory::Fill(const CacheSource& source, const StoreFile* from, ui
   if (::futimens(temp.get(), times) != 0) {
     return abandon(ErrnoStatus(errno, temp_path), FillOutcome::kUnavailable);
   }
-  {
-    UniqueFd held;
-    GPUFEED_RETURN_IF_ERROR(LockIndex(&held));
-    Status published = WriteMetaLocked(key, source, hex);
-    if (published.ok()) {
-      // Only this process, under the index lock, creates lease files: a
-      // name that is not a regular file was planted, and is removed (the
-      // name, never what it points to) before an O_EXCL create.
-      struct stat existing;
-      if (::fstatat(entries_fd_.get(), LeaseName(key).c_str(), &existing, AT_SYMLINK_NOFOLLOW) ==
-          0) {
-        ::unlinkat(entries_fd_.get(), LeaseName(key).c_str(), 0);
-      }
-      UniqueFd lease(::openat(entries_fd_.get(), LeaseName(key).c_str(),
-                              O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, FileMode()));
-      if (!lease.valid()) published = ErrnoStatus(errno, DataPathFor(key) + " lease");
-    }
-    if (published.ok() &&
-        ::renameat(tmp_fd_.get(), temp_name.c_str(), entries_fd_.get(), DataName(key).c_str()) !=
-            0) {
-      published = ErrnoStatus(errno, DataPathFor(key));
-    }
-    if (!published.ok()) {
-      ::unlinkat(entries_fd_.get(), MetaName(key).c_str(), 0);
-      int error = published.code() == Status::Code::kIOError ? ENOSPC : 0;
-      (void)error;
-      return abandon(published, FillOutcome::kUnavailable);
-    }
-    ::fsync(entries_fd_.get());
-    CacheCounters filled;
-    filled.fills = 1;
-    filled.fill_bytes = source.size;
-    (void)AddCountersLocked(source.dataset, source.policy, filled);  // statistics only
+  return PublishFill(source, &fill, MetaJson(source, hex), source.size, /*check_room=*/false,
+                     capacity, high_watermark, low_watermark, outcome);
+}
+
+Status CacheDirectory::PublishFill(const CacheSource& source, PendingFill* fill,
+                                   const std::string& meta_json, uint64_t bytes, bool check_room,
+                                   uint64_t capacity, double high_watermark, double low_watermark,
+                                   FillOutcome* outcome) {
+  const std::string& key = fill->key;
+  UniqueFd held;
+  Status locked = LockIndex(&held);
+  if (!locked.ok()) {
+    AbandonFill(*fill);
+    *outcome = FillOutcome::kUnavailable;
+    return locked;
   }
+  if (check_room) {
+    // The size was not reserved (a bundle): the temporary file is already
+    // counted by the scan as a fill in progress, so only room for it is
+    // made here.
+    bool fits = true;
+    Status room = MakeRoomLocked(0, capacity, high_watermark, low_watermark, &fits);
+    if (!room.ok() || !fits) {
+      AbandonFill(*fill);
+      *outcome = FillOutcome::kNoRoom;
+      return room;
+    }
+  }
+  Status published = WriteMetaLocked(key, meta_json);
+  if (published.ok()) {
+    // Only this process, under the index lock, creates lease files: a
+    // name that is not a regular file was planted, and is removed (the
+    // name, never what it points to) before an O_EXCL create.
+    struct stat existing;
+    if (::fstatat(entries_fd_.get(), LeaseName(key).c_str(), &existing, AT_SYMLINK_NOFOLLOW) ==
+        0) {
+      ::unlinkat(entries_fd_.get(), LeaseName(key).c_str(), 0);
+    }
+    UniqueFd lease(::openat(entries_fd_.get(), LeaseName(key).c_str(),
+                            O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, FileMode()));
+    if (!lease.valid()) published = ErrnoStatus(errno, DataPathFor(key) + " lease");
+  }
+  if (published.ok() && ::renameat(tmp_fd_.get(), fill->temp_name.c_str(), entries_fd_.get(),
+                                   DataName(key).c_str()) != 0) {
+    published = ErrnoStatus(errno, DataPathFor(key));
+  }
+  if (!published.ok()) {
+    ::unlinkat(entries_fd_.get(), MetaName(key).c_str(), 0);
+    AbandonFill(*fill);
+    *outcome = FillOutcome::kUnavailable;
+    return published;
+  }
+  ::fsync(entries_fd_.get());
+  CacheCounters filled;
+  filled.fills = 1;
+  filled.fill_bytes = bytes;
+  (void)AddCountersLocked(source.dataset, source.policy, filled);  // statistics only
+  *outcome = FillOutcome::kFilled;
+  return Status::OK();
+}
+
+namespace {
+
+// Members of a bundle read at once during its fill, and how far ahead of
+// the copy's writer they may be read (memory: that many small files).
+constexpr size_t kBundleReaders = 8;
+constexpr size_t kBundleReadsAhead = 32;
+
+constexpr char kBundleMagic[8] = {'G', 'F', 'B', 'U', 'N', 'D', 'L', '1'};
+
+void AppendLittleEndian(uint64_t value, std::string* out) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+}  // namespace
+
+std::string EncodeBundleTrailer(const std::vector<uint64_t>& offsets,
+                                const std::vector<int64_t>& mtimes_ns) {
+  std::string out;
+  out.reserve(8 * (offsets.size() + mtimes_ns.size() + 2));
+  for (uint64_t offset : offsets) AppendLittleEndian(offset, &out);
+  for (int64_t mtime : mtimes_ns) AppendLittleEndian(static_cast<uint64_t>(mtime), &out);
+  AppendLittleEndian(mtimes_ns.size(), &out);
+  out.append(kBundleMagic, sizeof(kBundleMagic));
+  return out;
+}
+
+std::string CacheDirectory::MetaJson(const CacheSource& source, const std::string& xxh64,
+                                     uint64_t bundle_bytes, int64_t bundle_mtime_ns) {
+  nlohmann::json json;
+  json["source"] = source.path;
+  json["size"] = source.bundle() ? bundle_bytes : source.size;
+  json["mtime_ns"] = source.bundle() ? bundle_mtime_ns : source.mtime_ns;
+  json["xxh64"] = xxh64;
+  json["dataset"] = source.dataset;
+  json["policy"] = CachePolicyName(source.policy);
+  if (!source.group.empty()) json["group"] = source.group;
+  if (source.bundle()) {
+    // Not the member names: every scan of the index reads every meta (the
+    // members' sizes and mtimes are in the copy's trailer).
+    json["bundle"] = {{"members", source.members.size()},
+                      {"names_xxh64", BundleNamesHash(source)}};
+  }
+  return json.dump() + "\n";
+}
+
+Status CacheDirectory::FillBundle(const CacheSource& source, const ReadMember& read_member,
+                                  uint64_t estimate, uint64_t capacity, double high_watermark,
+                                  double low_watermark, FillOutcome* outcome, uint64_t* copied,
+                                  const FillProgress& progress) {
+  *copied = 0;
+  if (!source.bundle()) return Status::InvalidArgument(source.path + ": a bundle without members");
+  PendingFill fill;
+  bool proceed = false;
+  GPUFEED_RETURN_IF_ERROR(BeginFill(source, estimate, /*reserve=*/false, capacity,
+                                    high_watermark, low_watermark, outcome, &fill, &proceed));
+  if (!proceed) return Status::OK();
+  auto abandon = [&](Status status, FillOutcome why) {
+    AbandonFill(fill);
+    *outcome = why;
+    return status;
+  };
+  Xxh64 digest;
+  uint64_t offset = 0;
+  // Appends to the copy; a full or read-only cache filesystem is kUnavailable.
+  auto append = [&](const std::string& bytes, FillOutcome* failed) -> Status {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t written = ::pwrite(fill.temp.get(), bytes.data() + done, bytes.size() - done,
+                                 static_cast<off_t>(offset + done));
+      if (written < 0 && errno == EINTR) continue;
+      if (written <= 0) {
+        int error = written < 0 ? errno : ENOSPC;
+        *failed = error == ENOSPC || error == EDQUOT || error == EROFS
+                      ? FillOutcome::kUnavailable
+                      : FillOutcome::kSourceChanged;
+        return ErrnoStatus(error, fill.temp_path);
+      }
+      done += static_cast<size_t>(written);
+    }
+    digest.Update(bytes.data(), bytes.size());
+    offset += bytes.size();
+    return Status::OK();
+  };
+  std::vector<uint64_t> offsets{0};
+  std::vector<int64_t> mtimes;
+  offsets.reserve(source.members.size() + 1);
+  mtimes.reserve(source.members.size());
+  int64_t newest = 0;
+  // Members are read by a few threads at once (each read is an open, an
+  // fstat and a read of a small remote file: latency, not bandwidth) and
+  // written in order, at most kBundleReadsAhead ahead of the writer.
+  struct MemberRead {
+    std::string data;
+    int64_t mtime_ns = 0;
+    Status status;
+    bool done = false;
+  };
+  const size_t count = source.members.size();
+  std::vector<MemberRead> reads(count);
+  std::mutex mutex;
+  std::condition_variable changed;
+  size_t next = 0, written = 0;
+  bool stop = false;
+  auto reader = [&] {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (true) {
+      changed.wait(lock, [&] { return stop || next >= count || next < written + kBundleReadsAhead; });
+      if (stop || next >= count) return;
+      size_t index = next++;
+      lock.unlock();
+      MemberRead read;
+      read.status = read_member(source.members[index], &read.data, &read.mtime_ns);
+      read.done = true;
+      lock.lock();
+      reads[index] = std::move(read);
+      changed.notify_all();
+    }
+  };
+  std::vector<std::thread> readers;
+  struct JoinReaders {
+    std::vector<std::thread>* threads;
+    std::mutex* mutex;
+    std::condition_variable* changed;
+    bool* stop;
+    ~JoinReaders() {
+      {
+        std::lock_guard<std::mutex> lock(*mutex);
+        *stop = true;
+      }
+      changed->notify_all();
+      for (std::thread& thread : *threads) thread.join();
+    }
+  } join_readers{&readers, &mutex, &changed, &stop};
+  for (size_t i = 0; i < std::min(kBundleReaders, count); ++i) readers.emplace_back(reader);
+  for (size_t index = 0; index < count; ++index) {
+    MemberRead read;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      changed.wait(lock, [&] { return reads[index].done; });
+      read = std::move(reads[index]);
+      written = index + 1;
+    }
+    changed.notify_all();
+    if (!read.status.ok()) return abandon(read.status, FillOutcome::kSourceChanged);
+    FillOutcome failed = FillOutcome::kSourceChanged;
+    Status status = append(read.data, &failed);
+    if (!status.ok()) return abandon(status, failed);
+    offsets.push_back(offset);
+    mtimes.push_back(read.mtime_ns);
+    newest = std::max(newest, read.mtime_ns);
+    *copied += read.data.size();
+    if (progress) progress(*copied, 0);
+  }
+  FillOutcome failed = FillOutcome::kSourceChanged;
+  Status status = append(EncodeBundleTrailer(offsets, mtimes), &failed);
+  if (!status.ok()) return abandon(status, failed);
+  if (::fsync(fill.temp.get()) != 0) {
+    int error = errno;
+    return abandon(ErrnoStatus(error, fill.temp_path),
+                   error == ENOSPC ? FillOutcome::kUnavailable : FillOutcome::kSourceChanged);
+  }
+  // The copy carries its newest member's mtime, recorded in the meta with
+  // its size: an open compares both, so a copy changed on disk is noticed.
+  struct timespec times[2];
+  times[0].tv_nsec = UTIME_NOW;
+  times[1].tv_sec = static_cast<time_t>(newest / 1000000000);
+  times[1].tv_nsec = static_cast<long>(newest % 1000000000);
+  if (::futimens(fill.temp.get(), times) != 0) {
+    return abandon(ErrnoStatus(errno, fill.temp_path), FillOutcome::kUnavailable);
+  }
+  std::string hex = Xxh64Hex(digest.Digest());
+  GPUFEED_RETURN_IF_ERROR(PublishFill(source, &fill, MetaJson(source, hex, offset, newest), offset,
+                                      /*check_room=*/true, capacity, high_watermark,
+                                      low_watermark, outcome));
+  if (*outcome == FillOutcome::kNoRoom) return Status::OK();
   *outcome = FillOutcome::kFilled;
   return Status::OK();
 }

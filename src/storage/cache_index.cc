@@ -19,6 +19,7 @@
 
 #include "storage/cache_directory.h"
 #include "storage/cache_directory_internal.h"
+#include "util/file.h"
 #include "util/logging.h"
 #include "util/path.h"
 
@@ -227,19 +228,43 @@ Status CacheDirectory::Remove(const std::string& key, bool* removed) {
   return RemoveLocked(key, removed);
 }
 
-Status CacheDirectory::WriteMetaLocked(const std::string& key, const CacheSource& source,
-                                       const std::string& xxh64) {
-  nlohmann::json json;
-  json["source"] = source.path;
-  json["size"] = source.size;
-  json["mtime_ns"] = source.mtime_ns;
-  json["xxh64"] = xxh64;
-  json["dataset"] = source.dataset;
-  json["policy"] = CachePolicyName(source.policy);
-  if (!source.group.empty()) json["group"] = source.group;
+Status CacheDirectory::WriteMetaLocked(const std::string& key, const std::string& json) {
   return WriteSmallAtomicallyAt(entries_fd_.get(), MetaName(key),
-                                JoinPath(JoinPath(path_, "entries"), MetaName(key)),
-                                json.dump() + "\n", FileMode());
+                                JoinPath(JoinPath(path_, "entries"), MetaName(key)), json,
+                                FileMode());
+}
+
+Status ReadBundleTrailer(int fd, uint64_t file_size, size_t count, const std::string& shown,
+                         std::vector<uint64_t>* offsets) {
+  auto bad = [&](const std::string& why) {
+    return Status::Corruption(shown + ": not a bundle copy of " + std::to_string(count) +
+                              " members (" + why + ")");
+  };
+  uint64_t trailer = 8 * (2 * static_cast<uint64_t>(count) + 1) + 16;
+  if (file_size < trailer) return bad("shorter than its trailer");
+  std::string bytes(static_cast<size_t>(trailer), '\0');
+  size_t got = 0;
+  GPUFEED_RETURN_IF_ERROR(PreadFull(fd, bytes.data(), bytes.size(), file_size - trailer, shown,
+                                    &got));
+  if (got != bytes.size()) return bad("short read");
+  auto word = [&](size_t index) {
+    uint64_t value = 0;
+    for (int i = 7; i >= 0; --i) {
+      value = (value << 8) | static_cast<unsigned char>(bytes[8 * index + static_cast<size_t>(i)]);
+    }
+    return value;
+  };
+  if (bytes.compare(bytes.size() - 8, 8, "GFBUNDL1") != 0) return bad("no magic");
+  if (word(2 * count + 1) != count) return bad("member count differs");
+  offsets->resize(count + 1);
+  for (size_t i = 0; i <= count; ++i) {
+    (*offsets)[i] = word(i);
+    if (i == 0 ? (*offsets)[0] != 0 : (*offsets)[i] < (*offsets)[i - 1]) {
+      return bad("offsets out of order");
+    }
+  }
+  if ((*offsets)[count] != file_size - trailer) return bad("offsets do not end at the trailer");
+  return Status::OK();
 }
 
 Status CacheDirectory::OpenEntry(const CacheSource& source, CacheLease* lease) {
@@ -262,9 +287,35 @@ Status CacheDirectory::OpenEntry(const CacheSource& source, CacheLease* lease) {
   if (!data.valid()) return Status::NotFound(data_path);
   struct stat st;
   if (::fstat(data.get(), &st) != 0) return ErrnoStatus(errno, data_path);
-  if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != source.size ||
-      MtimeNs(st) != source.mtime_ns) {
-    Log().warn("cache: {} was changed on disk (size {} / mtime differ from the source {}); "
+  // A bundle's size and mtime are known from its meta only (its members
+  // are not stat'ed); a file's from the source as opened.
+  uint64_t expected_size = source.size;
+  int64_t expected_mtime_ns = source.mtime_ns;
+  bool unreadable_meta = false;
+  if (source.bundle()) {
+    std::string text;
+    CacheSource recorded;
+    if (ReadSmallAt(entries_fd_.get(), MetaName(key), DataPathFor(key) + " meta", &text).ok() &&
+        ParseMeta(text, MetaName(key), &recorded).ok()) {
+      expected_size = recorded.size;
+      expected_mtime_ns = recorded.mtime_ns;
+    } else {
+      unreadable_meta = true;
+    }
+  }
+  bool changed = unreadable_meta || !S_ISREG(st.st_mode) ||
+                 static_cast<uint64_t>(st.st_size) != expected_size ||
+                 MtimeNs(st) != expected_mtime_ns;
+  if (!changed && source.bundle()) {
+    Status trailer = ReadBundleTrailer(data.get(), expected_size, source.members.size(),
+                                       data_path, &lease->member_offsets);
+    if (!trailer.ok()) {
+      Log().warn("cache: {}", trailer.ToString());
+      changed = true;
+    }
+  }
+  if (changed) {
+    Log().warn("cache: {} was changed on disk (size {} / mtime / trailer differ from {}); "
                "removing it, it will be copied again",
                data_path, static_cast<uint64_t>(st.st_size), source.path);
     data.reset();

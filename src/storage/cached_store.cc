@@ -37,6 +37,31 @@ class CachedFile final : public StoreFile {
   std::shared_ptr<const StoreFile> source_;
 };
 
+// A bundle of small files kept as one cache entry.
+class CachedBundle final : public StoreBundle {
+ public:
+  CachedBundle(std::shared_ptr<NodeCache> cache, size_t index, std::string name)
+      : StoreBundle(std::move(name)), cache_(std::move(cache)), index_(index) {}
+
+  const std::vector<std::string>& members() const override { return cache_->members(index_); }
+  uint64_t bytes() const override { return cache_->BundleBytes(index_); }
+  Status ReadMember(size_t member, std::string* data) const override {
+    return cache_->ReadMember(index_, member, data);
+  }
+  bool LocateMember(size_t member, FileView* view, uint64_t* offset,
+                    uint64_t* length) const override {
+    return cache_->LocateMember(index_, member, view, offset, length);
+  }
+  bool cached() const override { return true; }
+
+  size_t index() const { return index_; }
+  const NodeCache* cache() const { return cache_.get(); }
+
+ private:
+  std::shared_ptr<NodeCache> cache_;
+  size_t index_;
+};
+
 class CachedStore final : public Store {
  public:
   CachedStore(std::shared_ptr<Store> source, std::shared_ptr<NodeCache> cache)
@@ -51,21 +76,34 @@ class CachedStore final : public Store {
     return Status::OK();
   }
 
-  // Whole small files are not cached yet (each would be a cache entry of
-  // its own); they are read from the source.
-  Status ReadWholeFile(const std::string& path, std::string* data) const override {
-    return source_->ReadWholeFile(path, data);
+  // A small file outside a bundle is not cached (each would be a cache
+  // entry of its own); it is read from the source.
+  Status ReadWholeFile(const std::string& path, std::string* data,
+                       int64_t* mtime_ns) const override {
+    return source_->ReadWholeFile(path, data, mtime_ns);
+  }
+
+  // One cache entry for the bundle; its fills and misses read the members
+  // through the store below (counted, throttled).
+  Status OpenBundle(const std::string& name, std::vector<std::string> members,
+                    std::shared_ptr<const StoreBundle>* bundle) override {
+    size_t index = cache_->AddBundle(name, std::move(members), source_);
+    *bundle = std::make_shared<CachedBundle>(cache_, index, name);
+    return Status::OK();
   }
 
   Status Seal() override { return cache_->Seal(); }
 
-  void ExpectFiles(const std::vector<const StoreFile*>& first_use_order,
+  void ExpectUnits(const std::vector<const StoreUnit*>& first_use_order,
                    uint64_t live_bytes) const override {
     std::vector<size_t> order;
     order.reserve(first_use_order.size());
-    for (const StoreFile* file : first_use_order) {
-      auto* cached = dynamic_cast<const CachedFile*>(file);
-      if (cached != nullptr && cached->cache() == cache_.get()) order.push_back(cached->index());
+    for (const StoreUnit* unit : first_use_order) {
+      if (auto* file = dynamic_cast<const CachedFile*>(unit)) {
+        if (file->cache() == cache_.get()) order.push_back(file->index());
+      } else if (auto* bundle = dynamic_cast<const CachedBundle*>(unit)) {
+        if (bundle->cache() == cache_.get()) order.push_back(bundle->index());
+      }
     }
     cache_->ExpectFiles(std::move(order), live_bytes);
   }

@@ -1,13 +1,16 @@
 #include "storage/node_cache.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <limits>
 
+#include "util/file.h"
 #include "util/logging.h"
+#include "util/path.h"
 
 namespace gpufeed {
 
@@ -79,6 +82,118 @@ size_t NodeCache::AddFile(std::shared_ptr<const StoreFile> source, const std::st
   slot->file = std::move(source);
   slots_.push_back(std::move(slot));
   return slots_.size() - 1;
+}
+
+size_t NodeCache::AddBundle(const std::string& name, std::vector<std::string> members,
+                            std::shared_ptr<const Store> source) {
+  auto slot = std::make_unique<Slot>();
+  // Identified by its name and its members' names: nothing is stat'ed.
+  slot->source.path = JoinPath(dataset_, name);
+  slot->source.members = std::move(members);
+  slot->source.dataset = dataset_;
+  slot->source.policy = options_.policy;
+  slot->members_from = std::move(source);
+  slots_.push_back(std::move(slot));
+  return slots_.size() - 1;
+}
+
+uint64_t NodeCache::BundleBytes(size_t index) const {
+  const Slot& slot = *slots_[index];
+  uint64_t known = slot.copy_bytes.load(std::memory_order_relaxed);
+  return known != 0 ? known : kBundleMemberEstimate * slot.source.members.size();
+}
+
+Status NodeCache::ReadFromSource(Slot& slot, size_t member, std::string* data) {
+  misses_.fetch_add(1, std::memory_order_relaxed);
+  return slot.members_from->ReadWholeFile(slot.source.members[member], data, nullptr);
+}
+
+std::shared_ptr<const CacheLease> NodeCache::BundleCopy(size_t index) {
+  Slot& slot = *slots_[index];
+  std::shared_ptr<const CacheLease> local = std::atomic_load(&slot.local);
+  if (local) return local;
+  // One fstatat while the bundle has no copy, as for a file.
+  if (!slot.bad.load() && directory_->HasEntry(slot.source)) {
+    local = OpenLocal(index);
+    if (local) return local;
+  }
+  if (writes_disabled_.load() || slot.bad.load()) return nullptr;
+  std::unique_lock<std::mutex> lock(slot.fill_mutex);
+  if (Clock::now() < slot.retry_after) return nullptr;
+  if (!options_.wait_for_fill) {
+    if (slot.state == FillState::kIdle) {
+      lock.unlock();
+      Queue(index, /*front=*/true);
+    }
+    return nullptr;
+  }
+  // A bundle is served once complete (no member is read from a copy being
+  // written): its fill is one read per member, queued ahead of prefetches.
+  uint64_t attempts = slot.attempts;
+  while (true) {
+    if (slot.state == FillState::kIdle) {
+      local = OpenLocal(index);
+      if (local) return local;
+      if (slot.attempts != attempts || Clock::now() < slot.retry_after) return nullptr;
+      lock.unlock();
+      Queue(index, /*front=*/true);
+      lock.lock();
+      continue;
+    }
+    if (slot.state == FillState::kQueued) {
+      lock.unlock();
+      Queue(index, /*front=*/true);
+      lock.lock();
+    }
+    slot.fill_changed.wait_for(lock, std::chrono::milliseconds(200));
+    if (writes_disabled_.load()) return nullptr;
+  }
+}
+
+Status NodeCache::ReadMember(size_t index, size_t member, std::string* data) {
+  Slot& slot = *slots_[index];
+  if (member >= slot.source.members.size()) {
+    return Status::OutOfRange(slot.source.path + ": no member " + std::to_string(member));
+  }
+  NotePosition(index);
+  slot.read.store(true, std::memory_order_relaxed);
+  std::shared_ptr<const CacheLease> local = BundleCopy(index);
+  if (!local) return ReadFromSource(slot, member, data);
+  slot.last_use.store(use_clock_.fetch_add(1, std::memory_order_relaxed) + 1,
+                      std::memory_order_relaxed);
+  // The lease is held (by `local`) during the read.
+  const std::vector<uint64_t>& offsets = local->member_offsets;
+  uint64_t begin = offsets[member];
+  uint64_t length = offsets[member + 1] - begin;
+  data->resize(static_cast<size_t>(length));
+  size_t got = 0;
+  Status status = PreadFull(local->data.get(), data->data(), data->size(), begin,
+                            slot.source.path + " (node-cache copy " + local->path + ")", &got);
+  if (!status.ok() || got != length) {
+    Log().warn("cache: cannot read member {} of {} ({}); reading the source",
+               member, local->path, status.ok() ? "short read" : status.ToString());
+    return ReadFromSource(slot, member, data);
+  }
+  hits_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+bool NodeCache::LocateMember(size_t index, size_t member, FileView* view, uint64_t* offset,
+                             uint64_t* length) {
+  Slot& slot = *slots_[index];
+  if (member >= slot.source.members.size()) return false;
+  std::shared_ptr<const CacheLease> local = std::atomic_load(&slot.local);
+  if (!local && !slot.bad.load() && directory_->HasEntry(slot.source)) local = OpenLocal(index);
+  if (!local) return false;
+  NotePosition(index);
+  slot.read.store(true, std::memory_order_relaxed);
+  slot.last_use.store(use_clock_.fetch_add(1, std::memory_order_relaxed) + 1,
+                      std::memory_order_relaxed);
+  hits_.fetch_add(1, std::memory_order_relaxed);
+  *offset = local->member_offsets[member];
+  *length = local->member_offsets[member + 1] - *offset;
+  *view = LocalView(slot, std::move(local));
+  return true;
 }
 
 Status NodeCache::Seal() {
@@ -210,19 +325,25 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
   return from_source();
 }
 
-bool NodeCache::TryOpenLocal(size_t index) {
+std::shared_ptr<const CacheLease> NodeCache::OpenLocal(size_t index) {
   Slot& slot = *slots_[index];
-  if (slot.bad.load()) return false;
-  if (std::atomic_load(&slot.local)) return true;
+  if (slot.bad.load()) return nullptr;
+  std::shared_ptr<const CacheLease> held = std::atomic_load(&slot.local);
+  if (held) return held;
   CacheLease lease;
-  if (!directory_->OpenEntry(slot.source, &lease).ok()) return false;
+  if (!directory_->OpenEntry(slot.source, &lease).ok()) return nullptr;
+  if (slot.source.bundle()) {
+    struct stat st;
+    if (::fstat(lease.data.get(), &st) == 0) slot.copy_bytes.store(static_cast<uint64_t>(st.st_size));
+  }
   auto shared = std::make_shared<const CacheLease>(std::move(lease));
   std::shared_ptr<const CacheLease> expected;
   if (std::atomic_compare_exchange_strong(&slot.local, &expected, shared)) {
     slot.last_use.store(use_clock_.fetch_add(1) + 1);
     ReleaseBeyondLimit(options_.max_leased_shards);
+    return shared;
   }
-  return true;
+  return expected;  // another thread opened it first
 }
 
 void NodeCache::ReleaseBeyondLimit(size_t keep) {
@@ -382,12 +503,19 @@ bool NodeCache::FillNow(size_t index) {
     }
     slot.fill_changed.notify_all();
   };
+  auto read_member = [&slot](const std::string& path, std::string* data, int64_t* mtime_ns) {
+    return slot.members_from->ReadWholeFile(path, data, mtime_ns);
+  };
   for (int attempt = 0; attempt < 3; ++attempt) {
     FillOutcome outcome = FillOutcome::kUnavailable;
     uint64_t copied = 0;
-    Status status = directory_->Fill(slot.source, slot.file.get(), capacity_,
+    Status status =
+        slot.source.bundle()
+            ? directory_->FillBundle(slot.source, read_member, BundleBytes(index), capacity_,
                                      options_.high_watermark, options_.low_watermark, &outcome,
-                                     &copied, progress, started);
+                                     &copied)
+            : directory_->Fill(slot.source, slot.file.get(), capacity_, options_.high_watermark,
+                               options_.low_watermark, &outcome, &copied, progress, started);
     switch (outcome) {
       case FillOutcome::kFilled:
       case FillOutcome::kAlreadyCached:

@@ -47,12 +47,30 @@ class NodeCache {
 
   // Adds a file of the dataset (its source handle); returns its index.
   size_t AddFile(std::shared_ptr<const StoreFile> source, const std::string& xxh64);
+  // Adds a bundle of the dataset's small files (storage/store.h) named
+  // `name`, its members read from `source` for fills and misses; returns
+  // its index (files and bundles share the index space of ExpectFiles).
+  size_t AddBundle(const std::string& name, std::vector<std::string> members,
+                   std::shared_ptr<const Store> source);
   // Every file added: refuses a pinned dataset larger than the capacity
   // (InvalidArgument) and queues a pinned dataset's copies.
   Status Seal();
 
   // The view for reading [offset, offset + length) of file `index`.
   Status View(size_t index, uint64_t offset, uint64_t length, FileView* view);
+  // Reads member `member` of bundle `index` whole: from its complete copy
+  // (leased during the read), else (after waiting for its fill with
+  // wait_for_fill, or at once without) from the source.
+  Status ReadMember(size_t index, size_t member, std::string* data);
+  // The member's range in the bundle's complete copy and a view of it;
+  // false when there is none (nothing is queued: ReadMember does that).
+  bool LocateMember(size_t index, size_t member, FileView* view, uint64_t* offset,
+                    uint64_t* length);
+  const std::vector<std::string>& members(size_t index) const {
+    return slots_[index]->source.members;
+  }
+  // The bytes of the bundle's copy once known, else an estimate.
+  uint64_t BundleBytes(size_t index) const;
   // A view's bytes did not parse where the source's did: the copy is
   // dropped (removed once no process holds it) and made again.
   void Invalidate(size_t index, FileView* view);
@@ -72,6 +90,10 @@ class NodeCache {
   static constexpr double kCloseWaitSeconds = 30;
   // Copies made at once (each keeps kFillChunksInFlight reads in flight).
   static constexpr int kFillerThreads = 2;
+  // A bundle's size is known only once it is copied: room is made for this
+  // many bytes per member before its fill (about an ImageNet JPEG), and
+  // the fill is dropped if the copy then does not fit.
+  static constexpr uint64_t kBundleMemberEstimate = 128 << 10;
 
  private:
   NodeCache() = default;
@@ -79,12 +101,14 @@ class NodeCache {
   enum class FillState { kIdle, kQueued, kFilling };
 
   struct Slot {
-    std::shared_ptr<const StoreFile> file;  // the source
+    std::shared_ptr<const StoreFile> file;  // the source (a file; null for a bundle)
+    std::shared_ptr<const Store> members_from;  // a bundle: its members' source
     CacheSource source;
     std::shared_ptr<const CacheLease> local;  // std::atomic_load/store
     std::atomic<uint64_t> last_use{0};
     std::atomic<bool> bad{false};  // a corrupt copy: never reopened, removed then refilled
     std::atomic<bool> read{false};  // a reader asked for it (finish its fill on close)
+    std::atomic<uint64_t> copy_bytes{0};  // a bundle: its copy's size, once seen
     // Guarded by fill_mutex.
     std::mutex fill_mutex;
     std::condition_variable fill_changed;
@@ -95,7 +119,14 @@ class NodeCache {
     std::chrono::steady_clock::time_point retry_after{};
   };
 
-  bool TryOpenLocal(size_t index);
+  bool TryOpenLocal(size_t index) { return OpenLocal(index) != nullptr; }
+  // The slot's leased copy, opened when complete and not held; null when
+  // there is none.
+  std::shared_ptr<const CacheLease> OpenLocal(size_t index);
+  // A bundle's complete copy, waiting for its fill as View does for a file;
+  // null: read the source.
+  std::shared_ptr<const CacheLease> BundleCopy(size_t index);
+  Status ReadFromSource(Slot& slot, size_t member, std::string* data);
   FileView LocalView(const Slot& slot, std::shared_ptr<const CacheLease> local) const;
   // Queues a fill; `front`: a reader waits for it.
   void Queue(size_t index, bool front);

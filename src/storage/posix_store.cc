@@ -9,13 +9,17 @@
 #include <atomic>
 #include <list>
 #include <mutex>
+#include <new>
 
 #include "storage/store.h"
 #include "util/file.h"
 
 namespace gpufeed {
 
+StoreUnit::~StoreUnit() = default;
 StoreFile::~StoreFile() = default;
+StoreBundle::~StoreBundle() = default;
+bool StoreBundle::LocateMember(size_t, FileView*, uint64_t*, uint64_t*) const { return false; }
 void StoreFile::Invalidate(FileView* view) const { view->hold.reset(); }
 
 Status StoreFile::ReadAt(uint64_t offset, size_t length, char* destination, size_t* done) const {
@@ -28,8 +32,35 @@ Status StoreFile::ReadAt(uint64_t offset, size_t length, char* destination, size
 
 Store::~Store() = default;
 Status Store::Seal() { return Status::OK(); }
-void Store::ExpectFiles(const std::vector<const StoreFile*>&, uint64_t) const {}
+void Store::ExpectUnits(const std::vector<const StoreUnit*>&, uint64_t) const {}
 void Store::Drain() const {}
+
+namespace {
+
+// A bundle without a cache: each member is a small file read whole.
+class SourceBundle final : public StoreBundle {
+ public:
+  SourceBundle(const Store* store, std::string name, std::vector<std::string> members)
+      : StoreBundle(std::move(name)), store_(store), members_(std::move(members)) {}
+
+  const std::vector<std::string>& members() const override { return members_; }
+  uint64_t bytes() const override { return 0; }  // never copied: no working set
+  Status ReadMember(size_t index, std::string* data) const override {
+    return store_->ReadWholeFile(members_[index], data, nullptr);
+  }
+
+ private:
+  const Store* store_;  // outlives the bundle (the dataset holds both)
+  std::vector<std::string> members_;
+};
+
+}  // namespace
+
+Status Store::OpenBundle(const std::string& name, std::vector<std::string> members,
+                         std::shared_ptr<const StoreBundle>* bundle) {
+  *bundle = std::make_shared<SourceBundle>(this, name, std::move(members));
+  return Status::OK();
+}
 
 namespace {
 
@@ -87,10 +118,23 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
     return Status::OK();
   }
 
-  Status ReadWholeFile(const std::string& path, std::string* data) const override {
+  Status ReadWholeFile(const std::string& path, std::string* data,
+                       int64_t* mtime_ns) const override {
     opens_.fetch_add(1, std::memory_order_relaxed);
     stats_.fetch_add(1, std::memory_order_relaxed);
-    GPUFEED_RETURN_IF_ERROR(ReadFileToString(path, data));
+    UniqueFd fd;
+    uint64_t size = 0;
+    int64_t mtime = 0;
+    GPUFEED_RETURN_IF_ERROR(OpenForRead(path, &fd, &size, &mtime));
+    try {
+      data->resize(size);
+    } catch (const std::bad_alloc&) {
+      return Status::IOError(path + ": out of memory for " + std::to_string(size) + " bytes");
+    }
+    size_t got = 0;
+    GPUFEED_RETURN_IF_ERROR(PreadFull(fd.get(), data->data(), size, 0, path, &got));
+    data->resize(got);
+    if (mtime_ns != nullptr) *mtime_ns = mtime;
     CountRead(data->size());
     return Status::OK();
   }

@@ -50,17 +50,33 @@ struct FileView {
   std::shared_ptr<const void> hold;
 };
 
-// One file of a dataset, opened through a Store.
-class StoreFile {
+// What a node cache keeps as one entry and fetches ahead as one: a file
+// (StoreFile) or a bundle of small files (StoreBundle). ExpectUnits orders
+// them.
+class StoreUnit {
  public:
-  virtual ~StoreFile();
-  StoreFile(const StoreFile&) = delete;
-  StoreFile& operator=(const StoreFile&) = delete;
+  virtual ~StoreUnit();
+  StoreUnit(const StoreUnit&) = delete;
+  StoreUnit& operator=(const StoreUnit&) = delete;
+
+  // The bytes a copy of it takes: a file's size; for a bundle its copy's
+  // size when known, else an estimate (its members are not stat'ed).
+  virtual uint64_t bytes() const = 0;
+
+ protected:
+  StoreUnit() = default;
+};
+
+// One file of a dataset, opened through a Store.
+class StoreFile : public StoreUnit {
+ public:
+  ~StoreFile() override;
 
   // The source path (absolute), its size and mtime when it was opened.
   const std::string& path() const { return path_; }
   uint64_t size() const { return size_; }
   int64_t mtime_ns() const { return mtime_ns_; }
+  uint64_t bytes() const override { return size_; }
 
   // A view for reading [offset, offset + length). A node cache may block
   // here until a fill in progress has copied that range.
@@ -90,6 +106,45 @@ class StoreFile {
   int64_t mtime_ns_ = 0;
 };
 
+// Consecutive small files of a dataset (ImageFolder images, kBundleFiles of
+// them), read whole one at a time. Without a node cache each member read is
+// an open, an fstat and a read of the source file; a node cache keeps the
+// bundle as one entry (the members' bytes concatenated, then a trailer of
+// their offsets), so that a member read is one pread of a local file.
+class StoreBundle : public StoreUnit {
+ public:
+  ~StoreBundle() override;
+
+  // Unique within the dataset (it names the cache entry).
+  const std::string& name() const { return name_; }
+  // The members' absolute paths, in the order the bundle keeps them.
+  virtual const std::vector<std::string>& members() const = 0;
+
+  // Reads member `index` whole into *data. A node cache serves it from the
+  // bundle's copy (waiting for its fill with wait_for_fill) or the source.
+  virtual Status ReadMember(size_t index, std::string* data) const = 0;
+  // The member's byte range in a complete node-cache copy of the bundle,
+  // and a view of that copy (leased while it lives), counted as a cache
+  // read; false when there is no complete copy (use ReadMember).
+  virtual bool LocateMember(size_t index, FileView* view, uint64_t* offset,
+                            uint64_t* length) const;
+  // True when a node cache serves this bundle: its members are then read
+  // through ReadMember or LocateMember, never by path.
+  virtual bool cached() const { return false; }
+
+ protected:
+  explicit StoreBundle(std::string name) : name_(std::move(name)) {}
+
+ private:
+  std::string name_;
+};
+
+// Files per bundle: a cache entry (its data, meta, lease and fill lock, one
+// fsync) per 256 files instead of per file, and few enough that the first
+// read of a bundle does not wait long for its fill (256 ImageNet images are
+// about 28 MB).
+constexpr size_t kBundleFiles = 256;
+
 class Store {
  public:
   virtual ~Store();
@@ -100,16 +155,24 @@ class Store {
   virtual Status Open(const std::string& path, const std::string& xxh64,
                       std::shared_ptr<const StoreFile>* file) = 0;
   // Reads a whole small file (an ImageFolder image) without keeping it
-  // open: one open, one fstat, the read, counted as source reads.
-  virtual Status ReadWholeFile(const std::string& path, std::string* data) const = 0;
+  // open: one open, one fstat, the read, counted as source reads. The
+  // file's mtime goes to *mtime_ns when that is not null.
+  virtual Status ReadWholeFile(const std::string& path, std::string* data,
+                               int64_t* mtime_ns) const = 0;
+  // A bundle of the dataset's small files (`members`, absolute paths, read
+  // in that order): nothing is opened or stat'ed here. The default reads
+  // each member with ReadWholeFile; the cached store makes the bundle one
+  // cache entry. The bundle must not outlive the store.
+  virtual Status OpenBundle(const std::string& name, std::vector<std::string> members,
+                            std::shared_ptr<const StoreBundle>* bundle);
   // Every file of the dataset is open: a node cache checks that a pinned
   // dataset fits and starts copying it.
   virtual Status Seal();
-  // The order in which the files will first be read (a loader's epoch for
-  // this rank), and the most bytes of them in use at the same time. A node
-  // cache fetches the next files ahead of the reads. A later call replaces
-  // the earlier one.
-  virtual void ExpectFiles(const std::vector<const StoreFile*>& first_use_order,
+  // The order in which the files and bundles will first be read (a
+  // loader's epoch for this rank), and the most bytes of them in use at the
+  // same time. A node cache fetches the next ones ahead of the reads. A
+  // later call replaces the earlier one.
+  virtual void ExpectUnits(const std::vector<const StoreUnit*>& first_use_order,
                            uint64_t live_bytes) const;
   // Waits for queued background work (fills).
   virtual void Drain() const;

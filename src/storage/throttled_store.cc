@@ -74,8 +74,9 @@ class ThrottledStore final : public Store {
     *file = std::make_shared<ThrottledFile>(std::move(opened), link_);
     return Status::OK();
   }
-  Status ReadWholeFile(const std::string& path, std::string* data) const override {
-    GPUFEED_RETURN_IF_ERROR(source_->ReadWholeFile(path, data));
+  Status ReadWholeFile(const std::string& path, std::string* data,
+                       int64_t* mtime_ns) const override {
+    GPUFEED_RETURN_IF_ERROR(source_->ReadWholeFile(path, data, mtime_ns));
     link_->Transfer(data->size());
     return Status::OK();
   }

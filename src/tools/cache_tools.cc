@@ -7,7 +7,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "format/datasets.h"
 #include "storage/cache_directory.h"
+#include "storage/node_cache.h"
+#include "storage/store.h"
 #include "gpufeed/cache.h"
 #include "gpufeed/dataset.h"
 #include "util/file.h"
@@ -31,6 +34,72 @@ Status OpenExisting(const std::string& cache_dir, std::shared_ptr<CacheDirectory
     if (struct group* entry = ::getgrgid(st.st_gid)) group = entry->gr_name;
   }
   return CacheDirectory::Open(cache_dir, group, /*create=*/false, directory);
+}
+
+// The bundles of an ImageFolder (storage/store.h), the entries a loader
+// reads them through: the same names and members as the dataset makes, so
+// the same keys. Their sizes are not known before they are read (nothing is
+// stat'ed): progress's total is an estimate, never below what was copied.
+Status WarmImageFolder(const std::string& root, const CacheOptions& options,
+                       const std::function<void(uint64_t, uint64_t)>& progress,
+                       CacheWarmSummary* summary) {
+  std::vector<std::string> classes;
+  std::vector<ImageFolderEntry> entries;
+  GPUFEED_RETURN_IF_ERROR(ScanImageFolder(root, &classes, &entries));
+  std::shared_ptr<CacheDirectory> directory;
+  GPUFEED_RETURN_IF_ERROR(CacheDirectory::Open(options.cache_dir, options.cache_group, true,
+                                               &directory));
+  uint64_t capacity = options.capacity;
+  if (capacity == 0) GPUFEED_RETURN_IF_ERROR(directory->DefaultCapacity(&capacity));
+  std::shared_ptr<Store> source = NewPosixStore();
+  auto read_member = [&](const std::string& path, std::string* data, int64_t* mtime_ns) {
+    return source->ReadWholeFile(path, data, mtime_ns);
+  };
+  uint64_t estimate = NodeCache::kBundleMemberEstimate * entries.size();
+  uint64_t done = 0;
+  if (progress) progress(0, estimate);
+  for (const ImageFolderBundle& bundle : ImageFolderBundles(root, entries)) {
+    summary->shards += 1;
+    CacheSource cache_source;
+    cache_source.path = JoinPath(root, bundle.name);
+    cache_source.members = bundle.members;
+    cache_source.dataset = root;
+    cache_source.policy = options.policy;
+    uint64_t bundle_estimate = NodeCache::kBundleMemberEstimate * bundle.members.size();
+    for (int attempt = 0;; ++attempt) {
+      FillOutcome outcome = FillOutcome::kUnavailable;
+      uint64_t copied = 0;
+      Status status = directory->FillBundle(
+          cache_source, read_member, bundle_estimate, capacity, options.high_watermark,
+          options.low_watermark, &outcome, &copied, [&](uint64_t bytes, uint64_t) {
+            if (progress) progress(done + bytes, std::max(estimate, done + bytes));
+          });
+      if (outcome == FillOutcome::kBusy && attempt < 3) {
+        directory->WaitForFill(cache_source);  // another process fills it
+        continue;
+      }
+      if (outcome == FillOutcome::kFilled) {
+        summary->filled += 1;
+        summary->bytes_copied += copied;
+        done += copied;
+      } else if (outcome == FillOutcome::kAlreadyCached) {
+        summary->already_cached += 1;
+      } else {
+        if (outcome == FillOutcome::kUnavailable) {
+          return status.ok() ? Status::IOError(directory->path() + ": the cache cannot be written")
+                             : status;
+        }
+        if (!status.ok()) return status;
+        summary->skipped += 1;
+        Log().warn("cache warm: {} not cached ({})", cache_source.path,
+                   outcome == FillOutcome::kNoRoom ? "no room under the capacity"
+                                                   : "a member could not be read");
+      }
+      break;
+    }
+  }
+  if (progress) progress(done, done);
+  return Status::OK();
 }
 
 }  // namespace
@@ -108,9 +177,7 @@ Status CacheWarm(const std::string& source, const CacheOptions& options,
   std::unique_ptr<Dataset> dataset;
   GPUFEED_RETURN_IF_ERROR(Dataset::Open(source, dataset_options, &dataset));
   if (dataset->format() == DatasetFormat::kImageFolder) {
-    return Status::NotSupported(dataset->path() + ": an imagefolder dataset; the node-local cache "
-                                "holds the files of RecordIO and LMDB datasets (pack the folder "
-                                "with `gpufeed pack`)");
+    return WarmImageFolder(dataset->path(), options, progress, summary);
   }
   // The files the store reads: .rec files, or each environment's data.mdb.
   auto file_of = [&](const ShardInfo& shard) {

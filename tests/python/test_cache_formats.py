@@ -1,5 +1,6 @@
 """The node-local cache serves every format through the storage layer
-(src/storage): RecordIO, gpufeed LMDB and Caffe LMDB. For each, a first
+(src/storage): RecordIO, gpufeed LMDB, Caffe LMDB and ImageFolder (its files
+in bundles of 256, one cache entry each). For each, a first
 epoch in one process reads the source about once (reads of a file being
 copied are served from the copy's written part), and a second epoch in a
 new process reads almost nothing from the source; batches are the same as
@@ -59,13 +60,15 @@ def _make(kind, root, count=96):
         directory = folder / f"class{i % 4}"
         directory.mkdir(parents=True, exist_ok=True)
         (directory / f"img{i:03d}.jpg").write_bytes(_jpeg(i))
+    if kind == "imagefolder":
+        return folder
     out = root / "packed"
     gpufeed.pack(folder, out, format=kind, shard_size=40000, progress=False)
     return out
 
 
 _EPOCH = textwrap.dedent("""
-    import hashlib, json, sys
+    import hashlib, json, os, sys
     import gpufeed
     path, cache_dir, epoch = sys.argv[1], sys.argv[2], int(sys.argv[3])
     kwargs = dict(batch_size=8, shuffle=True, seed=3, num_threads=2,
@@ -80,6 +83,9 @@ _EPOCH = textwrap.dedent("""
         digest.update(labels.numpy().tobytes())
     stats = loader.stats()
     total = sum(shard["bytes"] for shard in gpufeed.open_dataset(path).shards)
+    if not total:  # an ImageFolder: its files
+        total = sum(os.path.getsize(os.path.join(directory, name))
+                    for directory, _, names in os.walk(path) for name in names)
     print(json.dumps(dict(digest=digest.hexdigest(), source_bytes=stats["source_bytes"],
                           cache_reads=stats["cache_reads"], source_opens=stats["source_opens"],
                           dataset_bytes=total)))
@@ -93,7 +99,7 @@ def _epoch(path, cache_dir, epoch):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("kind", ["recordio", "lmdb", "caffe_lmdb"])
+@pytest.mark.parametrize("kind", ["recordio", "lmdb", "caffe_lmdb", "imagefolder"])
 def test_every_format_is_cached_and_a_new_process_reads_the_copies(kind, tmp_path):
     path = _make(kind, tmp_path)
     cache_dir = tmp_path / "cache"
@@ -109,7 +115,12 @@ def test_every_format_is_cached_and_a_new_process_reads_the_copies(kind, tmp_pat
     assert second["source_bytes"] < 0.05 * total, second
     assert second["cache_reads"] > 0
     report = gpufeed.cache.stat(cache_dir)
-    assert report["bytes"] == total
+    if kind == "imagefolder":
+        # One entry per 256 files: the files, then a trailer of 16 bytes a file.
+        assert report["entries"] == 1
+        assert total < report["bytes"] <= total + 16 * 96 + 32
+    else:
+        assert report["bytes"] == total
     assert report["fills_in_progress"] == 0
 
 

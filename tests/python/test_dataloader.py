@@ -312,8 +312,12 @@ def test_error_mapping_through_the_loader(token_dataset, tmp_path):
     (tmp_path / "folder" / "a").mkdir(parents=True)
     (tmp_path / "folder" / "a" / "x.jpg").write_bytes(b"not decoded here")
     with pytest.raises(gpufeed.NotSupportedError):
-        gpufeed.DataLoader(token_dataset, device="cuda:0") if not _cuda() else \
-            gpufeed.cache.warm(tmp_path / "folder", tmp_path / "cache")  # not RecordIO
+        if not _cuda():
+            gpufeed.DataLoader(token_dataset, device="cuda:0")
+        else:  # an image that is neither JPEG nor PNG
+            for _ in gpufeed.DataLoader(tmp_path / "folder", batch_size=1, num_threads=1,
+                                        transform=gpufeed.ImageTransform(size=8)):
+                pass
     # ValueError for bad arguments
     with pytest.raises(ValueError):
         tokens_loader(token_dataset, batch_size=0)

@@ -14,6 +14,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <random>
@@ -23,6 +24,7 @@
 
 #include "storage/cache_directory.h"
 #include "storage/node_cache.h"
+#include "format/datasets.h"
 #include "format/manifest.h"
 #include "gpufeed/cache.h"
 #include "gpufeed/dataset.h"
@@ -791,6 +793,195 @@ TEST_F(CacheTest, TheLoaderDeliversTheSameBatchesThroughTheCache) {
   EXPECT_EQ(report.entries, packed.shards);
   ASSERT_EQ(report.datasets.size(), 1u);
   EXPECT_GT(report.datasets[0].hits, 0u);
+}
+
+// An ImageFolder of `count` files in 3 classes (SampleBytes of varied
+// sizes); returns each sample's bytes in dataset order.
+std::vector<std::string> WriteImageFolder(const std::string& root, int count) {
+  std::vector<std::pair<std::string, std::string>> files;  // relative path, bytes
+  for (int i = 0; i < count; ++i) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "class%d/img%05d.jpg", i % 3, i);
+    files.emplace_back(name, SampleBytes(static_cast<uint64_t>(i), 200 + (i * 37) % 900));
+  }
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_TRUE(CreateDirectories(JoinPath(root, "class" + std::to_string(c))).ok());
+  }
+  for (const auto& [name, bytes] : files) WriteBytes(JoinPath(root, name), bytes);
+  std::sort(files.begin(), files.end());  // the dataset's order: class, then name
+  std::vector<std::string> expected;
+  for (const auto& file : files) expected.push_back(file.second);
+  return expected;
+}
+
+int CheckImageFolder(const Dataset& dataset, const std::vector<std::string>& expected) {
+  int wrong = 0;
+  Record record;
+  for (uint64_t i = 0; i < expected.size(); ++i) {
+    if (!dataset.Read(i, &record).ok() || record.data != expected[i]) ++wrong;
+  }
+  return wrong;
+}
+
+TEST_F(CacheTest, AnImageFolderIsCachedInBundlesAndANewProcessReadsNoSource) {
+  const int kFiles = 600;  // three bundles: 256, 256, 88
+  std::vector<std::string> expected = WriteImageFolder(source_, kFiles);
+  {
+    std::unique_ptr<Dataset> plain;
+    ASSERT_TRUE(Dataset::Open(source_, {}, &plain).ok());
+    ASSERT_EQ(plain->format(), DatasetFormat::kImageFolder);
+    EXPECT_EQ(CheckImageFolder(*plain, expected), 0);
+  }
+  {
+    // Epoch 1: each bundle's first read waits for its fill, then every
+    // member comes from the copy; the source is read once.
+    std::unique_ptr<Dataset> dataset;
+    ASSERT_TRUE(Dataset::Open(source_, CachedOptions(cache_dir_, 64 << 20), &dataset).ok());
+    EXPECT_EQ(CheckImageFolder(*dataset, expected), 0);
+    StorageStats stats = dataset->storage_stats();
+    EXPECT_EQ(stats.source_reads, static_cast<uint64_t>(kFiles)) << "each file read once";
+    EXPECT_EQ(stats.cache_reads, static_cast<uint64_t>(kFiles));
+  }
+  CacheReport report;
+  ASSERT_TRUE(CacheStat(cache_dir_, &report).ok());
+  EXPECT_EQ(report.entries, 3u);  // one entry per bundle, not per file
+  uint64_t member_bytes = 0;
+  for (const std::string& bytes : expected) member_bytes += bytes.size();
+  EXPECT_GE(report.bytes, member_bytes);
+  EXPECT_LE(report.bytes, member_bytes + 3 * (16 * kBundleFiles + 32));
+  // A new process: every member from the copies, nothing from the source
+  // but nothing stat'ed or opened there either (the scan lists directories).
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::unique_ptr<Dataset> dataset;
+    if (!Dataset::Open(source_, CachedOptions(cache_dir_, 64 << 20), &dataset).ok()) ::_exit(2);
+    if (CheckImageFolder(*dataset, expected) != 0) ::_exit(3);
+    // The read engine's way: byte ranges of the copies.
+    for (uint64_t i = 0; i < expected.size(); i += 97) {
+      RecordLocation location;
+      if (!dataset->Locate(i, &location) || location.whole_file || !location.local) ::_exit(4);
+      std::string bytes(location.length, '\0');
+      if (::pread(location.fd, bytes.data(), bytes.size(), static_cast<off_t>(location.offset)) !=
+              static_cast<ssize_t>(bytes.size()) ||
+          bytes != expected[i]) {
+        ::_exit(5);
+      }
+    }
+    StorageStats stats = dataset->storage_stats();
+    if (stats.source_bytes != 0 || stats.source_reads != 0) ::_exit(6);
+    if (stats.source_opens > 4) ::_exit(7);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // Without the cache the read engine still reads whole files by path.
+  std::unique_ptr<Dataset> plain;
+  ASSERT_TRUE(Dataset::Open(source_, {}, &plain).ok());
+  RecordLocation location;
+  ASSERT_TRUE(plain->Locate(5, &location));
+  EXPECT_TRUE(location.whole_file);
+}
+
+TEST_F(CacheTest, ABundleWarmedByTheToolIsTheEntryTheDatasetReads) {
+  std::vector<std::string> expected = WriteImageFolder(source_, 300);
+  CacheWarmSummary summary;
+  ASSERT_TRUE(CacheWarm(source_, CachedOptions(cache_dir_, 64 << 20).cache, nullptr, &summary)
+                  .ok());
+  EXPECT_EQ(summary.shards, 2u);
+  EXPECT_EQ(summary.filled, 2u);
+  std::unique_ptr<Dataset> dataset;
+  ASSERT_TRUE(Dataset::Open(source_, CachedOptions(cache_dir_, 64 << 20), &dataset).ok());
+  EXPECT_EQ(CheckImageFolder(*dataset, expected), 0);
+  EXPECT_EQ(dataset->storage_stats().source_bytes, 0u);
+  CacheReport report;
+  ASSERT_TRUE(CacheStat(cache_dir_, &report).ok());
+  EXPECT_EQ(report.entries, 2u);
+}
+
+TEST_F(CacheTest, KillDashNineInTheMiddleOfABundleFillLeavesNothingServed) {
+  std::vector<std::string> expected = WriteImageFolder(source_, 100);
+  std::vector<std::string> classes;
+  std::vector<ImageFolderEntry> entries;
+  ASSERT_TRUE(ScanImageFolder(source_, &classes, &entries).ok());
+  std::vector<ImageFolderBundle> bundles = ImageFolderBundles(source_, entries);
+  ASSERT_EQ(bundles.size(), 1u);
+  CacheSource source;
+  source.path = JoinPath(source_, bundles[0].name);
+  source.members = bundles[0].members;
+  source.dataset = source_;
+  int in_fill[2];
+  ASSERT_EQ(::pipe(in_fill), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(in_fill[0]);
+    std::shared_ptr<CacheDirectory> directory;
+    if (!CacheDirectory::Open(cache_dir_, "", true, &directory).ok()) ::_exit(2);
+    std::atomic<int> members{0};  // members are read by several threads
+    auto read_member = [&](const std::string& path, std::string* data, int64_t* mtime_ns) {
+      if (++members == 40) {
+        // Tell the parent, then wait for its SIGKILL mid-copy.
+        char byte = 1;
+        if (::write(in_fill[1], &byte, 1) != 1) ::_exit(3);
+        while (true) ::pause();
+      }
+      *mtime_ns = 0;
+      return ReadFileToString(path, data);
+    };
+    FillOutcome outcome;
+    uint64_t copied;
+    (void)directory->FillBundle(source, read_member, 0, 0, 1.0, 0.9, &outcome, &copied);  // killed
+    ::_exit(4);  // not reached: the parent kills us first
+  }
+  ::close(in_fill[1]);
+  char byte = 0;
+  ASSERT_EQ(::read(in_fill[0], &byte, 1), 1);
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int wait_status = 0;
+  ASSERT_EQ(::waitpid(child, &wait_status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(wait_status));
+  ::close(in_fill[0]);
+  // The half-written copy is in tmp/, and nowhere it could be served.
+  EXPECT_EQ(CountSuffix(JoinPath(cache_dir_, "tmp"), ".fill"), 1u);
+  EXPECT_EQ(CountSuffix(JoinPath(cache_dir_, "entries"), ".data"), 0u);
+  {
+    std::shared_ptr<CacheDirectory> directory;
+    ASSERT_TRUE(CacheDirectory::Open(cache_dir_, "", true, &directory).ok());
+    EXPECT_EQ(CountSuffix(JoinPath(cache_dir_, "tmp"), ".fill"), 0u);
+    EXPECT_FALSE(directory->HasEntry(source));
+    CacheLease lease;
+    EXPECT_FALSE(directory->OpenEntry(source, &lease).ok());
+  }
+  // The dataset fills it again and serves the right bytes.
+  std::unique_ptr<Dataset> dataset;
+  ASSERT_TRUE(Dataset::Open(source_, CachedOptions(cache_dir_, 64 << 20), &dataset).ok());
+  EXPECT_EQ(CheckImageFolder(*dataset, expected), 0);
+  std::shared_ptr<CacheDirectory> directory;
+  ASSERT_TRUE(CacheDirectory::Open(cache_dir_, "", true, &directory).ok());
+  EXPECT_TRUE(directory->HasEntry(source));
+}
+
+TEST_F(CacheTest, ABundleCopyChangedOnDiskIsNotServed) {
+  std::vector<std::string> expected = WriteImageFolder(source_, 50);
+  {
+    std::unique_ptr<Dataset> dataset;
+    ASSERT_TRUE(Dataset::Open(source_, CachedOptions(cache_dir_, 64 << 20), &dataset).ok());
+    EXPECT_EQ(CheckImageFolder(*dataset, expected), 0);
+  }
+  std::string entries = JoinPath(cache_dir_, "entries");
+  std::string data;
+  for (const std::string& name : ListNames(entries)) {
+    if (EndsWith(name, ".data")) data = JoinPath(entries, name);
+  }
+  ASSERT_FALSE(data.empty());
+  // Truncated by someone: its size no longer matches its meta.
+  ASSERT_EQ(::truncate(data.c_str(), 100), 0);
+  std::unique_ptr<Dataset> dataset;
+  ASSERT_TRUE(Dataset::Open(source_, CachedOptions(cache_dir_, 64 << 20), &dataset).ok());
+  EXPECT_EQ(CheckImageFolder(*dataset, expected), 0);
 }
 
 }  // namespace
