@@ -240,7 +240,7 @@ double StageBandwidth(int batch, int size, int batches, bool normalize, double* 
   if (normalize) {
     ImageTransformOptions image;
     image.size = size;
-    options.normalize_table.resize(768 * DtypeSize(OutputDtype::kFloat32));
+    options.normalize_table.resize(768 * TensorDtypeSize(OutputDtype::kFloat32));
     NormalizeTable(image, OutputDtype::kFloat32, options.normalize_table.data());
   }
   std::unique_ptr<BatchSource> stage;

@@ -30,15 +30,13 @@
 #include <vector>
 
 #include "gpufeed/export.h"
+#include "gpufeed/options.h"
 #include "gpufeed/status.h"
 
 namespace gpufeed {
 
-enum class TensorDtype : int { kUint8, kInt32, kInt64, kFloat16, kBfloat16, kFloat32 };
 // Where a tensor's memory is.
 enum class DeviceKind : int { kCpu = 0, kCuda = 1 };
-GPUFEED_EXPORT size_t TensorDtypeSize(TensorDtype dtype);
-GPUFEED_EXPORT const char* TensorDtypeName(TensorDtype dtype);
 
 // A dense, C-contiguous view. Valid while its Batch holds the buffer.
 struct GPUFEED_EXPORT Tensor {

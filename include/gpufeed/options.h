@@ -50,14 +50,6 @@ struct IoOptions {
   // used unregistered (logged once).
   bool register_buffers = true;
   bool register_files = true;
-  // Testing hook: when nonzero, the io_uring probe fails with this errno,
-  // as it would in a container that forbids io_uring.
-  int fail_io_uring_probe_for_testing = 0;
-  // Testing hook (fault injection): called with the request's tag before a
-  // range read completes; a nonzero errno replaces the read's result, as if
-  // the kernel had returned it (EAGAIN, EINTR, EIO, ...). Faults that real
-  // files cannot produce on demand are tested through it.
-  std::function<int(uint64_t tag)> inject_read_error_for_testing;
 };
 
 enum class ShuffleMode : int {
@@ -66,7 +58,15 @@ enum class ShuffleMode : int {
   kBlock = 2,   // shuffle shards, then samples within windows of shards: mostly sequential reads
 };
 
-enum class OutputDtype : int { kUint8 = 0, kFloat32 = 1, kFloat16 = 2, kBfloat16 = 3 };
+// The element type of every tensor gpufeed makes: batches, labels, and
+// the image transform's output (which takes uint8, float32, float16 or
+// bfloat16; OutputDtype is the same enum under the name the options use).
+enum class TensorDtype : int { kUint8, kInt32, kInt64, kFloat16, kBfloat16, kFloat32 };
+using OutputDtype = TensorDtype;
+// Bytes of one element, and "uint8", "int32", "int64", "float16",
+// "bfloat16" or "float32".
+GPUFEED_EXPORT size_t TensorDtypeSize(TensorDtype dtype);
+GPUFEED_EXPORT const char* TensorDtypeName(TensorDtype dtype);
 enum class OutputLayout : int { kNCHW = 0, kNHWC = 1 };
 
 // The image transform of the decode pool (torchvision semantics).

@@ -6,30 +6,6 @@
 
 namespace gpufeed {
 
-size_t TensorDtypeSize(TensorDtype dtype) {
-  switch (dtype) {
-    case TensorDtype::kUint8: return 1;
-    case TensorDtype::kFloat16:
-    case TensorDtype::kBfloat16: return 2;
-    case TensorDtype::kInt32:
-    case TensorDtype::kFloat32: return 4;
-    case TensorDtype::kInt64: return 8;
-  }
-  return 1;
-}
-
-const char* TensorDtypeName(TensorDtype dtype) {
-  switch (dtype) {
-    case TensorDtype::kUint8: return "uint8";
-    case TensorDtype::kInt32: return "int32";
-    case TensorDtype::kInt64: return "int64";
-    case TensorDtype::kFloat16: return "float16";
-    case TensorDtype::kBfloat16: return "bfloat16";
-    case TensorDtype::kFloat32: return "float32";
-  }
-  return "unknown";
-}
-
 size_t Tensor::bytes() const {
   size_t count = 1;
   for (int64_t dimension : shape) count *= static_cast<size_t>(dimension);

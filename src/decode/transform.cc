@@ -214,16 +214,6 @@ Status Finish(const Image& region, double box_x0, double box_y0, double box_x1, 
 
 }  // namespace
 
-size_t DtypeSize(OutputDtype dtype) {
-  switch (dtype) {
-    case OutputDtype::kUint8: return 1;
-    case OutputDtype::kFloat32: return 4;
-    case OutputDtype::kFloat16:
-    case OutputDtype::kBfloat16: return 2;
-  }
-  return 1;
-}
-
 CropParameters RandomResizedCropParameters(int width, int height,
                                            const ImageTransformOptions& options, uint64_t seed,
                                            uint64_t epoch, uint64_t sample_id) {
@@ -429,6 +419,8 @@ void NormalizeTable(const ImageTransformOptions& options, OutputDtype dtype, voi
           break;
         case OutputDtype::kFloat32: static_cast<float*>(table)[index] = value; break;
         case OutputDtype::kUint8: static_cast<uint8_t*>(table)[index] = static_cast<uint8_t>(v); break;
+        case OutputDtype::kInt32:
+        case OutputDtype::kInt64: break;  // not image outputs: refused by the callers
       }
     }
   }
@@ -442,7 +434,7 @@ namespace gpufeed {
 
 size_t ImageTransformBytes(const ImageTransformOptions& options) {
   return static_cast<size_t>(options.size) * static_cast<size_t>(options.size) * 3 *
-         DtypeSize(options.dtype);
+         TensorDtypeSize(options.dtype);
 }
 
 Status TransformOneImage(const uint8_t* data, size_t size, const ImageTransformOptions& options,
@@ -450,6 +442,11 @@ Status TransformOneImage(const uint8_t* data, size_t size, const ImageTransformO
                          CropInfo* crop) {
   if (options.size <= 0 || options.size > 16384) {
     return Status::InvalidArgument("size must be in 1..16384");
+  }
+  if (options.dtype == TensorDtype::kInt32 || options.dtype == TensorDtype::kInt64) {
+    return Status::InvalidArgument(std::string("the image transform outputs uint8, float32, "
+                                               "float16 or bfloat16, not ") +
+                                   TensorDtypeName(options.dtype));
   }
   TransformScratch scratch;
   CropParameters parameters;

@@ -22,7 +22,6 @@
 
 namespace gpufeed {
 
-size_t DtypeSize(OutputDtype dtype);
 
 // The parameters drawn for one sample, in source pixels: reported so that
 // tests (and users) can reproduce a sample with torchvision.
@@ -60,7 +59,7 @@ Status TransformDecoded(const Image& image, const ImageTransformOptions& options
 // or float16/bfloat16 bits), channel-major: what the CPU path writes for
 // value v of channel c is table[c * 256 + v]. The GPU normalize kernel
 // gathers from the same table, so both paths agree bit for bit.
-// `table` holds 768 elements of DtypeSize(dtype) bytes.
+// `table` holds 768 elements of TensorDtypeSize(dtype) bytes.
 void NormalizeTable(const ImageTransformOptions& options, OutputDtype dtype, void* table);
 
 // PIL's Image.resize(size, BILINEAR, box) for 8-bit RGB: antialiased (the

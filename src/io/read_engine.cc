@@ -57,8 +57,32 @@ size_t CompletionQueue::ready() const {
 
 // ---------------------------------------------------------------- engine
 
+namespace {
+std::mutex test_hooks_mutex;
+ReadEngineTestHooks& CurrentTestHooks() {
+  static ReadEngineTestHooks hooks;
+  return hooks;
+}
+ReadEngineTestHooks TestHooksNow() {
+  std::lock_guard<std::mutex> lock(test_hooks_mutex);
+  return CurrentTestHooks();
+}
+}  // namespace
+
+ScopedReadEngineTestHooks::ScopedReadEngineTestHooks(ReadEngineTestHooks hooks) {
+  std::lock_guard<std::mutex> lock(test_hooks_mutex);
+  previous_ = std::move(CurrentTestHooks());
+  CurrentTestHooks() = std::move(hooks);
+}
+
+ScopedReadEngineTestHooks::~ScopedReadEngineTestHooks() {
+  std::lock_guard<std::mutex> lock(test_hooks_mutex);
+  CurrentTestHooks() = std::move(previous_);
+}
+
 ReadEngine::ReadEngine(const IoOptions& options)
     : options_(options),
+      hooks_(TestHooksNow()),
       pool_(std::make_shared<BufferPool>(options.inflight_bytes, options.direct_io)),
       waiters_(std::make_shared<BufferWaiters>()) {
   pool_->AddReleaseListener([waiters = waiters_] {

@@ -96,6 +96,31 @@ struct IoStats {
   uint64_t errors = 0;
 };
 
+// Fault injection for tests, never set by the library: what real files and
+// kernels cannot produce on demand.
+struct ReadEngineTestHooks {
+  // Nonzero: the io_uring probe fails with this errno, as in a container
+  // that forbids io_uring.
+  int fail_io_uring_probe = 0;
+  // Called with the request's tag before a range read completes; a nonzero
+  // errno replaces the read's result, as if the kernel had returned it
+  // (EAGAIN, EINTR, EIO, ...).
+  std::function<int(uint64_t tag)> inject_read_error;
+};
+
+// Engines created while it lives (also by a Loader) take `hooks`; the
+// previous hooks come back when it goes. Tests only; one at a time.
+class ScopedReadEngineTestHooks {
+ public:
+  explicit ScopedReadEngineTestHooks(ReadEngineTestHooks hooks);
+  ~ScopedReadEngineTestHooks();
+  ScopedReadEngineTestHooks(const ScopedReadEngineTestHooks&) = delete;
+  ScopedReadEngineTestHooks& operator=(const ScopedReadEngineTestHooks&) = delete;
+
+ private:
+  ReadEngineTestHooks previous_;
+};
+
 class ReadEngine {
  public:
   // Creates the engine chosen by options.backend (auto: io_uring, else the
@@ -198,6 +223,7 @@ class ReadEngine {
   void SetBufferWake(std::function<void()> wake);
 
   IoOptions options_;
+  ReadEngineTestHooks hooks_;  // the test hooks in force when it was created
   std::shared_ptr<BufferPool> pool_;
   std::shared_ptr<BufferWaiters> waiters_;
   std::string fallback_reason_;

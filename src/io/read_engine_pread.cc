@@ -122,11 +122,11 @@ class PreadEngine final : public ReadEngine {
     ReadBuffer buffer;
     Status status = Acquire(plan.length, &buffer);
     size_t done = 0;
-    if (status.ok() && options_.inject_read_error_for_testing) {
+    if (status.ok() && hooks_.inject_read_error) {
       // Like a pread that fails: EAGAIN/EINTR are retried (as the pool's
       // pread loop does), anything else fails the request.
       for (int attempt = 0;; ++attempt) {
-        int injected = options_.inject_read_error_for_testing(pending.request.tag);
+        int injected = hooks_.inject_read_error(pending.request.tag);
         if (injected == 0) break;
         if ((injected == EAGAIN || injected == EINTR) && attempt < 1000) {
           std::lock_guard<std::mutex> lock(stats_mutex_);

@@ -75,10 +75,10 @@ class UringEngine final : public ReadEngine {
   // binds a ring to the thread that creates it) and reports the outcome.
   Status Start() {
     int threads = options_.threads > 0 ? options_.threads : 1;
-    if (options_.fail_io_uring_probe_for_testing != 0) {
+    if (hooks_.fail_io_uring_probe != 0) {
       return Status::NotSupported(
           "io_uring_setup (failure injected for testing): " +
-          std::string(std::strerror(options_.fail_io_uring_probe_for_testing)));
+          std::string(std::strerror(hooks_.fail_io_uring_probe)));
     }
     SetBufferWake([this] { WakeAll(); });
     for (int i = 0; i < threads; ++i) {
@@ -513,8 +513,8 @@ class UringEngine final : public ReadEngine {
     void HandleRead(size_t slot, int result) {
       Op& op = ops[slot];
       PendingRequest& pending = pendings[slot];
-      if (result >= 0 && engine->options_.inject_read_error_for_testing) {
-        int injected = engine->options_.inject_read_error_for_testing(pending.request.tag);
+      if (result >= 0 && engine->hooks_.inject_read_error) {
+        int injected = engine->hooks_.inject_read_error(pending.request.tag);
         if (injected != 0) {
           result = -injected;
           // The injected failure replaces a read that did happen: forget it.

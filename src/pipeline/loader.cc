@@ -101,6 +101,12 @@ Status ValidateOptions(const LoaderOptions& o) {
   if (o.transform == TransformKind::kRaw && o.raw.length <= 0) {
     return Status::InvalidArgument("a raw transform needs a positive length");
   }
+  if (o.transform == TransformKind::kImage &&
+      (o.image.dtype == TensorDtype::kInt32 || o.image.dtype == TensorDtype::kInt64)) {
+    return Status::InvalidArgument(std::string("the image transform outputs uint8, float32, "
+                                               "float16 or bfloat16, not ") +
+                                   TensorDtypeName(o.image.dtype));
+  }
   if (o.transform == TransformKind::kImage && (o.image.size <= 0 || o.image.size > 8192)) {
     return Status::InvalidArgument("image size must be between 1 and 8192");
   }
@@ -156,9 +162,9 @@ Status Loader::Open(std::shared_ptr<const Dataset> dataset, const LoaderOptions&
       // uint8 HWC crosses PCIe; the kernel writes the dtype and layout asked.
       host.image.dtype = OutputDtype::kUint8;
       host.image.layout = OutputLayout::kNHWC;
-      stage.normalize_dtype = ToTensorDtype(options.image.dtype);
+      stage.normalize_dtype = options.image.dtype;
       stage.normalize_nchw = options.image.layout == OutputLayout::kNCHW;
-      stage.normalize_table.resize(768 * DtypeSize(options.image.dtype));
+      stage.normalize_table.resize(768 * TensorDtypeSize(options.image.dtype));
       NormalizeTable(options.image, options.image.dtype, stage.normalize_table.data());
     }
   } else if (device.pin_memory) {

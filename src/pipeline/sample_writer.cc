@@ -7,17 +7,10 @@
 
 namespace gpufeed {
 
-TensorDtype ToTensorDtype(OutputDtype dtype) {
-  return dtype == OutputDtype::kUint8      ? TensorDtype::kUint8
-         : dtype == OutputDtype::kFloat16  ? TensorDtype::kFloat16
-         : dtype == OutputDtype::kBfloat16 ? TensorDtype::kBfloat16
-                                           : TensorDtype::kFloat32;
-}
-
 Status BatchLayout::For(const LoaderOptions& o, const Dataset& dataset, BatchLayout* layout) {
   if (o.transform == TransformKind::kImage) {
     int64_t size = o.image.size;
-    layout->data_dtype = ToTensorDtype(o.image.dtype);
+    layout->data_dtype = o.image.dtype;
     layout->sample_shape = o.image.layout == OutputLayout::kNCHW
                                ? std::vector<int64_t>{3, size, size}
                                : std::vector<int64_t>{size, size, 3};

@@ -23,8 +23,6 @@
 
 namespace gpufeed {
 
-// The tensor dtype of an image transform's output dtype.
-TensorDtype ToTensorDtype(OutputDtype dtype);
 
 // The shapes and sizes of a host batch, from the options and the dataset.
 struct BatchLayout {

@@ -40,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.dtype = static_cast<OutputDtype>((control >> 1) % 4);
   options.layout = (control & 0x20) ? OutputLayout::kNHWC : OutputLayout::kNCHW;
   std::vector<uint8_t> out(static_cast<size_t>(options.size) * options.size * 3 *
-                           DtypeSize(options.dtype));
+                           TensorDtypeSize(options.dtype));
   TransformScratch scratch;
   CropParameters parameters;
   status = TransformImage(data, size, options, control, 1, control, out.data(), &scratch,

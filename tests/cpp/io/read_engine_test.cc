@@ -297,7 +297,9 @@ INSTANTIATE_TEST_SUITE_P(Backends, ReadEngineTest,
 
 TEST(ReadEngineFallbackTest, ProbeFailureFallsBackOrIsNotSupported) {
   IoOptions options;
-  options.fail_io_uring_probe_for_testing = EPERM;
+  ReadEngineTestHooks failing;
+  failing.fail_io_uring_probe = EPERM;
+  ScopedReadEngineTestHooks hooks(failing);
   std::unique_ptr<ReadEngine> engine;
   ASSERT_TRUE(ReadEngine::Create(options, &engine).ok());
   EXPECT_STREQ(engine->backend_name(), "pread");
@@ -354,7 +356,9 @@ class ReadEngineFaultTest : public ::testing::TestWithParam<IoBackend> {
   std::unique_ptr<ReadEngine> Make(std::function<int(uint64_t)> hook) {
     IoOptions options;
     options.backend = GetParam();
-    options.inject_read_error_for_testing = std::move(hook);
+    ReadEngineTestHooks injected;
+    injected.inject_read_error = std::move(hook);
+    ScopedReadEngineTestHooks hooks(std::move(injected));
     std::unique_ptr<ReadEngine> engine;
     Status status = ReadEngine::Create(options, &engine);
     if (!status.ok()) return nullptr;
@@ -386,7 +390,9 @@ TEST(ReadEngineUringFaultTest, PersistentEagainEndsInPreadFallback) {
   WriteBytes(path, bytes);
   IoOptions options;
   options.backend = IoBackend::kIoUring;
-  options.inject_read_error_for_testing = [](uint64_t) { return EINTR; };
+  ReadEngineTestHooks injected;
+  injected.inject_read_error = [](uint64_t) { return EINTR; };
+  ScopedReadEngineTestHooks hooks(std::move(injected));
   std::unique_ptr<ReadEngine> engine;
   if (!ReadEngine::Create(options, &engine).ok()) GTEST_SKIP() << "io_uring unavailable";
   std::string& bytes_ = bytes;

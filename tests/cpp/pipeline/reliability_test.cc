@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gpufeed/loader.h"
+#include "io/read_engine.h"
 #include "gpufeed/writer.h"
 #include "jpeg_test_util.h"
 #include "test_util.h"
@@ -219,9 +220,11 @@ TEST_P(ReliabilityTest, EioFromTheReadEngine) {
   for (OnError mode : {OnError::kRaise, OnError::kSkip}) {
     LoaderOptions options = Options();
     options.on_error = mode;
-    options.io.inject_read_error_for_testing = [](uint64_t tag) {
+    ReadEngineTestHooks injected;
+    injected.inject_read_error = [](uint64_t tag) {
       return (tag & ((uint64_t{1} << 40) - 1)) == kVictim ? EIO : 0;
     };
+    ScopedReadEngineTestHooks hooks(std::move(injected));
     std::unique_ptr<Loader> loader;
     ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
     std::vector<Status> errors;
