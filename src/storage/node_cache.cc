@@ -311,6 +311,7 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
       lock.unlock();
       Queue(index, /*front=*/true);
       lock.lock();
+      if (slot.state == FillState::kIdle && !std::atomic_load(&slot.local)) break;  // not queued
       continue;
     }
     if (slot.state == FillState::kQueued) {
