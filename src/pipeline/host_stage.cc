@@ -87,14 +87,7 @@ HostStage::~HostStage() {
 // Computes this rank's samples for (epoch, consumed) and resets the slots.
 // REQUIRES: the lock; no worker is processing a sample (see Quiesce).
 void HostStage::StartRun(uint64_t epoch, uint64_t consumed) {
-  SamplerOptions sampler;
-  sampler.shuffle = options_.shuffle;
-  sampler.seed = options_.seed;
-  sampler.window_shards = options_.shuffle_window_shards;
-  sampler.rank = options_.rank;
-  sampler.world_size = options_.world_size;
-  sampler.batch_size = options_.batch_size;
-  sampler.drop_last = options_.drop_last;
+  SamplerOptions sampler = SamplerOptionsFor(options_);
   std::vector<uint64_t> order = EpochOrder(shard_sizes_, sampler, epoch);
   epoch_size_ = order.size();
   // It fails only for options Loader::Open has already refused.

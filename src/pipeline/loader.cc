@@ -224,10 +224,7 @@ LoaderStats Loader::Stats() const {
   return stats;
 }
 uint64_t Loader::batches_per_epoch() const {
-  SamplerOptions sampler;
-  sampler.world_size = impl_->options.world_size;
-  sampler.batch_size = impl_->options.batch_size;
-  sampler.drop_last = impl_->options.drop_last;
+  SamplerOptions sampler = SamplerOptionsFor(impl_->options);
   uint64_t per_rank = SamplesPerRank(impl_->dataset->size(), sampler);
   return (per_rank + impl_->options.batch_size - 1) / impl_->options.batch_size;
 }

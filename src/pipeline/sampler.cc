@@ -77,4 +77,16 @@ Status RankSamples(const std::vector<uint64_t>& epoch_order, uint64_t start,
   return Status::OK();
 }
 
+SamplerOptions SamplerOptionsFor(const LoaderOptions& options) {
+  SamplerOptions sampler;
+  sampler.shuffle = options.shuffle;
+  sampler.seed = options.seed;
+  sampler.window_shards = options.shuffle_window_shards;
+  sampler.rank = options.rank;
+  sampler.world_size = options.world_size;
+  sampler.batch_size = options.batch_size;
+  sampler.drop_last = options.drop_last;
+  return sampler;
+}
+
 }  // namespace gpufeed

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "gpufeed/loader.h"
 #include "gpufeed/options.h"
 #include "gpufeed/status.h"
 #include "util/random.h"
@@ -51,6 +52,9 @@ struct SamplerOptions {
 // it; the other modes only need the total).
 std::vector<uint64_t> EpochOrder(const std::vector<uint64_t>& shard_sizes,
                                  const SamplerOptions& options, uint64_t epoch);
+
+// The sampler settings of a loader's options.
+SamplerOptions SamplerOptionsFor(const LoaderOptions& options);
 
 // This rank's samples for the rest of an epoch: positions start, start + w,
 // ... of the padded (or trimmed) remaining order. InvalidArgument for

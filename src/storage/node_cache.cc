@@ -24,10 +24,6 @@ bool IsStorageUnavailable(const Status& status) {
          status.code() == Status::Code::kPermissionDenied;
 }
 
-// After a fill that could not make a copy (no room, the source changed),
-// reads go to the source for this long before a fill is tried again.
-constexpr auto kRetryFillAfter = std::chrono::seconds(5);
-
 }  // namespace
 
 Status NodeCache::Open(const CacheOptions& options, const std::string& dataset,
@@ -245,6 +241,16 @@ FileView NodeCache::LocalView(const Slot& slot, std::shared_ptr<const CacheLease
   return view;
 }
 
+// REQUIRES: slot.fill_mutex, and slot.partial set.
+FileView NodeCache::PartialView(const Slot& slot) const {
+  FileView view;
+  view.fd = slot.partial->get();
+  view.local = true;
+  view.shown = slot.source.path + " (node-cache copy being filled)";
+  view.hold = slot.partial;
+  return view;
+}
+
 Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView* view) {
   Slot& slot = *slots_[index];
   std::shared_ptr<const CacheLease> local = std::atomic_load(&slot.local);
@@ -277,10 +283,7 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
     // unless the part it needs is already written.
     if (slot.state == FillState::kFilling && slot.partial && slot.filled >= end) {
       hits_.fetch_add(1, std::memory_order_relaxed);
-      view->fd = slot.partial->get();
-      view->local = true;
-      view->shown = slot.source.path + " (node-cache copy being filled)";
-      view->hold = slot.partial;
+      *view = PartialView(slot);
       return Status::OK();
     }
     if (slot.state == FillState::kIdle) {
@@ -293,10 +296,7 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
   while (true) {
     if (slot.state == FillState::kFilling && slot.partial && slot.filled >= end) {
       hits_.fetch_add(1, std::memory_order_relaxed);
-      view->fd = slot.partial->get();
-      view->local = true;
-      view->shown = slot.source.path + " (node-cache copy being filled)";
-      view->hold = slot.partial;
+      *view = PartialView(slot);
       return Status::OK();
     }
     if (slot.state == FillState::kIdle) {
@@ -386,178 +386,6 @@ void NodeCache::Invalidate(size_t index, FileView* view) {
   Queue(index, /*front=*/true);
 }
 
-void NodeCache::StartFillersLocked() {
-  if (filler_pid_ == ::getpid() && !fillers_.empty()) return;
-  if (filler_pid_ != 0 && filler_pid_ != ::getpid()) {
-    // Forked after the parent started its fillers: what the parent had
-    // queued is its business.
-    for (auto& filler : fillers_) (void)filler.release();
-    fillers_.clear();
-    queue_.clear();
-    busy_ = 0;
-    for (auto& slot : slots_) {
-      // The child's copy of the mutex may be held by a parent thread that
-      // no longer exists here: replace the state without locking it.
-      new (&slot->fill_mutex) std::mutex();
-      new (&slot->fill_changed) std::condition_variable();
-      slot->state = FillState::kIdle;
-      slot->partial.reset();
-    }
-  }
-  filler_pid_ = ::getpid();
-  for (int i = 0; i < kFillerThreads; ++i) {
-    fillers_.push_back(std::make_unique<std::thread>([this] { FillerLoop(); }));
-  }
-}
-
-void NodeCache::Queue(size_t index, bool front) {
-  Slot& slot = *slots_[index];
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_) return;
-    StartFillersLocked();
-  }
-  {
-    std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
-    if (slot.state == FillState::kFilling) return;
-    bool queued = slot.state == FillState::kQueued;
-    slot.state = FillState::kQueued;
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (queued) {
-      if (!front) return;
-      auto found = std::find(queue_.begin(), queue_.end(), index);
-      if (found == queue_.begin()) return;
-      if (found != queue_.end()) queue_.erase(found);
-    }
-    if (front) {
-      queue_.push_front(index);
-    } else {
-      queue_.push_back(index);
-    }
-  }
-  changed_.notify_all();
-}
-
-void NodeCache::FillerLoop() {
-  while (true) {
-    size_t index = 0;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;
-      index = queue_.front();
-      queue_.pop_front();
-      busy_ += 1;
-    }
-    Slot& slot = *slots_[index];
-    if (slot.bad.load()) {
-      // Our own readers dropped their leases when they invalidated it; a
-      // reader in another process may still hold it: then try next time.
-      bool removed = false;
-      (void)directory_->Remove(CacheKeyFor(slot.source), &removed);  // held elsewhere: next time
-      if (removed) slot.bad.store(false);
-    }
-    bool filled = false;
-    if (!slot.bad.load() && !writes_disabled_.load() && !std::atomic_load(&slot.local)) {
-      filled = FillNow(index);
-    }
-    {
-      std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
-      slot.state = FillState::kIdle;
-      slot.partial.reset();
-      slot.filled = 0;
-      if (!filled && !std::atomic_load(&slot.local) && !directory_->HasEntry(slot.source)) {
-        slot.attempts += 1;
-        slot.retry_after = Clock::now() + kRetryFillAfter;
-      }
-    }
-    slot.fill_changed.notify_all();
-    FlushCounters();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      busy_ -= 1;
-    }
-    changed_.notify_all();
-  }
-}
-
-bool NodeCache::FillNow(size_t index) {
-  Slot& slot = *slots_[index];
-  {
-    std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
-    slot.state = FillState::kFilling;
-    slot.filled = 0;
-  }
-  slot.fill_changed.notify_all();
-  // Readers of this file are served from the copy as it is written: the
-  // copy is made front to back, so every byte below `filled` is final.
-  auto started = [&](int temp_fd) {
-    int duplicate = ::fcntl(temp_fd, F_DUPFD_CLOEXEC, 0);
-    if (duplicate < 0) return;
-    std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
-    slot.partial = std::make_shared<const UniqueFd>(duplicate);
-  };
-  auto progress = [&](uint64_t done, uint64_t) {
-    {
-      std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
-      slot.filled = done;
-    }
-    slot.fill_changed.notify_all();
-  };
-  auto read_member = [&slot](const std::string& path, std::string* data, int64_t* mtime_ns) {
-    return slot.members_from->ReadWholeFile(path, data, mtime_ns);
-  };
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    FillOutcome outcome = FillOutcome::kUnavailable;
-    uint64_t copied = 0;
-    Status status =
-        slot.source.bundle()
-            ? directory_->FillBundle(slot.source, read_member, BundleBytes(index), capacity_,
-                                     options_.high_watermark, options_.low_watermark, &outcome,
-                                     &copied)
-            : directory_->Fill(slot.source, slot.file.get(), capacity_, options_.high_watermark,
-                               options_.low_watermark, &outcome, &copied, progress, started);
-    switch (outcome) {
-      case FillOutcome::kFilled:
-      case FillOutcome::kAlreadyCached:
-        TryOpenLocal(index);
-        return true;
-      case FillOutcome::kBusy:
-        // Another process copies it: the node reads the source once.
-        directory_->WaitForFill(slot.source);
-        continue;
-      case FillOutcome::kNoRoom:
-        if (!no_room_logged_.exchange(true)) {
-          Log().warn("cache: {} has no room for {} ({} bytes): its capacity of {} bytes is held "
-                     "by entries in use or pinned; such files are read from the source",
-                     directory_->path(), slot.source.path, slot.source.size, capacity_);
-        }
-        return false;
-      case FillOutcome::kUnavailable:
-        DisableWrites(status.ok() ? std::string("the cache cannot be written") : status.ToString());
-        return false;
-      case FillOutcome::kSourceChanged:
-        if (!status.ok()) {
-          Log().warn("cache: not caching {}: {}", slot.source.path, status.ToString());
-        } else {
-          Log().warn("cache: not caching {}: it changed since the dataset was opened",
-                     slot.source.path);
-        }
-        return false;
-    }
-  }
-  return false;
-}
-
-void NodeCache::DisableWrites(const std::string& why) {
-  if (!writes_disabled_.exchange(true)) {
-    Log().warn("cache: {}: {}; new copies stop and {} is read from the source (complete copies "
-               "are still used)",
-               directory_->path(), why, dataset_);
-  }
-  for (auto& slot : slots_) slot->fill_changed.notify_all();
-}
-
 void NodeCache::NotePosition(size_t index) {
   std::shared_ptr<const Plan> plan = std::atomic_load(&plan_);
   if (!plan || index >= plan->rank_of.size()) return;
@@ -603,11 +431,6 @@ void NodeCache::ExpectFiles(std::vector<size_t> first_use_order, uint64_t live_b
       Queue(file, /*front=*/false);
     }
   }
-}
-
-void NodeCache::Drain() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [&] { return queue_.empty() && busy_ == 0; });
 }
 
 void NodeCache::FlushCounters() {

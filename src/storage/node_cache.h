@@ -128,6 +128,8 @@ class NodeCache {
   std::shared_ptr<const CacheLease> BundleCopy(size_t index);
   Status ReadFromSource(Slot& slot, size_t member, std::string* data);
   FileView LocalView(const Slot& slot, std::shared_ptr<const CacheLease> local) const;
+  // The written part of the copy this process is filling.
+  FileView PartialView(const Slot& slot) const;
   // Queues a fill; `front`: a reader waits for it.
   void Queue(size_t index, bool front);
   void FillerLoop();
