@@ -88,6 +88,8 @@ struct LoaderOptions {
   // Batches prepared ahead of the consumer (1..8). Deeper only costs
   // memory: it absorbs bursts, not a slower stage.
   int prefetch = 2;
+  // The span of Stats(StatsSpan::kRecent), seconds.
+  double stats_window_seconds = 10;
   TransformKind transform = TransformKind::kImage;
   ImageTransformOptions image;
   RawTransformOptions raw;
@@ -126,54 +128,84 @@ struct LoaderOptions {
   DeviceOptions device;
 };
 
-// The stage that limits throughput (LoaderStats::bottleneck). The values
-// are stable: the Python binding exports BottleneckName of each.
+// The stage that limits throughput (LoaderStats::bottleneck), judged from
+// saturation (docs/tuning.md, "How the verdict is computed"). The values are
+// stable: the Python binding exports BottleneckName of each.
 enum class Bottleneck : int {
-  kNone = 0,      // no batch delivered yet: nothing to judge
+  kNone = 0,      // no batch delivered in the span: nothing to judge
   kConsumer = 1,  // Next() rarely waits: the training step sets the pace
-  kRead = 2,      // workers spend more of their time reading than decoding
-  kDecode = 3,    // workers spend more of their time decoding than reading
+  kRead = 2,      // the workers wait for the storage, decode is not saturated
+  kDecode = 3,    // the decode threads are busy (on a CPU or waiting for one) almost all the time
   kCopy = 4,      // the host-to-device copy stream is busy (CUDA batches only)
+  kCpuContention = 5,  // decode would keep up, but other processes (or the hypervisor) take the CPUs
+};
+
+// The stretch of time Loader::Stats covers; every figure and the verdict
+// are over it.
+enum class StatsSpan : int {
+  kSinceOpen = 0,  // since Loader::Open
+  kRecent = 1,     // the last LoaderOptions::stats_window_seconds (since the first Next() when younger)
+  kEpoch = 2,      // the epoch in progress since its first Next(), or the one just ended
 };
 
 // OK when gpufeed was built with CUDA and device `device_id` is usable;
 // NotSupported with the reason otherwise (no driver, no device, bad id).
 GPUFEED_EXPORT Status CudaDeviceStatus(int device_id);
 
-// "none", "consumer", "read", "decode" or "copy": a static string, never
-// null ("unknown" for a value outside the enum).
+// "none", "consumer", "read", "decode", "copy" or "cpu-contention": a
+// static string, never null ("unknown" for a value outside the enum).
 GPUFEED_EXPORT const char* BottleneckName(Bottleneck bottleneck);
 
-// Per-stage figures since Open (or the last ResetStats). Seconds are summed
-// over the threads of a stage.
+// Per-stage figures over a span (StatsSpan: since Open, the recent window,
+// the epoch). Seconds are summed over the threads of a stage.
 struct GPUFEED_EXPORT LoaderStats {
+  StatsSpan span = StatsSpan::kSinceOpen;
   uint64_t batches = 0;
   uint64_t samples = 0;
   uint64_t bytes_read = 0;
   uint64_t skipped = 0;          // samples replaced in on_error=skip mode
   int threads = 0;
-  double elapsed_seconds = 0;    // wall time since the stats started
-  double read_seconds = 0;       // workers reading records (I/O)
-  double decode_seconds = 0;     // workers decoding and transforming
+  double elapsed_seconds = 0;    // wall time of the span
+  // Every second of the decode threads (threads x elapsed_seconds) falls in
+  // one of: read_seconds, decode_seconds (= decode CPU + waiting for a CPU),
+  // blocked_seconds and other_seconds.
+  double read_seconds = 0;        // waiting for the bytes of a record: reading it, or locating,
+                                  // submitting and waiting for the read engine's reads
+  double decode_seconds = 0;      // decoding and transforming, wall time
+  double decode_cpu_seconds = 0;  // ... of which on a CPU (CLOCK_THREAD_CPUTIME_ID)
   // Workers blocked on the stage downstream: the window of `prefetch` batches
-  // is full because the consumer has not taken them (time waiting for input
-  // bytes from the read engine counts as read_seconds).
+  // is full because the consumer has not taken them.
   double blocked_seconds = 0;
+  double other_seconds = 0;       // the rest: locks, bookkeeping, a sample in progress
   double consumer_wait_seconds = 0;  // Next() waiting for a batch
   double mean_ready_batches = 0;     // batches ready when Next() was called
   // The read engine, when the loader uses one ("" otherwise).
   std::string io_backend;
   uint64_t io_requests = 0;
-  double io_mean_inflight = 0;  // reads in flight, sampled at each submission
+  uint64_t io_bytes = 0;
+  int io_queue_depth = 0;        // the engine's configured reads in flight
+  double io_mean_inflight = 0;   // mean reads in flight while any was (time-weighted)
+  double io_busy_share = 0;      // share of the span with at least one read in flight
   // The storage layer under the dataset (src/storage), since the dataset
-  // was opened: source files opened and stat'ed (the metadata server's
-  // load), bytes read from the source (reads and node-cache fills), reads
-  // served from node-cache copies, and source descriptors held now.
+  // was opened (whatever the span): source files opened and stat'ed (the
+  // metadata server's load), bytes read from the source (reads and
+  // node-cache fills), reads served from node-cache copies, and source
+  // descriptors held now.
   uint64_t source_opens = 0;
   uint64_t source_stats = 0;
   uint64_t source_bytes = 0;
   uint64_t cache_reads = 0;
   uint64_t open_files = 0;
+  // The machine over the span (0 / "" where it cannot be read; the span
+  // kSinceOpen and the recent and epoch spans all have them).
+  int cores = 0;                    // CPUs this process may use
+  double process_cpu_cores = 0;     // CPUs the whole process kept busy, on average
+  double external_cpu_cores = 0;    // CPUs other processes kept busy
+  double steal_share = 0;           // machine CPU time stolen by the hypervisor
+  std::string disk;                 // the block device under the dataset ("" unknown)
+  std::string disk_note;            // why it is unknown
+  double disk_util = -1;            // share of the span it had I/O in progress; -1 unknown
+  double disk_read_bytes_per_second = 0;
   // The device stage (CUDA batches only): batches and bytes copied to the
   // GPU, the copy stream's busy time (copies and normalize kernels, timed
   // with CUDA events), and the copy thread waiting for a free device buffer
@@ -183,19 +215,26 @@ struct GPUFEED_EXPORT LoaderStats {
   uint64_t device_bytes = 0;
   double device_copy_seconds = 0;
   double device_wait_buffer_seconds = 0;
-  // The judgement, computed by Stats() from the figures above.
-  // The stage that limits throughput, and the shares it was judged on:
-  // read_share and decode_share of the workers' capacity (elapsed_seconds x
-  // threads), consumer_wait_share and copy_share of elapsed_seconds. Each is
-  // 0..1 (a worker's time is added when its step ends, so a share can pass
-  // 1 by a hair; copy_share is 0 for host batches).
+  // The judgement, computed from the figures above (src/pipeline/verdict.h).
+  // The shares of the workers' time (threads x elapsed_seconds) sum to 1:
+  // read, decode (= decode_cpu + cpu_wait), blocked, other.
+  // consumer_wait_share and copy_share are of elapsed_seconds. A worker's
+  // time is added when its sample is done, so a share can pass 1 by a hair.
   Bottleneck bottleneck = Bottleneck::kNone;
   double read_share = 0;
   double decode_share = 0;
+  double decode_cpu_share = 0;
+  double cpu_wait_share = 0;
+  double blocked_share = 0;
+  double other_share = 0;
   double consumer_wait_share = 0;
   double copy_share = 0;
-  // The same judgement as a sentence for people: the bottleneck, the shares
-  // and a hint. Derived from the fields above; programs read `bottleneck`.
+  // What the advice would bring: the estimated throughput gain (0.4: +40%)
+  // of the change the verdict recommends, 0 when it names none.
+  double expected_gain = 0;
+  // The same judgement as a sentence for people: the bottleneck, the
+  // evidence and quantified advice. Derived from the fields above; programs
+  // read `bottleneck` and the shares.
   std::string verdict;
   std::string ToString() const;
 };
@@ -241,7 +280,10 @@ class GPUFEED_EXPORT Loader {
   LoaderState State() const;
   Status Restore(const LoaderState& state);
 
-  LoaderStats Stats() const;
+  // The figures and the verdict over `span`. The loader samples its stages
+  // and the machine at most once a second from Next(), so a span is
+  // measured between such samples and now.
+  LoaderStats Stats(StatsSpan span = StatsSpan::kSinceOpen) const;
   // Batches this rank gets in a full epoch.
   uint64_t batches_per_epoch() const;
   uint64_t epoch() const;

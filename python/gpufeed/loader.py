@@ -105,9 +105,12 @@ class LoaderStats(dict):
     """Per-stage figures and the bottleneck verdict; str() is a report.
 
     ``bottleneck`` names the stage that limits throughput: "none" (no batch
-    yet), "consumer", "read", "decode" or "copy"; ``read_share`` and
-    ``decode_share`` (of the workers' capacity), ``consumer_wait_share`` and
-    ``copy_share`` (of the elapsed time) are the figures it was judged on.
+    yet), "consumer", "read", "decode", "copy" or "cpu-contention", judged
+    from saturation (docs/tuning.md). The workers' time splits into
+    ``read_share``, ``decode_share`` (= ``decode_cpu_share`` +
+    ``cpu_wait_share``), ``blocked_share`` and ``other_share``;
+    ``consumer_wait_share`` and ``copy_share`` are of the elapsed time;
+    ``expected_gain`` is what the advice would bring (0.4: +40%).
     ``verdict`` is the same judgement as a sentence, for people: branch on
     ``bottleneck``, never on the sentence."""
 
@@ -215,7 +218,7 @@ class DataLoader:
                  persistent_workers: bool = False, generator=None, timeout: float = 0,
                  pin_memory_device: str = "", max_held_bytes: Optional[int] = None,
                  label_count: Optional[int] = None, label_lengths: bool = False,
-                 label_pad: float = -1.0,
+                 label_pad: float = -1.0, stats_window_seconds: float = 10.0,
                  **torch_keywords):
         for name in torch_keywords:
             if name in _TORCH_REFUSED:
@@ -333,6 +336,7 @@ class DataLoader:
             label_lengths=bool(label_lengths), label_pad=float(label_pad),
             direct_io=bool(direct_io), transform=transform._options(), cache=cache,
             max_held_bytes=None if max_held_bytes is None else int(max_held_bytes),
+            stats_window_seconds=float(stats_window_seconds),
             **native_device)
         self._native = _core.Loader(path, format, self._options)
         self._epoch = 0
@@ -407,8 +411,12 @@ class DataLoader:
         self._epoch = int(state["epoch"])
         self._epoch_set = True
 
-    def stats(self) -> LoaderStats:
-        return LoaderStats(self._native.stats())
+    def stats(self, span: str = "open") -> LoaderStats:
+        """The figures and the verdict over ``span``: "open" (since the loader
+        opened), "recent" (the last ``stats_window_seconds``, 10 by default)
+        or "epoch" (the epoch in progress, or the one just ended). Judge a
+        loader on "recent" or "epoch": "open" mixes in start-up."""
+        return LoaderStats(self._native.stats(span))
 
     def close(self) -> None:
         """Stops the loader's threads now (also done when it is garbage collected)."""

@@ -178,6 +178,9 @@ class PyLoader {
     o.world_size = options["world_size"].cast<uint32_t>();
     o.num_threads = options["num_threads"].cast<int>();
     o.prefetch = options["prefetch"].cast<int>();
+    if (options.contains("stats_window_seconds") && !options["stats_window_seconds"].is_none()) {
+      o.stats_window_seconds = options["stats_window_seconds"].cast<double>();
+    }
     o.on_error = options["on_error"].cast<std::string>() == "skip" ? OnError::kSkip : OnError::kRaise;
     std::string label_dtype = options["label_dtype"].cast<std::string>();
     o.label_type = label_dtype == "int64" ? LoaderOptions::LabelType::kInt64
@@ -334,9 +337,17 @@ class PyLoader {
     ThrowIfError(status);
   }
 
-  py::dict Stats() const {
-    LoaderStats stats = Native().Stats();
+  py::dict Stats(const std::string& span_name) const {
+    StatsSpan span = span_name == "recent"  ? StatsSpan::kRecent
+                     : span_name == "epoch" ? StatsSpan::kEpoch
+                                            : StatsSpan::kSinceOpen;
+    if (span_name != "recent" && span_name != "epoch" && span_name != "open") {
+      throw py::value_error("span must be \"open\", \"recent\" or \"epoch\", not \"" +
+                            span_name + "\"");
+    }
+    LoaderStats stats = Native().Stats(span);
     py::dict out;
+    out["span"] = span_name;
     out["batches"] = stats.batches;
     out["samples"] = stats.samples;
     out["bytes_read"] = stats.bytes_read;
@@ -345,30 +356,48 @@ class PyLoader {
     out["elapsed_seconds"] = stats.elapsed_seconds;
     out["read_seconds"] = stats.read_seconds;
     out["decode_seconds"] = stats.decode_seconds;
+    out["decode_cpu_seconds"] = stats.decode_cpu_seconds;
     out["blocked_seconds"] = stats.blocked_seconds;
+    out["other_seconds"] = stats.other_seconds;
     out["consumer_wait_seconds"] = stats.consumer_wait_seconds;
     out["mean_ready_batches"] = stats.mean_ready_batches;
     out["io_backend"] = stats.io_backend;
     out["io_requests"] = stats.io_requests;
+    out["io_bytes"] = stats.io_bytes;
+    out["io_queue_depth"] = stats.io_queue_depth;
+    out["io_mean_inflight"] = stats.io_mean_inflight;
+    out["io_busy_share"] = stats.io_busy_share;
     out["source_opens"] = stats.source_opens;
     out["source_stats"] = stats.source_stats;
     out["source_bytes"] = stats.source_bytes;
     out["cache_reads"] = stats.cache_reads;
     out["open_files"] = stats.open_files;
-    out["io_mean_inflight"] = stats.io_mean_inflight;
+    out["cores"] = stats.cores;
+    out["process_cpu_cores"] = stats.process_cpu_cores;
+    out["external_cpu_cores"] = stats.external_cpu_cores;
+    out["steal_share"] = stats.steal_share;
+    out["disk"] = stats.disk;
+    out["disk_note"] = LossyStr(stats.disk_note);
+    out["disk_util"] = stats.disk_util;
+    out["disk_read_bytes_per_second"] = stats.disk_read_bytes_per_second;
     out["device"] = stats.device;
     out["device_batches"] = stats.device_batches;
     out["device_bytes"] = stats.device_bytes;
     out["device_copy_seconds"] = stats.device_copy_seconds;
     out["device_wait_buffer_seconds"] = stats.device_wait_buffer_seconds;
     // The judgement: `bottleneck` is what programs branch on (one of
-    // "none", "consumer", "read", "decode", "copy"); `verdict` is the same
-    // judgement as a sentence for people.
+    // "none", "consumer", "read", "decode", "copy", "cpu-contention");
+    // `verdict` is the same judgement as a sentence for people.
     out["bottleneck"] = BottleneckName(stats.bottleneck);
     out["read_share"] = stats.read_share;
     out["decode_share"] = stats.decode_share;
+    out["decode_cpu_share"] = stats.decode_cpu_share;
+    out["cpu_wait_share"] = stats.cpu_wait_share;
+    out["blocked_share"] = stats.blocked_share;
+    out["other_share"] = stats.other_share;
     out["consumer_wait_share"] = stats.consumer_wait_share;
     out["copy_share"] = stats.copy_share;
+    out["expected_gain"] = stats.expected_gain;
     out["verdict"] = LossyStr(stats.verdict);
     out["report"] = LossyStr(stats.ToString());
     return out;
@@ -417,7 +446,7 @@ void BindLoader(py::module_& module) {
       .def("set_epoch", &PyLoader::SetEpoch)
       .def("state", &PyLoader::State)
       .def("restore", &PyLoader::Restore)
-      .def("stats", &PyLoader::Stats)
+      .def("stats", &PyLoader::Stats, py::arg("span") = "open")
       .def("batches_per_epoch", &PyLoader::batches_per_epoch)
       .def("epoch", &PyLoader::epoch)
       .def("close", &PyLoader::Close);

@@ -45,12 +45,19 @@ struct StageStats {
   uint64_t bytes_read = 0;
   uint64_t skipped = 0;
   int threads = 0;
-  double read_seconds = 0;
-  double decode_seconds = 0;
+  double read_seconds = 0;        // waiting for bytes, locating and submitting reads
+  double decode_seconds = 0;      // wall time decoding
+  double decode_cpu_seconds = 0;  // CPU time of the same (CLOCK_THREAD_CPUTIME_ID)
   double blocked_seconds = 0;
+  double ready_sum = 0;           // ready batches at each NextFor, summed
+  uint64_t ready_count = 0;
   std::string io_backend;
   uint64_t io_requests = 0;
   double io_mean_inflight = 0;
+  uint64_t io_bytes = 0;
+  double io_inflight_seconds = 0;  // reads in flight integrated over time
+  double io_busy_seconds = 0;      // time with at least one read in flight
+  int io_queue_depth = 0;          // the engine's configured queue depth
   // The copy stage (CUDA batches).
   std::string device;
   uint64_t device_batches = 0;

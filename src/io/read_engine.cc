@@ -291,9 +291,24 @@ void ReadEngine::SampleInflight(size_t inflight, bool submitted) {
   if (submitted) stats_.submit_calls += 1;
 }
 
+void ReadEngine::NoteInflight(int delta) {
+  auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  double since = std::chrono::duration<double>(now - inflight_changed_).count();
+  stats_.inflight_seconds += static_cast<double>(inflight_now_) * since;
+  if (inflight_now_ > 0) stats_.busy_seconds += since;
+  inflight_changed_ = now;
+  inflight_now_ += delta;
+}
+
 IoStats ReadEngine::stats() const {
   std::lock_guard<std::mutex> lock(stats_mutex_);
   IoStats out = stats_;
+  // Up to now, not to the last change.
+  double since =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - inflight_changed_).count();
+  out.inflight_seconds += static_cast<double>(inflight_now_) * since;
+  if (inflight_now_ > 0) out.busy_seconds += since;
   out.mean_inflight = inflight_samples_ ? inflight_samples_sum_ / inflight_samples_ : 0;
   return out;
 }

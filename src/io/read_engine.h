@@ -28,6 +28,7 @@
 #define GPUFEED_IO_READ_ENGINE_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <cstdint>
@@ -89,6 +90,11 @@ struct IoStats {
   uint64_t bytes = 0;           // bytes returned to requesters
   uint64_t submit_calls = 0;    // io_uring_enter calls that submitted work
   double mean_inflight = 0;     // mean reads in flight, sampled at each submission
+  // Time-weighted: the integral of reads in flight over time (its change over
+  // a span divided by the span is the mean queue depth used), and the time
+  // at least one read was in flight. Since the engine started.
+  double inflight_seconds = 0;
+  double busy_seconds = 0;
   double wait_seconds = 0;      // time engine threads waited for completions
   uint64_t short_reads = 0;     // resubmitted remainders
   uint64_t retries = 0;         // -EAGAIN / -EINTR resubmissions
@@ -201,6 +207,9 @@ class ReadEngine {
   void Complete(PendingRequest& pending, Status status, ReadBuffer buffer, size_t slice_offset,
                 size_t bytes_read);
   void SampleInflight(size_t inflight, bool submitted);
+  // A read handed to the kernel or a pool thread (+1) or finished (-1):
+  // keeps IoStats::inflight_seconds and busy_seconds.
+  void NoteInflight(int delta);
   static Status ErrorFor(const PendingRequest& pending, int error_number, const char* what);
   // Synchronous pread of [offset, offset + length) into `destination`,
   // retrying short reads, EINTR and EAGAIN; stops at end of file. Returns 0
@@ -231,6 +240,8 @@ class ReadEngine {
   IoStats stats_;
   double inflight_samples_sum_ = 0;
   uint64_t inflight_samples_ = 0;
+  int64_t inflight_now_ = 0;  // for NoteInflight, under stats_mutex_
+  std::chrono::steady_clock::time_point inflight_changed_ = std::chrono::steady_clock::now();
 
  private:
   Status AddFile(int fd, const std::string& path, const std::string& reopen_path, FileId* file,

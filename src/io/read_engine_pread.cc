@@ -76,11 +76,13 @@ class PreadEngine final : public ReadEngine {
       }
       size_t active = active_.fetch_add(1) + 1;
       SampleInflight(active, false);
+      NoteInflight(1);
       if (pending.request.path.empty()) {
         ReadRange(pending);
       } else {
         ReadSmallFile(pending);
       }
+      NoteInflight(-1);
       active_.fetch_sub(1);
     }
   }

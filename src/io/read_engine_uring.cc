@@ -283,6 +283,7 @@ class UringEngine final : public ReadEngine {
         size_t slot = free_slots.back();
         free_slots.pop_back();
         active += 1;
+        engine->NoteInflight(1);
         Op& op = ops[slot];
         op = Op();
         op.busy = true;
@@ -401,6 +402,7 @@ class UringEngine final : public ReadEngine {
       pendings[slot] = PendingRequest();
       free_slots.push_back(slot);
       active -= 1;
+      engine->NoteInflight(-1);
     }
 
     void FinishRange(size_t slot, Status status) {

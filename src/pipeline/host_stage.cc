@@ -155,11 +155,6 @@ Status HostStage::NextFor(Batch* batch, int timeout_ms, bool* ready) {
   }
   if (delivered_ >= batches_) {
     end_signalled_ = true;
-    if (setup_.epoch_done) {
-      StageStats stats;
-      FillStatsLocked(&stats);
-      setup_.epoch_done(epoch_, stats);
-    }
     BatchAccess::FillEndOfEpoch(batch, epoch_, delivered_);
     return Status::OK();
   }
@@ -281,7 +276,9 @@ void HostStage::Work() {
       uint64_t window_end = std::min<uint64_t>(
           samples_.size(),
           (delivered_ + static_cast<uint64_t>(options_.prefetch)) * options_.batch_size);
+      auto submit_started = Clock::now();
       read_ahead_->Submit(lock, samples_, window_end);
+      figures.read += Seconds(Clock::now() - submit_started);
       have_bytes = read_ahead_->Take(lock, task, stopping_, &fetched, &figures.read);
     }
     lock.unlock();

@@ -33,9 +33,6 @@ struct HostStageSetup {
   // pin_memory on the CPU device: batches go back with a fence (see
   // MakePinnedBatchHandle) on this CUDA device; -1: plain release.
   int pinned_device = -1;
-  // Called (under the stage's lock) when NextFor reports an epoch's end,
-  // with the stage's figures.
-  std::function<void(uint64_t epoch, const StageStats& stats)> epoch_done;
 };
 
 class HostStage final : public BatchSource {

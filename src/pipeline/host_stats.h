@@ -19,8 +19,10 @@ inline double Seconds(Clock::duration duration) {
 
 // What a worker gathers for one sample, unlocked, and adds under the lock.
 struct WorkFigures {
-  double read = 0;    // reading the record, or waiting for the read engine's bytes
-  double decode = 0;  // parsing, decoding, transforming, writing labels
+  double read = 0;    // reading the record, or locating, submitting and waiting for the
+                      // read engine's bytes
+  double decode = 0;  // parsing, decoding, transforming, writing labels (wall time)
+  double decode_cpu = 0;  // the thread's CPU time over the same
   uint64_t bytes = 0;
 };
 
@@ -36,11 +38,13 @@ struct HostStats {
   uint64_t bytes_read = 0;
   double read_seconds = 0;
   double decode_seconds = 0;
+  double decode_cpu_seconds = 0;
   std::atomic<uint64_t> skipped{0};
 
   void Add(const WorkFigures& figures) {
     read_seconds += figures.read;
     decode_seconds += figures.decode;
+    decode_cpu_seconds += figures.decode_cpu;
     bytes_read += figures.bytes;
   }
   // Everything but the read engine's figures (ReadAhead::AddStats).
@@ -53,6 +57,9 @@ struct HostStats {
     stats->elapsed_seconds = Seconds(Clock::now() - started);
     stats->read_seconds = read_seconds;
     stats->decode_seconds = decode_seconds;
+    stats->decode_cpu_seconds = decode_cpu_seconds;
+    stats->ready_sum = ready_sum;
+    stats->ready_count = ready_count;
     stats->blocked_seconds = blocked;
     stats->consumer_wait_seconds = consumer_wait;
     stats->mean_ready_batches = ready_count ? ready_sum / ready_count : 0;

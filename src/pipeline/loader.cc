@@ -24,6 +24,7 @@
 #include "device/pinned_host.h"
 #include "pipeline/host_stage.h"
 #include "pipeline/sampler.h"
+#include "pipeline/stats_window.h"
 #include "pipeline/verdict.h"
 #include "util/logging.h"
 
@@ -57,35 +58,10 @@ class Loader::Impl {
   const LoaderOptions options;  // as the caller gave them
   HostStage* host = nullptr;    // the chain's first stage (owned by it)
   std::unique_ptr<BatchSource> chain;
+  std::unique_ptr<StatsWindow> window;  // the spans of Stats()
 };
 
 namespace {
-
-// The stages' figures as the caller sees them, with the verdict.
-LoaderStats ToLoaderStats(const StageStats& s) {
-  LoaderStats stats;
-  stats.batches = s.batches;
-  stats.samples = s.samples;
-  stats.bytes_read = s.bytes_read;
-  stats.skipped = s.skipped;
-  stats.threads = s.threads;
-  stats.elapsed_seconds = s.elapsed_seconds;
-  stats.read_seconds = s.read_seconds;
-  stats.decode_seconds = s.decode_seconds;
-  stats.blocked_seconds = s.blocked_seconds;
-  stats.consumer_wait_seconds = s.consumer_wait_seconds;
-  stats.mean_ready_batches = s.mean_ready_batches;
-  stats.io_backend = s.io_backend;
-  stats.io_requests = s.io_requests;
-  stats.io_mean_inflight = s.io_mean_inflight;
-  stats.device = s.device;
-  stats.device_batches = s.device_batches;
-  stats.device_bytes = s.device_bytes;
-  stats.device_copy_seconds = s.device_copy_seconds;
-  stats.device_wait_buffer_seconds = s.device_wait_buffer_seconds;
-  JudgeBottleneck(&stats);
-  return stats;
-}
 
 Status ValidateOptions(const LoaderOptions& o) {
   if (o.batch_size == 0) return Status::InvalidArgument("batch_size must be positive");
@@ -170,9 +146,6 @@ Status Loader::Open(std::shared_ptr<const Dataset> dataset, const LoaderOptions&
   } else if (device.pin_memory) {
     setup.pinned_device = device.device_id;
   }
-  setup.epoch_done = [](uint64_t epoch, const StageStats& stats) {
-    Log().info("epoch {} done: {}", epoch, ToLoaderStats(stats).verdict);
-  };
   auto impl = std::make_unique<Impl>(dataset, options);
   std::unique_ptr<HostStage> host_stage;
   GPUFEED_RETURN_IF_ERROR(HostStage::Create(std::move(dataset), host, std::move(setup), &host_stage));
@@ -183,6 +156,8 @@ Status Loader::Open(std::shared_ptr<const Dataset> dataset, const LoaderOptions&
     stage.max_label_bytes = impl->host->label_bytes();
     GPUFEED_RETURN_IF_ERROR(CreateDeviceStage(std::move(impl->chain), stage, &impl->chain));
   }
+  impl->window = std::make_unique<StatsWindow>(*impl->chain, impl->dataset->path(),
+                                               options.stats_window_seconds);
   loader->reset(new Loader(std::move(impl)));
   return Status::OK();
 }
@@ -194,10 +169,18 @@ Status Loader::Next(Batch* batch) {
 Status Loader::NextFor(Batch* batch, int timeout_ms, bool* ready) {
   *ready = true;
   if (getpid() != owner_process_) return InheritedByFork(owner_process_);
-  return impl_->chain->NextFor(batch, timeout_ms, ready);
+  impl_->window->BeforeNext(*impl_->chain);
+  Status status = impl_->chain->NextFor(batch, timeout_ms, ready);
+  LoaderStats epoch;
+  if (impl_->window->AfterNext(*impl_->chain, *ready && status.ok() && batch->end_of_epoch(),
+                               &epoch)) {
+    Log().info("epoch {} done: {}", batch->epoch(), epoch.verdict);
+  }
+  return status;
 }
 Status Loader::SetEpoch(uint64_t epoch) {
   if (getpid() != owner_process_) return InheritedByFork(owner_process_);
+  impl_->window->RestartEpoch();
   return impl_->chain->Seek(BatchCursor{epoch, 0});
 }
 LoaderState Loader::State() const {
@@ -208,13 +191,12 @@ Status Loader::Restore(const LoaderState& state) {
   if (getpid() != owner_process_) return InheritedByFork(owner_process_);
   BatchCursor cursor;
   GPUFEED_RETURN_IF_ERROR(impl_->CursorFor(state, &cursor));
+  impl_->window->RestartEpoch();
   return impl_->chain->Seek(cursor);
 }
-LoaderStats Loader::Stats() const {
+LoaderStats Loader::Stats(StatsSpan span) const {
   if (getpid() != owner_process_) return LoaderStats();
-  StageStats stages;
-  impl_->chain->AddStats(&stages);
-  LoaderStats stats = ToLoaderStats(stages);
+  LoaderStats stats = impl_->window->Stats(*impl_->chain, span);
   StorageStats storage = impl_->dataset->storage_stats();
   stats.source_opens = storage.source_opens;
   stats.source_stats = storage.source_stats;

@@ -19,6 +19,7 @@ std::unique_ptr<ReadAhead> ReadAhead::Create(const Dataset* dataset, const IoOpt
                status.ToString());
     return nullptr;
   }
+  read_ahead->queue_depth_ = io.queue_depth;
   ReadAhead* self = read_ahead.get();
   read_ahead->collector_ = std::thread([self] { self->Collect(); });
   return read_ahead;
@@ -115,6 +116,10 @@ void ReadAhead::AddStats(StageStats* stats) const {
   stats->io_backend = engine_->backend_name();
   stats->io_requests = io_stats.requests;
   stats->io_mean_inflight = io_stats.mean_inflight;
+  stats->io_bytes = io_stats.bytes;
+  stats->io_inflight_seconds = io_stats.inflight_seconds;
+  stats->io_busy_seconds = io_stats.busy_seconds;
+  stats->io_queue_depth = queue_depth_;
 }
 
 bool ReadAhead::FileFor(const RecordLocation& location, FileId* file) {

@@ -85,6 +85,7 @@ class ReadAhead {
   CompletionQueue queue_;
   std::unique_ptr<ReadEngine> engine_;
   std::thread collector_;
+  int queue_depth_ = 0;  // the engine's, for the stats
 
   // The engine's handles on the descriptors locations name (a source file
   // or a node-cache copy), keyed by the location's holder. At most

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <string>
 
+#include "util/system_stats.h"
+
 namespace gpufeed {
 
 Status BatchLayout::For(const LoaderOptions& o, const Dataset& dataset, BatchLayout* layout) {
@@ -76,6 +78,7 @@ Status SampleWriter::Read(uint64_t sample, uint64_t epoch, Slot& slot, size_t po
 Status SampleWriter::Write(uint64_t sample, uint64_t epoch, Slot& slot, size_t position,
                            Scratch* scratch, WorkFigures* figures) const {
   auto read_done = Clock::now();
+  double cpu_started = ThreadCpuSeconds();
   const Record& record = scratch->record;
   Status status;
   char* destination = static_cast<char*>(slot.data) + position * layout_.sample_bytes;
@@ -113,6 +116,7 @@ Status SampleWriter::Write(uint64_t sample, uint64_t epoch, Slot& slot, size_t p
     }
   }
   figures->decode += Seconds(Clock::now() - read_done);
+  figures->decode_cpu += ThreadCpuSeconds() - cpu_started;
   return status;
 }
 

@@ -2,10 +2,90 @@
 #include "pipeline/verdict.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <sstream>
 
 namespace gpufeed {
+
+namespace {
+
+std::string Format(const char* format, ...) {
+  char text[640];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(text, sizeof(text), format, args);
+  va_end(args);
+  return text;
+}
+
+double Percent(double share) { return 100 * share; }
+
+// CPUs taken from the process by others: processes and the hypervisor.
+double OthersCores(const LoaderStats& s) { return s.external_cpu_cores + s.steal_share * s.cores; }
+
+double FreeCores(const LoaderStats& s) {
+  return std::max(0.0, s.cores - s.process_cpu_cores - OthersCores(s));
+}
+
+// The largest gain any loader change can bring: the consumer's waits gone.
+double ConsumerCap(const LoaderStats& s) {
+  return 1 / std::max(0.02, 1 - s.consumer_wait_share) - 1;
+}
+
+// Decode threads that free CPUs would let run (0 when none).
+int ExtraThreads(const LoaderStats& s) {
+  if (s.cores == 0 || s.decode_cpu_share < 0.7) return 0;
+  return static_cast<int>(std::floor(FreeCores(s) + 0.25));
+}
+
+double ExpectedGain(const LoaderStats& s) {
+  const double cap = ConsumerCap(s);
+  switch (s.bottleneck) {
+    case Bottleneck::kDecode: {
+      int extra = ExtraThreads(s);
+      return extra > 0 ? std::min(cap, static_cast<double>(extra) / std::max(1, s.threads)) : 0;
+    }
+    case Bottleneck::kCpuContention:
+      // The same work on idle CPUs: decode wall time shrinks to its CPU time.
+      return std::min(cap, s.decode_share / std::max(0.01, s.decode_cpu_share) - 1);
+    case Bottleneck::kRead: {
+      // Without the waits for reads, the workers' busy time per sample
+      // shrinks to decode + other.
+      double busy = s.read_share + s.decode_share + s.other_share;
+      return std::min(cap, busy / std::max(0.01, s.decode_share + s.other_share) - 1);
+    }
+    default:
+      return 0;
+  }
+}
+
+std::string Others(const LoaderStats& s) {
+  if (OthersCores(s) < kExternalCores) return "";
+  return Format("; other processes kept %.1f of %d CPUs busy%s", s.external_cpu_cores, s.cores,
+                s.steal_share >= 0.05 ? Format(", the hypervisor stole %.0f%%",
+                                               Percent(s.steal_share)).c_str()
+                                      : "");
+}
+
+std::string Storage(const LoaderStats& s) {
+  std::string text;
+  double seconds = std::max(1e-9, s.elapsed_seconds);
+  if (!s.io_backend.empty()) {
+    text = Format("the read engine (%s) delivered %.1f MB/s with %.1f of %d reads in flight",
+                  s.io_backend.c_str(), s.io_bytes / seconds / 1e6, s.io_mean_inflight,
+                  s.io_queue_depth);
+  } else {
+    text = Format("the workers read %.1f MB/s themselves", s.bytes_read / seconds / 1e6);
+  }
+  if (s.disk_util >= 0) {
+    text += Format(", device %s %.0f%% busy", s.disk.c_str(), Percent(s.disk_util));
+  }
+  return text;
+}
+
+}  // namespace
 
 const char* BottleneckName(Bottleneck bottleneck) {
   switch (bottleneck) {
@@ -19,103 +99,144 @@ const char* BottleneckName(Bottleneck bottleneck) {
       return "decode";
     case Bottleneck::kCopy:
       return "copy";
+    case Bottleneck::kCpuContention:
+      return "cpu-contention";
   }
   return "unknown";
 }
 
 void JudgeBottleneck(LoaderStats* stats) {
-  double capacity = std::max(1e-9, stats->elapsed_seconds * std::max(1, stats->threads));
-  double elapsed = std::max(1e-9, stats->elapsed_seconds);
-  stats->read_share = stats->read_seconds / capacity;
-  stats->decode_share = stats->decode_seconds / capacity;
-  stats->consumer_wait_share = stats->consumer_wait_seconds / elapsed;
-  stats->copy_share = stats->device_copy_seconds / elapsed;
-  if (stats->batches == 0) {
-    stats->bottleneck = Bottleneck::kNone;
-  } else if (stats->consumer_wait_share < 0.05) {
-    stats->bottleneck = Bottleneck::kConsumer;
-  } else if (!stats->device.empty() && stats->copy_share > 0.8 &&
-             stats->copy_share > std::max(stats->read_share, stats->decode_share)) {
-    stats->bottleneck = Bottleneck::kCopy;
-  } else if (stats->read_share > stats->decode_share) {
-    stats->bottleneck = Bottleneck::kRead;
-  } else {
-    stats->bottleneck = Bottleneck::kDecode;
+  LoaderStats& s = *stats;
+  const double capacity = std::max(1e-9, s.elapsed_seconds * std::max(1, s.threads));
+  const double elapsed = std::max(1e-9, s.elapsed_seconds);
+  if (s.other_seconds <= 0) {
+    s.other_seconds =
+        std::max(0.0, capacity - s.read_seconds - s.decode_seconds - s.blocked_seconds);
   }
-  stats->verdict = VerdictSentence(*stats);
+  s.read_share = s.read_seconds / capacity;
+  s.decode_share = s.decode_seconds / capacity;
+  s.decode_cpu_share = std::min(s.decode_seconds, s.decode_cpu_seconds) / capacity;
+  s.cpu_wait_share = s.decode_share - s.decode_cpu_share;
+  s.blocked_share = s.blocked_seconds / capacity;
+  s.other_share = s.other_seconds / capacity;
+  s.consumer_wait_share = s.consumer_wait_seconds / elapsed;
+  s.copy_share = s.device_copy_seconds / elapsed;
+  if (s.batches == 0) {
+    s.bottleneck = Bottleneck::kNone;
+  } else if (s.consumer_wait_share < kConsumerWaitFloor) {
+    s.bottleneck = Bottleneck::kConsumer;
+  } else if (!s.device.empty() && s.copy_share > kCopyBusy) {
+    s.bottleneck = Bottleneck::kCopy;
+  } else if (s.decode_share >= kDecodeBusy) {
+    bool contended = s.cpu_wait_share >= kCpuWaitShare && OthersCores(s) >= kExternalCores &&
+                     (s.cores == 0 || s.threads <= s.cores);
+    s.bottleneck = contended ? Bottleneck::kCpuContention : Bottleneck::kDecode;
+  } else if (s.blocked_share >= kBlockedShare) {
+    s.bottleneck = Bottleneck::kConsumer;
+  } else if (s.read_share >= s.other_share || s.read_share >= s.decode_share) {
+    s.bottleneck = Bottleneck::kRead;
+  } else {
+    s.bottleneck = Bottleneck::kDecode;
+  }
+  s.expected_gain = std::max(0.0, ExpectedGain(s));
+  s.verdict = VerdictSentence(s);
 }
 
-std::string VerdictSentence(const LoaderStats& stats) {
-  const double read = 100 * stats.read_share;
-  const double decode = 100 * stats.decode_share;
-  const double wait = 100 * stats.consumer_wait_share;
-  const double copy = 100 * stats.copy_share;
-  char text[512];
-  switch (stats.bottleneck) {
+std::string VerdictSentence(const LoaderStats& s) {
+  const double wait = Percent(s.consumer_wait_share);
+  const double gain = Percent(s.expected_gain);
+  const std::string workers =
+      Format("workers: read %.0f%%, decode %.0f%% (on a CPU %.0f%%, waiting for one %.0f%%), "
+             "blocked %.0f%%, other %.0f%%",
+             Percent(s.read_share), Percent(s.decode_share), Percent(s.decode_cpu_share),
+             Percent(s.cpu_wait_share), Percent(s.blocked_share), Percent(s.other_share));
+  switch (s.bottleneck) {
     case Bottleneck::kNone:
       return "no batches delivered yet";
     case Bottleneck::kConsumer: {
-      std::snprintf(text, sizeof(text),
-                    "consumer-bound: Next() waited %.0f%% of the time, workers %.0f%% busy "
-                    "(read %.0f%%, decode %.0f%%); the loader keeps up, the training step sets "
-                    "the pace",
-                    wait, read + decode, read, decode);
-      std::string sentence = text;
-      if (!stats.device.empty()) {
-        std::snprintf(text, sizeof(text), "; copy stream %.0f%% busy", copy);
-        sentence += text;
+      std::string text = Format("consumer-bound: Next() waited %.0f%% of the time; %s",
+                                wait, workers.c_str());
+      if (s.blocked_share >= kBlockedShare && s.consumer_wait_share >= kConsumerWaitFloor) {
+        text += "; the loader keeps up on average and the waits come in bursts: raise prefetch";
+      } else {
+        text += "; the loader keeps up, the training step sets the pace";
       }
-      return sentence;
+      if (!s.device.empty()) text += Format("; copy stream %.0f%% busy", Percent(s.copy_share));
+      return text + Others(s);
     }
     case Bottleneck::kCopy:
-      std::snprintf(text, sizeof(text),
-                    "copy-bound: the host-to-device copy stream was busy %.0f%% of the time, the "
+      return Format("copy-bound: the host-to-device copy stream was busy %.0f%% of the time, the "
                     "consumer waited %.0f%%; ship uint8 and normalize on the GPU "
                     "(normalize_on_device), lower the output size, or check the PCIe link and "
                     "that the process runs on the GPU's NUMA node",
-                    copy, wait);
-      return text;
-    case Bottleneck::kRead: {
-      std::snprintf(text, sizeof(text),
-                    "read-bound: workers spent %.0f%% of their time reading and %.0f%% "
-                    "decoding, the consumer waited %.0f%%; pack small files into shards, cache "
-                    "them on local NVMe, or raise the read engine's queue depth for a parallel "
-                    "filesystem",
-                    read, decode, wait);
-      std::string sentence = text;
-      if (!stats.io_backend.empty()) {
-        std::snprintf(text, sizeof(text),
-                      "; read engine %s: %llu reads, %.1f in flight on average",
-                      stats.io_backend.c_str(), static_cast<unsigned long long>(stats.io_requests),
-                      stats.io_mean_inflight);
-        sentence += text;
+                    Percent(s.copy_share), wait);
+    case Bottleneck::kDecode: {
+      std::string text = Format("decode-bound: the consumer waited %.0f%%; %s; the process used "
+                                "%.1f of %d CPUs",
+                                wait, workers.c_str(), s.process_cpu_cores, s.cores);
+      int extra = ExtraThreads(s);
+      if (extra > 0) {
+        text += Format("; %.1f CPUs are idle: %d more decode thread%s (num_threads=%d) would give "
+                       "about +%.0f%%",
+                       FreeCores(s), extra, extra == 1 ? "" : "s", s.threads + extra, gain);
+      } else if (s.cores > 0 && s.threads > s.cores) {
+        text += Format("; %d threads share %d CPUs, which are saturated: output uint8 and "
+                       "normalize on the GPU, lower the output size, or use more CPUs",
+                       s.threads, s.cores);
+      } else {
+        text += "; the CPUs are saturated: output uint8 and normalize on the GPU, lower the "
+                "output size, or use more CPUs";
       }
-      return sentence;
+      return text + Others(s);
     }
-    case Bottleneck::kDecode:
-      std::snprintf(text, sizeof(text),
-                    "decode-bound: decode threads %.0f%% busy (reading %.0f%%), the consumer "
-                    "waited %.0f%%; add decode threads, or output uint8 and normalize on the "
-                    "GPU, or lower the output size",
-                    decode, read, wait);
-      return text;
+    case Bottleneck::kCpuContention:
+      return Format("cpu-contention: decode threads were busy %.0f%% of the time but on a CPU only "
+                    "%.0f%% (waiting for one %.0f%%): other processes kept %.1f of %d CPUs busy, "
+                    "the hypervisor stole %.0f%%; the consumer waited %.0f%%; on idle CPUs the "
+                    "loader would run about +%.0f%% faster: move the other work away or pin the "
+                    "loader to its own CPUs",
+                    Percent(s.decode_share), Percent(s.decode_cpu_share),
+                    Percent(s.cpu_wait_share), s.external_cpu_cores, s.cores,
+                    Percent(s.steal_share), wait, gain);
+    case Bottleneck::kRead: {
+      std::string text = Format("read-bound: the consumer waited %.0f%%; %s; decode is not "
+                                "saturated; %s",
+                                wait, workers.c_str(), Storage(s).c_str());
+      bool device_saturated = s.disk_util >= 0.9 ||
+                              (s.io_queue_depth > 0 && s.io_mean_inflight >= 0.8 * s.io_queue_depth);
+      if (!device_saturated && s.io_queue_depth > 0 &&
+          s.io_mean_inflight < 0.5 * s.io_queue_depth && s.disk_util >= 0 && s.disk_util < 0.6) {
+        text += "; the device has room: more reads in flight (prefetch) may help";
+      }
+      text += Format("; the node cache on local NVMe or packing small files into shards would "
+                     "remove the read waits: about +%.0f%%",
+                     gain);
+      return text + Others(s);
+    }
   }
   return "unknown bottleneck";
 }
 
 std::string LoaderStats::ToString() const {
   std::ostringstream out;
+  const char* spans[] = {"since open", "recent", "epoch"};
+  int span_index = static_cast<int>(span);
   out << "batches " << batches << ", samples " << samples << ", " << bytes_read / 1e6
       << " MB read, " << skipped << " skipped, " << threads << " threads, " << elapsed_seconds
-      << " s\n"
-      << "  read " << read_seconds << " s, decode " << decode_seconds << " s, workers blocked (window full) "
-      << blocked_seconds << " s, consumer waited " << consumer_wait_seconds
+      << " s (" << (span_index >= 0 && span_index < 3 ? spans[span_index] : "?") << ")\n"
+      << "  workers: read " << read_seconds << " s, decode " << decode_seconds << " s (CPU "
+      << decode_cpu_seconds << " s), blocked (window full) " << blocked_seconds << " s, other "
+      << other_seconds << " s; consumer waited " << consumer_wait_seconds
       << " s, ready batches at Next() " << mean_ready_batches << "\n"
       << (io_backend.empty() ? std::string()
                              : "  read engine " + io_backend + ": " + std::to_string(io_requests) +
                                    " reads, " + std::to_string(io_mean_inflight) +
                                    " in flight on average\n")
-      << "  verdict: " << verdict;
+      << "  CPUs: process " << process_cpu_cores << " of " << cores << ", others "
+      << external_cpu_cores << ", steal " << steal_share * 100 << "%"
+      << (disk_util >= 0 ? "; device " + disk + " " + std::to_string(disk_util * 100) + "% busy"
+                         : std::string())
+      << "\n  verdict: " << verdict;
   return out.str();
 }
 

@@ -1,20 +1,26 @@
 // The bottleneck verdict: which stage limits a loader's throughput, judged
-// from the figures of a LoaderStats.
+// from saturation over a span of LoaderStats (StatsWindow makes the spans).
 //
 // Two steps, so that the decision and its wording cannot drift apart:
-// JudgeBottleneck turns the figures (batches, threads, elapsed, read,
-// decode, consumer wait and device copy seconds) into the shares and the
-// Bottleneck; VerdictSentence turns those into the English sentence. The
-// sentence is made nowhere else; programs (the Python binding, bench,
-// diagnose) read the enum and the shares, never the sentence.
+// JudgeBottleneck turns the figures into the shares, the Bottleneck and the
+// expected gain of the advice; VerdictSentence turns those into the English
+// sentence. The sentence is made nowhere else; programs (the Python
+// binding, bench, diagnose) read the enum and the shares.
 //
-// The rules, in order:
-//   no batch delivered                         -> kNone
-//   the consumer waited < 5% of the time       -> kConsumer
-//   CUDA batches, the copy stream busy > 80%
-//   and more than the workers read or decode   -> kCopy
-//   workers read more than they decode         -> kRead
-//   otherwise                                  -> kDecode
+// Every second of the decode threads (threads x elapsed) is in one share:
+// read (waiting for bytes), decode CPU, decode waiting for a CPU, blocked
+// (the window full), other. The rules, in order:
+//   no batch delivered                              -> kNone
+//   the consumer waited < 5% of the span            -> kConsumer
+//   CUDA batches, the copy stream busy > 80%        -> kCopy
+//   decode threads busy (CPU + waiting for one) >= 80%:
+//     waiting for a CPU >= 20% while other processes or the hypervisor
+//     take >= 0.5 CPU and threads <= cores          -> kCpuContention
+//     otherwise                                     -> kDecode
+//   workers blocked on a full window >= 25%         -> kConsumer (bursts)
+//   otherwise (decode not saturated, workers wait
+//   for reads more than anything else)              -> kRead
+//   (a span where "other" dominates: the larger of read and decode)
 //
 // Thread safety: pure functions of their argument.
 #ifndef GPUFEED_PIPELINE_VERDICT_H_
@@ -26,15 +32,20 @@
 
 namespace gpufeed {
 
-// Sets stats->read_share, decode_share, consumer_wait_share, copy_share and
-// bottleneck from the figures in *stats, then stats->verdict to
-// VerdictSentence(*stats). Called by Loader::Stats() once the figures of
-// every stage are in.
+// Thresholds of the rules above (docs/tuning.md quotes them).
+constexpr double kConsumerWaitFloor = 0.05;
+constexpr double kCopyBusy = 0.8;
+constexpr double kDecodeBusy = 0.8;
+constexpr double kCpuWaitShare = 0.2;
+constexpr double kExternalCores = 0.5;
+constexpr double kBlockedShare = 0.25;
+
+// Sets the shares, bottleneck and expected_gain from the figures in *stats
+// (other_seconds is derived when 0), then stats->verdict.
 void JudgeBottleneck(LoaderStats* stats);
 
 // The verdict sentence for stats.bottleneck and the shares: the limiting
-// stage, the evidence and a hint (the read engine's figures for a read-bound
-// loader, the copy stream's for a consumer-bound one with CUDA batches).
+// stage, the evidence and quantified advice.
 std::string VerdictSentence(const LoaderStats& stats);
 
 }  // namespace gpufeed
