@@ -16,9 +16,14 @@ interval:
   counting) or starved (waiting in ``next()`` for a batch).
 
 Throughput and the breakdown cover the batches after ``--warmup``; the
-bottleneck, its shares and the verdict sentence are the loader's own (since
-it opened: ``stats()["bottleneck"]``, ``read_share``, ...), taken as they are,
-never recomputed or parsed here.
+bottleneck, its shares and the verdict sentence are the loader's own over its
+recent window (``stats("recent")``: the last ``--window`` seconds of the run),
+taken as they are, never recomputed or parsed here.
+
+``--step-time T`` (or ``--step-time-from a100-resnet50``) emulates a training
+step of T seconds per batch and reports the accelerator utilization;
+``--au-search`` also measures how many such GPUs the loader feeds at AU >= 90%
+(au.py).
 """
 
 from __future__ import annotations
@@ -67,13 +72,26 @@ def stage_shares(before: Dict[str, Any], after: Dict[str, Any], seconds: float) 
 
 
 def loader_judgement(stats: Dict[str, Any]) -> Dict[str, Any]:
-    """The loader's own judgement from one stats() dict: the bottleneck's
-    name and the shares it was judged on (since the loader opened)."""
+    """The loader's own judgement from one stats() dict (take it with
+    span="recent"): the bottleneck's name, the shares it was judged on and
+    the expected gain of its advice."""
     return {
         "bottleneck": stats["bottleneck"],
+        "span": stats.get("span", "open"),
+        "window_seconds": stats["elapsed_seconds"],
         "loader_shares": {"read": stats["read_share"], "decode": stats["decode_share"],
+                          "decode_cpu": stats.get("decode_cpu_share", 0.0),
+                          "cpu_wait": stats.get("cpu_wait_share", 0.0),
+                          "blocked": stats.get("blocked_share", 0.0),
+                          "other": stats.get("other_share", 0.0),
                           "consumer_wait": stats["consumer_wait_share"],
                           "copy": stats["copy_share"]},
+        "machine": {"cores": stats.get("cores", 0),
+                    "process_cpu_cores": stats.get("process_cpu_cores", 0.0),
+                    "external_cpu_cores": stats.get("external_cpu_cores", 0.0),
+                    "steal_share": stats.get("steal_share", 0.0),
+                    "disk": stats.get("disk", ""), "disk_util": stats.get("disk_util", -1.0)},
+        "expected_gain": stats.get("expected_gain", 0.0),
         "verdict": stats["verdict"],
     }
 
@@ -83,10 +101,13 @@ def judgement_line(result: Dict[str, Any]) -> str:
     a plot title's), without reading the verdict sentence."""
     shares = result["loader_shares"]
     line = (f"{result['bottleneck']} (workers reading {shares['read']:.0%}, decoding "
-            f"{shares['decode']:.0%}; consumer waited {shares['consumer_wait']:.0%}")
-    if str(result["options"]["device"]) != "cpu":
+            f"{shares['decode']:.0%} [on a CPU {shares['decode_cpu']:.0%}], blocked "
+            f"{shares['blocked']:.0%}; consumer waited {shares['consumer_wait']:.0%}")
+    if str(result.get("options", {}).get("device", "cpu")) != "cpu":
         line += f"; copy stream {shares['copy']:.0%}"
-    return line + ", since the loader opened)"
+    span = {"recent": "the last", "epoch": "the epoch's", "open": "since open:"}.get(
+        result.get("span", "open"), "")
+    return line + f"; {span} {result.get('window_seconds', 0):.1f} s)"
 
 
 class StatsSampler:
@@ -159,9 +180,14 @@ def run_bench(path: str, *, batches: int = 100, warmup: int = 5, batch_size: int
               io_backend: str = "auto", direct_io: bool = False, prefetch: int = 2,
               shuffle: str = "global", format: str = "auto", on_error: str = "raise",
               cache_dir: Optional[str] = None, cache_capacity=None, interval: float = 0.25,
-              progress: bool = False) -> Dict[str, Any]:
+              progress: bool = False, step_time: Optional[float] = None, step_label: str = "",
+              au_search: bool = False, au_target: float = 0.9,
+              window_seconds: float = 10.0) -> Dict[str, Any]:
     """Runs a DataLoader for `warmup` + `batches` batches (epochs wrap
-    around) and returns the figures as a dict (the ``--json`` output)."""
+    around) and returns the figures as a dict (the ``--json`` output).
+    With `step_time`, the consumer sleeps that long per batch (an emulated
+    training step) and the result has the accelerator utilization (au.py)."""
+    from .au import Batches, accelerator_utilization, au_search as _au_search
     from .loader import DataLoader
     if batches < 1:
         raise ValueError("batches must be at least 1")
@@ -178,7 +204,7 @@ def run_bench(path: str, *, batches: int = 100, warmup: int = 5, batch_size: int
     loader = DataLoader(path, batch_size=batch_size, shuffle=shuffle, transform=transform,
                         device=device, num_threads=num_threads, prefetch=prefetch,
                         io_backend=io_backend, direct_io=direct_io, on_error=on_error,
-                        format=format, **extra)
+                        format=format, stats_window_seconds=window_seconds, **extra)
     open_seconds = time.monotonic() - opened
     per_epoch = len(loader)
     if per_epoch == 0:
@@ -191,27 +217,31 @@ def run_bench(path: str, *, batches: int = 100, warmup: int = 5, batch_size: int
             bar = tqdm(total=warmup + batches, unit="batch", desc="bench", leave=False)
         except ImportError:
             bar = None
-    epoch = 0
-    delivered = 0
-    mark = None  # (time, stats) when the warm-up ended
+    stream = Batches(loader)
+    search = None
     try:
         with StatsSampler(loader, interval) as sampler:
-            started = time.monotonic()
-            if warmup == 0:
-                mark = (started, dict(loader.stats()))
-            while delivered < warmup + batches:
-                loader.set_epoch(epoch)
-                for images, labels in loader:
-                    delivered += 1
-                    if bar is not None:
-                        bar.update(1)
-                    if delivered == warmup:
-                        mark = (time.monotonic(), dict(loader.stats()))
-                    if delivered >= warmup + batches:
-                        break
-                epoch += 1
-            del images, labels
+            for _ in range(warmup):
+                stream.next()
+                if step_time:
+                    time.sleep(step_time)
+                if bar is not None:
+                    bar.update(1)
+            mark = (time.monotonic(), dict(loader.stats()))
+            for _ in range(batches):
+                stream.next()
+                if step_time:
+                    time.sleep(step_time)
+                if bar is not None:
+                    bar.update(1)
             end = (time.monotonic(), dict(loader.stats()))
+            # The judgement over the recent window (the end of the run), not
+            # since open: start-up and the warm-up are not the steady state.
+            recent = dict(loader.stats("recent"))
+        if step_time and au_search:
+            seconds = max(1e-9, end[0] - mark[0])
+            search = _au_search(stream, loader, batches, batch_size, step_time,
+                                accelerator_utilization(batches, step_time, seconds), au_target)
     finally:
         if bar is not None:
             bar.close()
@@ -221,16 +251,16 @@ def run_bench(path: str, *, batches: int = 100, warmup: int = 5, batch_size: int
     samples = after["samples"] - before["samples"]
     shares = stage_shares(before, after, seconds)
     timeline = sampler.timeline()
-    return {
+    result = {
         "path": os.fspath(path),
         "options": {"batch_size": batch_size, "num_threads": after.get("threads"),
                     "device": device, "io_backend": io_backend, "direct_io": direct_io,
                     "prefetch": prefetch, "shuffle": shuffle, "format": format,
                     "transform": repr(transform), "cache_dir": cache_dir,
-                    "cache_capacity": cache_capacity},
+                    "cache_capacity": cache_capacity, "step_time": step_time},
         "batches": batches,
         "warmup_batches": warmup,
-        "epochs_touched": epoch,
+        "epochs_touched": stream.epochs,
         "batches_per_epoch": per_epoch,
         "open_seconds": open_seconds,
         "seconds": seconds,
@@ -241,12 +271,19 @@ def run_bench(path: str, *, batches: int = 100, warmup: int = 5, batch_size: int
         "skipped": after["skipped"],
         "stages": shares,
         "io_backend": after.get("io_backend", ""),
-        "io_mean_inflight": after.get("io_mean_inflight", 0.0),
+        "io_mean_inflight": recent.get("io_mean_inflight", 0.0),
         "mean_ready_batches": after.get("mean_ready_batches", 0.0),
-        **loader_judgement(after),
-        "report": after.get("report", ""),
+        **loader_judgement(recent),
+        "report": recent.get("report", ""),
         "timeline": timeline,
     }
+    if step_time:
+        result["au"] = {"step_time": step_time, "step": step_label,
+                        "au": accelerator_utilization(batches, step_time, seconds),
+                        "target": au_target}
+        if search is not None:
+            result["au"].update(search)
+    return result
 
 
 def plot_timeline(result: Dict[str, Any], out_path: str) -> None:
@@ -310,6 +347,17 @@ def format_report(result: Dict[str, Any]) -> str:
         lines.append(f"skipped:    {result['skipped']} bad samples (on_error=skip)")
     lines.append(f"bottleneck: {judgement_line(result)}")
     lines.append(f"verdict:    {result['verdict']}")
+    au = result.get("au")
+    if au:
+        lines.append(f"AU:         {au['au']:.1%} accelerator utilization with an emulated step of "
+                     f"{au['step']}")
+        if "gpus_at_target" in au:
+            tried = ", ".join(f"{n} GPU{'s' if n != '1' else ''} {v:.0%}"
+                              for n, v in au["measured"].items())
+            lines.append(f"            this node's storage + loader feed {au['gpus_at_target']} "
+                         f"such GPU(s) at AU >= {au['target']:.0%} (measured: {tried}; estimated "
+                         f"from the loader's capacity, {au['loader_capacity_samples_per_s']:.0f} "
+                         f"samples/s: {au['estimated_gpus']})")
     return "\n".join(lines)
 
 
@@ -345,10 +393,26 @@ def add_arguments(parser) -> None:
                         help="draw each stage's busy/starved/blocked share over time")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--step-time", type=float, default=None, metavar="SECONDS",
+                        help="emulate a training step of SECONDS per batch and report the "
+                             "accelerator utilization (AU)")
+    parser.add_argument("--step-time-from", default=None, metavar="NAME|[NAME@]FILE.csv",
+                        help="the step time from a GPU/model profile (a100-resnet50, "
+                             "h100-resnet50, v100-resnet50, t4-resnet50) or a CSV of "
+                             "name,samples_per_second")
+    parser.add_argument("--au-search", action="store_true",
+                        help="also measure how many such GPUs the loader feeds at --au-target")
+    parser.add_argument("--au-target", type=float, default=0.9)
+    parser.add_argument("--window", type=float, default=10.0,
+                        help="seconds of the recent window the verdict is judged on (default 10)")
 
 
 def main_from_args(args) -> int:
     import sys
+    from .au import step_time_for
+    step_time, step_label = step_time_for(args.batch_size, args.step_time, args.step_time_from)
+    if args.au_search and step_time is None:
+        raise SystemExit("--au-search needs --step-time or --step-time-from")
     result = run_bench(args.path, batches=args.batches, warmup=args.warmup,
                        batch_size=args.batch_size, num_threads=args.threads,
                        transform=_make_transform(args), device=args.device,
@@ -356,7 +420,9 @@ def main_from_args(args) -> int:
                        prefetch=args.prefetch, shuffle=args.shuffle, format=args.format,
                        on_error=args.on_error, cache_dir=args.cache_dir,
                        cache_capacity=args.cache_capacity, interval=args.interval,
-                       progress=not (args.quiet or args.json) and sys.stderr.isatty())
+                       progress=not (args.quiet or args.json) and sys.stderr.isatty(),
+                       step_time=step_time, step_label=step_label, au_search=args.au_search,
+                       au_target=args.au_target, window_seconds=args.window)
     if args.plot:
         plot_timeline(result, args.plot)
         result["plot"] = os.path.abspath(args.plot)

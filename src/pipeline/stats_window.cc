@@ -14,6 +14,8 @@ double Between(SteadyClock::time_point from, SteadyClock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
+constexpr double kMachineSpanSeconds = 0.5;
+
 template <typename T>
 T Delta(T to, T from) {
   return to > from ? to - from : T{0};
@@ -61,12 +63,16 @@ LoaderStats StatsBetween(const StatsPoint& from, const StatsPoint& to, StatsSpan
   stats.cores = cores;
   if (wall > 0) {
     stats.process_cpu_cores = Delta(to.process_cpu, from.process_cpu) / wall;
-    if (from.have_machine && to.have_machine) {
+    // /proc/stat counts in ticks (10 ms): a span under half a second has
+    // too few of them to say anything.
+    if (from.have_machine && to.have_machine && wall >= kMachineSpanSeconds) {
       double busy_cpu = Delta(to.machine.busy, from.machine.busy);
       double steal = Delta(to.machine.steal, from.machine.steal);
       double total = Delta(to.machine.total, from.machine.total);
-      stats.external_cpu_cores = std::max(0.0, (busy_cpu - steal) / wall - stats.process_cpu_cores);
-      stats.steal_share = total > 0 ? steal / total : 0;
+      double room = std::max(0.0, cores - stats.process_cpu_cores);
+      stats.external_cpu_cores =
+          std::min(room, std::max(0.0, (busy_cpu - steal) / wall - stats.process_cpu_cores));
+      stats.steal_share = total > 0 ? std::min(1.0, steal / total) : 0;
     }
   }
   stats.disk = disk;

@@ -62,11 +62,11 @@ def test_bench_json_has_throughput_stages_and_verdict(packed_jpegs, capsys):
     assert report["samples_per_s"] > 0 and report["mb_per_s"] > 0
     assert report["options"]["num_threads"] == 2
     _check_shares(report["stages"])
-    assert report["verdict"].split(":")[0] in ("read-bound", "decode-bound", "consumer-bound")
+    assert report["verdict"].split(":")[0] in ("read-bound", "decode-bound", "consumer-bound", "cpu-contention-bound")
     # The loader's own judgement, carried as values.
-    assert report["bottleneck"] in ("consumer", "read", "decode")
+    assert report["bottleneck"] in ("consumer", "read", "decode", "cpu-contention")
     assert report["verdict"].startswith(report["bottleneck"] + "-bound")
-    assert set(report["loader_shares"]) == {"read", "decode", "consumer_wait", "copy"}
+    assert set(report["loader_shares"]) == {"read", "decode", "decode_cpu", "cpu_wait", "blocked", "other", "consumer_wait", "copy"}
     for name, value in report["loader_shares"].items():
         assert 0.0 <= value <= 1.0 + 1e-6, (name, value)
     for row in report["timeline"]:
@@ -117,3 +117,40 @@ def test_stage_shares_arithmetic():
     assert shares["workers_blocked"] == pytest.approx(0.125)
     assert shares["workers_starved"] == pytest.approx(0.25)
     assert shares["consumer_starved"] == pytest.approx(0.125)
+
+
+def test_bench_step_time_reports_accelerator_utilization(packed_jpegs, capsys):
+    # A 40 ms emulated step per batch of 4 tiny images: the loader keeps up,
+    # so the emulated GPU computes nearly all the time.
+    status, out, _ = run_in_process(capsys, "bench", packed_jpegs, "--batches", "10", "--warmup",
+                                    "2", "--batch-size", "4", "--size", "32", "--threads", "2",
+                                    "--transform", "eval", "--step-time", "0.04", "--au-search",
+                                    "--json")
+    assert status == 0
+    report = json.loads(out)
+    au = report["au"]
+    assert au["step_time"] == 0.04 and 0.0 < au["au"] <= 1.0
+    assert au["au"] >= 0.5, au  # 10 x 40 ms of sleep over the measured wall time
+    assert au["gpus_at_target"] >= 1 and au["estimated_gpus"] >= 0
+    assert au["measured"]["1"] == au["au"]
+    assert report["bottleneck"] in ("consumer", "read", "decode", "cpu-contention")
+
+
+def test_step_time_profiles_and_gpu_arithmetic(tmp_path):
+    from gpufeed.au import accelerator_utilization, gpus_at_target, step_time_for
+    seconds, label = step_time_for(256, step_time_from="a100-resnet50")
+    assert abs(seconds - 256 / 2600) < 1e-12 and "a100-resnet50" in label
+    table = tmp_path / "steps.csv"
+    table.write_text("name,samples_per_second\n# mine\nmy-gpu,500\n")
+    assert step_time_for(100, step_time_from=f"my-gpu@{table}")[0] == pytest.approx(0.2)
+    assert step_time_for(100, step_time_from=str(table))[0] == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="unknown step-time profile"):
+        step_time_for(100, step_time_from="no-such-gpu")
+    with pytest.raises(ValueError, match="not both"):
+        step_time_for(100, step_time=0.1, step_time_from="a100-resnet50")
+    assert step_time_for(100) == (None, "")
+    # 10 batches x 0.1 s in 2 s: the accelerator computed half the time.
+    assert accelerator_utilization(10, 0.1, 2.0) == pytest.approx(0.5)
+    # A loader at 9,000 samples/s feeds GPUs wanting 1,000 each at AU >= 90%: 10 of them.
+    assert gpus_at_target(9000, 100, 0.1, 0.9) == 10
+    assert gpus_at_target(800, 100, 0.1, 0.9) == 0

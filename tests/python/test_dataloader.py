@@ -202,12 +202,27 @@ def test_stats_and_errors(token_dataset, tmp_path):
     stats = loader.stats()
     assert stats["samples"] >= 103 and "verdict" in stats and "verdict" in str(stats)
     # The judgement as values: the bottleneck's name and the shares it rests on.
-    assert stats["bottleneck"] in ("consumer", "read", "decode")  # host batches: never copy
+    assert stats["bottleneck"] in ("consumer", "read", "decode", "cpu-contention")  # host batches: never copy
     assert stats["verdict"].startswith(stats["bottleneck"] + "-bound")
     for share in ("read_share", "decode_share", "consumer_wait_share"):
         assert 0.0 <= stats[share] <= 1.0 + 1e-6, (share, stats[share])
     assert stats["read_share"] + stats["decode_share"] > 0
     assert stats["copy_share"] == 0.0
+    # Every worker second in one share.
+    total = sum(stats[s] for s in ("read_share", "decode_share", "blocked_share", "other_share"))
+    assert abs(total - 1.0) < 0.05, stats
+    assert stats["decode_cpu_share"] <= stats["decode_share"] + 1e-9
+    assert stats["span"] == "open" and stats["cores"] >= 1
+    # The spans: recent (since the first batch here, younger than the window)
+    # and the epoch just ended cover no more than since-open.
+    recent, epoch = loader.stats("recent"), loader.stats("epoch")
+    assert recent["span"] == "recent" and epoch["span"] == "epoch"
+    assert 0 < recent["samples"] <= stats["samples"]
+    assert 0 < epoch["samples"] <= stats["samples"]
+    assert recent["elapsed_seconds"] <= loader.stats()["elapsed_seconds"]
+    assert epoch["bottleneck"] != "none"
+    with pytest.raises(ValueError, match="span"):
+        loader.stats("forever")
     fresh = tokens_loader(token_dataset)
     assert fresh.stats()["bottleneck"] == "none"
     assert fresh.stats()["verdict"] == "no batches delivered yet"

@@ -62,10 +62,10 @@ def test_small_files_dataset_json_and_pack_recommendation(small_files, capsys):
     assert "posix_fadvise" in measured["random"]["method"]
     consumer = report["consumer"]
     assert consumer["samples_per_s"] > 0
-    assert consumer["verdict"].split(":")[0] in ("read-bound", "decode-bound", "consumer-bound")
-    assert consumer["bottleneck"] in ("consumer", "read", "decode")
+    assert consumer["verdict"].split(":")[0] in ("read-bound", "decode-bound", "consumer-bound", "cpu-contention-bound")
+    assert consumer["bottleneck"] in ("consumer", "read", "decode", "cpu-contention")
     assert consumer["verdict"].startswith(consumer["bottleneck"] + "-bound")
-    assert set(consumer["loader_shares"]) == {"read", "decode", "consumer_wait", "copy"}
+    assert set(consumer["loader_shares"]) == {"read", "decode", "decode_cpu", "cpu_wait", "blocked", "other", "consumer_wait", "copy"}
     assert "disk" in consumer and "gpu" in consumer
     ids = {item["id"]: item for item in report["recommendations"]}
     assert "pack" in ids

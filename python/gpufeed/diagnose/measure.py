@@ -241,6 +241,7 @@ def run_consumer(path: str, seconds: float, disks: List[str], batch_size: int,
                     failure = error
                 epoch += 1
             last = dict(loader.stats())
+            recent = dict(loader.stats("recent"))
         finally:
             stop.set()
             if sampler:
@@ -264,7 +265,7 @@ def run_consumer(path: str, seconds: float, disks: List[str], batch_size: int,
             "loader_mb_per_s": (last["bytes_read"] - first["bytes_read"]) / elapsed / 1e6,
             "stages": stage_shares(first, last, elapsed),
             "mean_ready_batches": last.get("mean_ready_batches", 0.0),
-            **loader_judgement(last),
+            **loader_judgement(recent),
         })
         break
     reads = sum(disk_after[n][0] - disk_before[n][0] for n in disk_after if n in disk_before)

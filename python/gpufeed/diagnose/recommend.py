@@ -18,8 +18,9 @@ def recommend(report: Dict[str, Any]) -> List[Dict[str, str]]:
     storage, data = report["storage"], report["data"]
     measured = report.get("measurements", {})
     consumer = report.get("consumer") or {}
-    # The loader's bottleneck ("consumer", "read", "decode", "copy"; "none"
-    # before a batch), None when the loader did not run.
+    # The loader's bottleneck over its recent window ("consumer", "read",
+    # "decode", "copy", "cpu-contention"; "none" before a batch), None when
+    # the loader did not run.
     kind = consumer.get("bottleneck")
     shares = consumer.get("loader_shares")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -30,7 +31,8 @@ def recommend(report: Dict[str, Any]) -> List[Dict[str, str]]:
     def judged() -> str:
         # The shares the loader judged its bottleneck on.
         text = (f"{kind}-bound: workers reading {shares['read']:.0%}, decoding "
-                f"{shares['decode']:.0%}, the consumer waited {shares['consumer_wait']:.0%}")
+                f"{shares['decode']:.0%} (on a CPU {shares.get('decode_cpu', 0):.0%}), the "
+                f"consumer waited {shares['consumer_wait']:.0%}")
         if kind == "copy":
             text += f", the copy stream busy {shares['copy']:.0%}"
         return text
@@ -109,6 +111,17 @@ def recommend(report: Dict[str, Any]) -> List[Dict[str, str]]:
                 "(no float work per pixel on the CPU, 4x fewer bytes per batch over PCIe)",
                 f"decode-bound with float32 output: workers decoding "
                 f"{consumer['stages']['workers_decode']:.0%} of their time")
+
+    if kind == "cpu-contention":
+        machine = consumer.get("machine", {})
+        add("contention",
+            "give the loader its own CPUs: move other work off this node's cores, or pin the "
+            "training process and the loader to separate cores (taskset / numactl); on a VM, "
+            "ask for dedicated vCPUs",
+            f"the loader is {judged()}; other processes kept "
+            f"{machine.get('external_cpu_cores', 0):.1f} of {machine.get('cores', 0)} CPUs busy, "
+            f"steal {machine.get('steal_share', 0):.0%}; on idle CPUs about "
+            f"+{consumer.get('expected_gain', 0):.0%}")
 
     if kind == "copy":
         add("copy",

@@ -17,7 +17,9 @@ __all__ = ["diagnose", "format_report", "add_arguments", "main_from_args"]
 
 def diagnose(path: str, *, seconds: float = 3.0, io_seconds: float = 2.0,
              sample_bytes: int = 256 * MIB, io_threads: int = 16, batch_size: int = 32,
-             threads: Optional[int] = None, run_loader: bool = True) -> Dict[str, Any]:
+             threads: Optional[int] = None, run_loader: bool = True,
+             step_time: Optional[float] = None,
+             step_time_from: Optional[str] = "a100-resnet50") -> Dict[str, Any]:
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(2, "no such file or directory", path)
@@ -36,10 +38,31 @@ def diagnose(path: str, *, seconds: float = 3.0, io_seconds: float = 2.0,
     if run_loader:
         disks = [d["name"] for d in storage["block_devices"]]
         report["consumer"] = run_consumer(path, seconds, disks, batch_size, threads)
+        report["consumer"]["au"] = _au_estimate(report["consumer"], batch_size, step_time,
+                                                step_time_from)
     else:
         report["consumer"] = {"skipped": "--no-loader"}
     report["recommendations"] = recommend(report)
     return report
+
+
+def _au_estimate(consumer: Dict[str, Any], batch_size: int, step_time: Optional[float],
+                 step_time_from: Optional[str]) -> Dict[str, Any]:
+    """How many GPUs of the chosen step time the loader's measured rate (its
+    consumer never computing) feeds at AU >= 90%; `gpufeed bench --au-search`
+    measures it with an emulated step."""
+    from ..au import gpus_at_target, step_time_for
+    if "samples_per_s" not in consumer:
+        return {"skipped": "the loader did not run"}
+    if step_time is not None:
+        step_time_from = None
+    seconds, label = step_time_for(batch_size, step_time, step_time_from)
+    if seconds is None:
+        return {"skipped": "no step time"}
+    rate = consumer["samples_per_s"]
+    return {"step_time": seconds, "step": label, "target": 0.9,
+            "gpus_at_target": gpus_at_target(rate, batch_size, seconds, 0.9),
+            "au_one_gpu": min(1.0, rate * seconds / batch_size)}
 
 
 def format_report(report: Dict[str, Any]) -> str:
@@ -112,11 +135,15 @@ def format_report(report: Dict[str, Any]) -> str:
             value = gpu["mean_utilization_percent"]
             lines.append(f"GPU:          {'%.0f%%' % value if value is not None else 'no sample'} "
                          f"mean utilisation ({gpu['source']}, {gpu['samples']} samples)")
-        shares = consumer["loader_shares"]
-        lines.append(f"bottleneck:   {consumer['bottleneck']} (since the loader opened: workers "
-                     f"reading {shares['read']:.0%}, decoding {shares['decode']:.0%}; consumer "
-                     f"waited {shares['consumer_wait']:.0%})")
+        from ..bench import judgement_line
+        lines.append(f"bottleneck:   {judgement_line(consumer)}")
         lines.append(f"verdict:      {consumer['verdict']}")
+        au = consumer.get("au") or {}
+        if "gpus_at_target" in au:
+            lines.append(f"AU:           {au['au_one_gpu']:.0%} for one GPU at {au['step']}; this "
+                         f"storage + loader feed about {au['gpus_at_target']} such GPUs at AU >= "
+                         f"90% (estimated from {consumer['samples_per_s']:.0f} samples/s; measure "
+                         "with gpufeed bench --step-time ... --au-search)")
     lines.append("== recommendations")
     if not report["recommendations"]:
         lines.append("none: nothing measured here points at a change")
@@ -139,6 +166,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=None, help="loader decode threads")
     parser.add_argument("--no-loader", action="store_true", help="skip step 3")
+    parser.add_argument("--step-time", type=float, default=None, metavar="SECONDS",
+                        help="the training step per batch the AU summary assumes")
+    parser.add_argument("--step-time-from", default="a100-resnet50",
+                        help="a GPU/model profile for the AU summary (default a100-resnet50; "
+                             "see gpufeed bench --help)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -146,6 +178,7 @@ def main_from_args(args) -> int:
     report = diagnose(args.path, seconds=args.seconds, io_seconds=args.io_seconds,
                       sample_bytes=args.sample_bytes, io_threads=args.io_threads,
                       batch_size=args.batch_size, threads=args.threads,
-                      run_loader=not args.no_loader)
+                      run_loader=not args.no_loader, step_time=args.step_time,
+                      step_time_from=args.step_time_from)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0

@@ -147,7 +147,7 @@ TEST(VerdictTest, OtherProcessesTakingTheCpusIsContentionNotDecode) {
   JudgeBottleneck(&stats);
   EXPECT_EQ(stats.bottleneck, Bottleneck::kCpuContention);
   EXPECT_NEAR(stats.expected_gain, 0.8, 1e-9);  // 18 s of decode would take 10
-  EXPECT_TRUE(StartsWith(stats.verdict, "cpu-contention: decode threads were busy 90% of the time "
+  EXPECT_TRUE(StartsWith(stats.verdict, "cpu-contention-bound: decode threads were busy 90% of the time "
                                         "but on a CPU only 50%"))
       << stats.verdict;
   // The same wait without outside load is the loader's own: decode.
