@@ -127,16 +127,15 @@ void JudgeBottleneck(LoaderStats* stats) {
     s.bottleneck = Bottleneck::kConsumer;
   } else if (!s.device.empty() && s.copy_share > kCopyBusy) {
     s.bottleneck = Bottleneck::kCopy;
-  } else if (s.decode_share >= kDecodeBusy) {
+  } else if (s.decode_share + s.other_share >= kDecodeBusy) {
+    // The workers neither wait for bytes nor for room: they compute.
     bool contended = s.cpu_wait_share >= kCpuWaitShare && OthersCores(s) >= kExternalCores &&
                      (s.cores == 0 || s.threads <= s.cores);
     s.bottleneck = contended ? Bottleneck::kCpuContention : Bottleneck::kDecode;
-  } else if (s.blocked_share >= kBlockedShare) {
-    s.bottleneck = Bottleneck::kConsumer;
-  } else if (s.read_share >= s.other_share || s.read_share >= s.decode_share) {
+  } else if (s.read_share >= s.blocked_share) {
     s.bottleneck = Bottleneck::kRead;
   } else {
-    s.bottleneck = Bottleneck::kDecode;
+    s.bottleneck = Bottleneck::kConsumer;  // idle on a full window: bursts
   }
   s.expected_gain = std::max(0.0, ExpectedGain(s));
   s.verdict = VerdictSentence(s);
@@ -156,7 +155,7 @@ std::string VerdictSentence(const LoaderStats& s) {
     case Bottleneck::kConsumer: {
       std::string text = Format("consumer-bound: Next() waited %.0f%% of the time; %s",
                                 wait, workers.c_str());
-      if (s.blocked_share >= kBlockedShare && s.consumer_wait_share >= kConsumerWaitFloor) {
+      if (s.consumer_wait_share >= kConsumerWaitFloor) {
         text += "; the loader keeps up on average and the waits come in bursts: raise prefetch";
       } else {
         text += "; the loader keeps up, the training step sets the pace";

@@ -8,19 +8,22 @@
 // binding, bench, diagnose) read the enum and the shares.
 //
 // Every second of the decode threads (threads x elapsed) is in one share:
-// read (waiting for bytes), decode CPU, decode waiting for a CPU, blocked
-// (the window full), other. The rules, in order:
+// read (waiting for bytes: locating, submitting, waiting for the read
+// engine or reading), decode (on a CPU + waiting for one), blocked (the
+// window of batches full), other (the rest: locks, bookkeeping, the
+// scheduler between samples). The workers are saturated when they neither
+// wait for bytes nor for room: decode + other. The rules, in order:
 //   no batch delivered                              -> kNone
 //   the consumer waited < 5% of the span            -> kConsumer
 //   CUDA batches, the copy stream busy > 80%        -> kCopy
-//   decode threads busy (CPU + waiting for one) >= 80%:
-//     waiting for a CPU >= 20% while other processes or the hypervisor
-//     take >= 0.5 CPU and threads <= cores          -> kCpuContention
+//   workers computing (decode + other) >= 80%:
+//     decode waiting for a CPU >= 20% while other processes or the
+//     hypervisor take >= 0.5 CPU and threads <= cores -> kCpuContention
 //     otherwise                                     -> kDecode
-//   workers blocked on a full window >= 25%         -> kConsumer (bursts)
-//   otherwise (decode not saturated, workers wait
-//   for reads more than anything else)              -> kRead
-//   (a span where "other" dominates: the larger of read and decode)
+//   workers waiting for reads at least as long as
+//   blocked on a full window                        -> kRead
+//   otherwise (idle on a full window, the consumer
+//   still waits: batches come in bursts)            -> kConsumer
 //
 // Thread safety: pure functions of their argument.
 #ifndef GPUFEED_PIPELINE_VERDICT_H_
@@ -38,7 +41,6 @@ constexpr double kCopyBusy = 0.8;
 constexpr double kDecodeBusy = 0.8;
 constexpr double kCpuWaitShare = 0.2;
 constexpr double kExternalCores = 0.5;
-constexpr double kBlockedShare = 0.25;
 
 // Sets the shares, bottleneck and expected_gain from the figures in *stats
 // (other_seconds is derived when 0), then stats->verdict.
