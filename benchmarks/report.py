@@ -23,7 +23,7 @@ import platform
 import sys
 import time
 
-STEPS = ("read", "loader", "torch", "io", "cache", "gpu")
+STEPS = ("read", "loader", "torch", "io", "cache", "verdict", "gpu")
 
 
 def machine():
@@ -129,6 +129,14 @@ def headline_rows(data):
     elif cache:
         for key, value in flat_numbers(cache):
             rows.append(("cache", key, value, ""))
+    verdict = data.get("verdict")
+    if isinstance(verdict, dict) and "rows" in verdict:
+        # benchmarks/verdict_check.py: physically created bottlenecks.
+        for row in verdict["rows"]:
+            rows.append(("verdict", f"{row['scenario']}: truth {row['truth']}, said "
+                         f"{row['verdict']}", 1.0 if row["right"] else 0.0, "right"))
+        rows.append(("verdict", f"scenarios right ({verdict['unproven']} unproven)",
+                     verdict["right"], f"of {verdict['scenarios']}"))
     gpu = data.get("gpu")
     if isinstance(gpu, dict) and "raw_uint8_gbps" in gpu:
         # benchmarks/gpu_check.sh (gpufeed_gpu_bench --json).

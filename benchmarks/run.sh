@@ -191,6 +191,14 @@ done
 "$PY" "$ROOT/benchmarks/cache_table.py" "$cache_runs" "$RESULTS/cache.json" || echo "cache table failed (exit $?)"
 rm -rf "$cache_runs"
 
+# The bottleneck verdict against bottlenecks made physically (a throttled
+# loop device; root only, else it says why and skips). Writes verdict.json.
+echo
+heading "[verdict] the bottleneck verdict against physically throttled storage, large JPEGs and a slow consumer"
+"$PY" "$ROOT/benchmarks/verdict_check.py" --source "$FOLDER" --work "$DATA/verdict" \
+  --json "$RESULTS/verdict.json" 2> >(grep -v '\[gpufeed\] \[info\]' >&2) \
+  || echo "verdict bench failed (exit $?)"
+
 echo
 heading "[5/5] GPU stage"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then

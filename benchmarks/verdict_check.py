@@ -16,10 +16,11 @@ Scenarios (threads = this machine's CPUs, train transform, uint8, batch 32):
   the device is throttled to 3x (light), 1.3x (just above) and 0.5x
   (moderate) of the bytes/s that rate needs, each run on a cold page cache.
   Truth, proven by the counterfactual: storage ("read") when the throttled
-  run is slower than 0.9x the reference and the device delivered at least
-  80% of its limit; the CPUs ("decode") when it keeps 0.9x of it.
+  run is slower than 0.9x the reference (the better of two unthrottled runs)
+  and the device delivered at least 80% of its limit; the CPUs ("decode")
+  when it keeps 0.9x of it; "unproven" otherwise (a noisy machine).
 * Large JPEGs (4x upscaled, about 2400x1600) on a warm page cache: truth
-  "decode", proven by no device reads and the process using most CPUs.
+  "decode", proven by no device reads while the consumer never pauses.
 * A consumer sleeping per batch, asking for 40% of the reference rate on a
   warm cache: truth "consumer", proven by the rate following the sleep.
 
@@ -149,10 +150,13 @@ def measure(path, fmt, backend, direct, seconds, threads, batch_size, step=None)
     """Runs a loader for `seconds` (at most one epoch, so a cold run stays
     cold) and returns its rate after the first second and its recent stats."""
     import gpufeed
-    loader = gpufeed.DataLoader(
-        path, format=fmt, batch_size=batch_size, shuffle=True, num_threads=threads,
-        transform=gpufeed.ImageTransform(224, train=True, dtype="uint8"),
-        io_backend=backend, direct_io=direct, stats_window_seconds=seconds - 1.0)
+    options = dict(format=fmt, batch_size=batch_size, shuffle=True, num_threads=threads,
+                   transform=gpufeed.ImageTransform(224, train=True, dtype="uint8"),
+                   io_backend=backend, direct_io=direct)
+    try:
+        loader = gpufeed.DataLoader(path, stats_window_seconds=seconds - 1.0, **options)
+    except TypeError:  # a gpufeed before the recent window (the "before" table)
+        loader = gpufeed.DataLoader(path, **options)
     started = time.monotonic()
     mark = None
     batches = 0
@@ -166,7 +170,10 @@ def measure(path, fmt, backend, direct, seconds, threads, batch_size, step=None)
         if now - started >= seconds:
             break
     end = time.monotonic()
-    stats = dict(loader.stats("recent"))
+    try:
+        stats = dict(loader.stats("recent"))
+    except TypeError:
+        stats = dict(loader.stats())
     loader.close()
     if mark is None or end - mark[0] <= 0:
         mark = (started, 0)
@@ -176,8 +183,8 @@ def measure(path, fmt, backend, direct, seconds, threads, batch_size, step=None)
 
 def describe(stats):
     return (f"read {stats['read_share']:.0%} decode {stats['decode_share']:.0%} "
-            f"(cpu {stats['decode_cpu_share']:.0%}) blocked {stats['blocked_share']:.0%} "
-            f"wait {stats['consumer_wait_share']:.0%}")
+            f"(cpu {stats.get('decode_cpu_share', 0):.0%}) blocked "
+            f"{stats.get('blocked_share', 0):.0%} wait {stats['consumer_wait_share']:.0%}")
 
 
 def main():
@@ -250,9 +257,14 @@ def main():
             for backend_label, backend, direct in backends:
                 if args.only and args.only not in f"{label} {backend_label}":
                     continue
-                throttle.limit(0)
-                drop_caches()
-                reference, stats = measure(path, fmt, backend, direct, **common)
+                # The decode rate: the better of two unthrottled cold runs
+                # (one may be slowed by the machine's other work).
+                reference = 0
+                for _ in range(2):
+                    throttle.limit(0)
+                    drop_caches()
+                    rate, stats = measure(path, fmt, backend, direct, **common)
+                    reference = max(reference, rate)
                 need = reference * per_sample
                 log(f"{label} {backend_label}: reference {reference:.0f} img/s unthrottled, "
                     f"needs {need / 1e6:.1f} MB/s; {describe(stats)}")
@@ -286,11 +298,14 @@ def main():
             rate, stats = measure(large, "imagefolder", "auto", False, **common)
             seconds = time.monotonic() - started
             read_mb = (disk_counters(disk)[0] - before[0]) / seconds / 1e6
-            cpu = stats["process_cpu_cores"]
-            truth = "decode" if read_mb < 1 and cpu >= 0.75 * min(args.threads, stats["cores"]) \
-                else "unproven"
+            cpu = stats.get("process_cpu_cores", 0.0)
+            # Nothing read from the device and a consumer that never pauses:
+            # what is left to limit the loader is the CPUs (its own, or
+            # taken by others: both are "the CPUs").
+            truth = "decode" if read_mb < 1 else "unproven"
             record("large JPEGs, warm cache", truth,
-                   f"device {read_mb:.2f} MB/s, process {cpu:.2f} of {stats['cores']} CPUs", stats)
+                   f"device {read_mb:.2f} MB/s, process {cpu:.2f} of {stats.get('cores', 0)} "
+                   f"CPUs, others {stats.get('external_cpu_cores', 0):.2f}", stats)
 
         if not args.only or "consumer" in args.only:
             warm(glob.glob(os.path.join(packed, "*")))
@@ -316,10 +331,14 @@ def main():
     for row in rows:
         log(f"{row['scenario']:<38} {row['truth']:<8} {row['verdict']:<15} "
             f"{'right' if row['right'] else 'WRONG':<8} {row['proof']}")
-    log(f"verdict: {right} of {len(rows)} right")
+    unproven = sum(1 for row in rows if row["truth"] == "unproven")
+    log(f"verdict: {right} of {len(rows)} right"
+        + (f" ({unproven} scenario(s) unproven: the machine was too noisy to establish the "
+           "truth; rerun on a quiet machine)" if unproven else ""))
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"right": right, "scenarios": len(rows), "rows": rows}, out, indent=2)
+            json.dump({"right": right, "scenarios": len(rows), "unproven": unproven,
+                       "rows": rows}, out, indent=2)
     return 0
 
 

@@ -110,6 +110,43 @@ TEST_F(LoaderTest, AnEpochDeliversEverySampleOnceInShapedBatches) {
   EXPECT_GT(stats.read_share + stats.decode_share, 0);
   EXPECT_LE(stats.consumer_wait_share, 1.0);
   EXPECT_EQ(stats.copy_share, 0);  // host batches
+  EXPECT_EQ(stats.span, StatsSpan::kSinceOpen);
+  EXPECT_GE(stats.cores, 1);
+  EXPECT_LE(stats.decode_cpu_seconds, stats.decode_seconds);
+  EXPECT_NEAR(stats.read_share + stats.decode_share + stats.blocked_share + stats.other_share, 1,
+              0.05);
+  // The epoch span: the epoch that ended is frozen until Next() starts the
+  // next one; here epoch 1 is in progress with one batch taken.
+  LoaderStats epoch = loader->Stats(StatsSpan::kEpoch);
+  EXPECT_EQ(epoch.span, StatsSpan::kEpoch);
+  EXPECT_EQ(epoch.batches, 1u);
+  // The recent window started at the first Next(): not before Open.
+  LoaderStats recent = loader->Stats(StatsSpan::kRecent);
+  EXPECT_EQ(recent.span, StatsSpan::kRecent);
+  EXPECT_EQ(recent.batches, 7u);
+  EXPECT_LE(recent.elapsed_seconds, loader->Stats().elapsed_seconds);
+}
+
+TEST_F(LoaderTest, TheEpochSpanIsFrozenAtTheEpochsEnd) {
+  LoaderOptions options = Options();
+  std::unique_ptr<Loader> loader;
+  ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+  Batch batch;
+  uint64_t batches = 0;
+  while (true) {
+    ASSERT_TRUE(loader->Next(&batch).ok());
+    if (batch.end_of_epoch()) break;
+    batches += 1;
+  }
+  LoaderStats ended = loader->Stats(StatsSpan::kEpoch);
+  EXPECT_EQ(ended.batches, batches);
+  EXPECT_NE(ended.bottleneck, Bottleneck::kNone);
+  LoaderStats again = loader->Stats(StatsSpan::kEpoch);
+  EXPECT_EQ(again.elapsed_seconds, ended.elapsed_seconds);  // frozen
+  // SetEpoch restarts the span at the next Next().
+  ASSERT_TRUE(loader->SetEpoch(3).ok());
+  ASSERT_TRUE(loader->Next(&batch).ok());
+  EXPECT_EQ(loader->Stats(StatsSpan::kEpoch).batches, 1u);
 }
 
 TEST_F(LoaderTest, BitIdenticalBatchesWhateverTheThreadCount) {
