@@ -45,6 +45,12 @@ Status HostStage::Create(std::shared_ptr<const Dataset> dataset, const LoaderOpt
   if (options.use_read_engine && host->dataset_->size() > 0 && host->dataset_->CanLocate()) {
     host->read_ahead_ = ReadAhead::Create(host->dataset_.get(), options.io, &host->ring_->mutex,
                                           &host->ring_->changed);
+    if (options.transform == TransformKind::kTokenWindows &&
+        options.shuffle != ShuffleMode::kGlobal) {
+      uint64_t blocks = options.shuffle == ShuffleMode::kBlock
+                            ? std::max<uint32_t>(1, options.shuffle_window_shards) : 4;
+      host->read_ahead_tasks_ = host->shard_sizes_.front() * blocks;
+    }
   }
   host->stats_.started = Clock::now();
   {
@@ -69,8 +75,7 @@ HostStage::HostStage(std::shared_ptr<const Dataset> dataset, const LoaderOptions
   threads_ = options.num_threads > 0
                  ? options.num_threads
                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (const ShardInfo& shard : dataset_->shards()) shard_sizes_.push_back(shard.records);
-  if (shard_sizes_.empty()) shard_sizes_.push_back(dataset_->size());
+  shard_sizes_ = dataset_->BlockSizes();
 }
 
 HostStage::~HostStage() {
@@ -212,7 +217,11 @@ void HostStage::HandOut(Slot& slot, uint64_t k, Batch* batch) {
   labels.data = static_cast<char*>(slot.labels) + layout_.lengths_bytes;
   labels.dtype = layout_.label_dtype;
   labels.shape = {slot.samples};
-  if (options_.label_count > 1) labels.shape.push_back(options_.label_count);
+  if (options_.transform == TransformKind::kTokenWindows) {
+    labels.shape.push_back(options_.tokens.seq_len);  // y: the next-token targets
+  } else if (options_.label_count > 1) {
+    labels.shape.push_back(options_.label_count);
+  }
   std::vector<uint64_t> ids(slot.sample_ids.begin(), slot.sample_ids.begin() + slot.samples);
   size_t slot_index = slot.index;
   std::shared_ptr<BatchRing> ring = ring_;
@@ -280,7 +289,8 @@ void HostStage::Work() {
     if (read_ahead_) {
       uint64_t window_end = std::min<uint64_t>(
           samples_.size(),
-          (delivered_ + static_cast<uint64_t>(options_.prefetch)) * options_.batch_size);
+          (delivered_ + static_cast<uint64_t>(options_.prefetch)) * options_.batch_size +
+              read_ahead_tasks_);
       read_ahead_->Submit(lock, samples_, window_end);
       have_bytes = read_ahead_->Take(lock, task, stopping_, &fetched, &figures.read);
     }
@@ -297,7 +307,7 @@ void HostStage::Work() {
       // allocation failure or a library exception is this sample's error.
       status = Status::Internal("sample " + std::to_string(sample) + ": " + e.what());
     }
-    fetched.completion.buffer.reset();  // back to the engine's budget
+    fetched.completion.reset();  // back to the engine's budget (with its last window)
     uint64_t used = sample;
     if (!status.ok() && options_.on_error == OnError::kSkip) {
       LogSkip(status);

@@ -81,6 +81,10 @@ class HostStage final : public BatchSource {
   // Shared with the Batches handed out; its mutex guards what follows.
   const std::shared_ptr<BatchRing> ring_;
   std::unique_ptr<ReadAhead> read_ahead_;  // null: the workers read everything
+  // Tasks submitted to the engine beyond the prefetch window: token windows
+  // read in blocks submit the next window of blocks while this one is
+  // consumed, so the disk never waits for the consumer (0 otherwise).
+  uint64_t read_ahead_tasks_ = 0;
   std::vector<std::thread> workers_;
 
   // The run: this rank's samples from a cursor. Guarded by ring_->mutex.

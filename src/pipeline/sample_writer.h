@@ -32,6 +32,7 @@ struct BatchLayout {
   TensorDtype label_dtype = TensorDtype::kInt64;
   size_t label_bytes_per_sample = 0;
   size_t lengths_bytes = 0;  // label_lengths: the counts before the labels
+  TokenDtype token_dtype = TokenDtype::kAuto;  // token windows: the corpus's
 
   // InvalidArgument for label_lengths without float32 labels.
   static Status For(const LoaderOptions& options, const Dataset& dataset, BatchLayout* layout);
