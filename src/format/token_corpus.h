@@ -102,6 +102,12 @@ Status NewTokenWindowDataset(const std::string& path, std::shared_ptr<Store> sto
 Status TokenWindowsOf(const std::shared_ptr<const Dataset>& dataset, uint32_t seq_len,
                       uint32_t block_bytes, std::shared_ptr<const Dataset>* windows);
 
+// Verify for token corpora: the headers and indexes (as OpenTokenCorpus),
+// then every token byte read. *recognised false: not a token corpus (and
+// nothing done). records_checked counts tokens, shards_checked files.
+Status VerifyTokenCorpus(const std::string& path, const DatasetOptions& options,
+                         VerifyReport* report, bool* recognised);
+
 // Converts `count` tokens at `source` (of `from`) to int32 or int64.
 void WidenTokens(TokenDtype from, const char* source, size_t count, TensorDtype to,
                  void* destination);

@@ -13,6 +13,7 @@
 
 #include "format/datasets.h"
 #include "format/token_corpus.h"
+#include "util/path.h"
 
 namespace gpufeed {
 
@@ -237,6 +238,44 @@ Status TokenWindowsOf(const std::shared_ptr<const Dataset>& dataset, uint32_t se
   GPUFEED_RETURN_IF_ERROR(NewTokenWindowDataset(tokens->path(), tokens->store(), tokens->corpus(),
                                                 seq_len, block_bytes, &made));
   *windows = std::move(made);
+  return Status::OK();
+}
+
+Status VerifyTokenCorpus(const std::string& path, const DatasetOptions& options,
+                         VerifyReport* report, bool* recognised) {
+  std::shared_ptr<Store> store;
+  GPUFEED_RETURN_IF_ERROR(NewDatasetStore(CacheOptions(), AbsolutePath(path), &store));
+  std::shared_ptr<const TokenCorpus> corpus;
+  Status status = OpenTokenCorpus(path, options, store, &corpus, recognised);
+  if (!*recognised) return status;
+  report->format = options.format;
+  if (!status.ok()) {
+    if (status.code() != Status::Code::kCorruption) return status;
+    report->problems.push_back(status.ToString());
+    return Status::OK();
+  }
+  report->format = corpus->format;
+  // Every byte of every file is read: a file shorter than its header or
+  // index says, or one the disk cannot serve, is named here.
+  std::string buffer(4u << 20, '\0');
+  for (const TokenFile& file : corpus->files) {
+    report->shards_checked += 1;
+    uint64_t end = file.data_offset + file.tokens * TokenDtypeSize(corpus->dtype);
+    for (uint64_t offset = file.data_offset; offset < end;) {
+      size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), end - offset));
+      size_t done = 0;
+      Status read = file.file->ReadAt(offset, want, buffer.data(), &done);
+      if (!read.ok() || done != want) {
+        report->problems.push_back(read.ok() ? file.path + " at byte offset " +
+                                                   std::to_string(offset + done) +
+                                                   ": the file ends early"
+                                             : read.ToString());
+        break;
+      }
+      offset += done;
+    }
+  }
+  report->records_checked = corpus->tokens;
   return Status::OK();
 }
 
