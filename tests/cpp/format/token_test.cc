@@ -125,7 +125,7 @@ TEST(TokenCorpusTest, LlmcDirectoryIsOneStreamAndWindowsSpanFiles) {
 TEST(TokenCorpusTest, HeaderlessNeedsItsDtype) {
   TempDir dir;
   std::string path = JoinPath(dir.path(), "train.bin");
-  WriteBytes(path, std::string(1000, '\x01'));
+  WriteBytes(path, std::string(1002, '\x01'));
   std::unique_ptr<Dataset> dataset;
   Status status = Dataset::Open(path, DatasetOptions(), &dataset);
   EXPECT_TRUE(status.IsInvalidArgument()) << status.ToString();
@@ -133,13 +133,13 @@ TEST(TokenCorpusTest, HeaderlessNeedsItsDtype) {
   options.format = DatasetFormat::kTokens;
   status = Dataset::Open(path, options, &dataset);
   EXPECT_NE(status.ToString().find("token_dtype"), std::string::npos) << status.ToString();
-  options.tokens.token_dtype = TokenDtype::kInt32;
+  options.tokens.token_dtype = TokenDtype::kUint16;
   ASSERT_TRUE(Dataset::Open(path, options, &dataset).ok());
-  EXPECT_EQ(dataset->token_info()->tokens, 250u);
-  options.tokens.token_dtype = TokenDtype::kInt64;  // 1000 is not a multiple of 8
+  EXPECT_EQ(dataset->token_info()->tokens, 501u);
+  options.tokens.token_dtype = TokenDtype::kInt32;  // 1002 is not a multiple of 4
   status = Dataset::Open(path, options, &dataset);
   EXPECT_TRUE(status.IsCorruption());
-  EXPECT_NE(status.ToString().find("train.bin at byte offset 992"), std::string::npos)
+  EXPECT_NE(status.ToString().find("train.bin at byte offset 1000"), std::string::npos)
       << status.ToString();
 }
 
@@ -156,14 +156,14 @@ TEST(TokenCorpusTest, BadMegatronIndexNamesFileAndOffset) {
   int64_t wrong = 2;  // the second sequence must start at byte 6
   std::memcpy(&pointer[34 + 12 + 8], &wrong, 8);
   std::string documents = good;
-  int64_t backwards = 3;
+  int64_t backwards = 3;  // entry 1 becomes 3, so entry 2 (2) goes backwards
   std::memcpy(&documents[34 + 36 + 8], &backwards, 8);
   std::vector<Case> cases = {
       {good.substr(0, 20), "shorter than the 34-byte"},
       {"XX" + good.substr(2), "byte offset 0"},
       {good.substr(0, good.size() - 1), "do not fit"},
       {pointer, "byte offset 54"},
-      {documents, "byte offset 78"},
+      {documents, "byte offset 86"},
       {good + "xx", "bytes after the document indices"},
   };
   for (const Case& c : cases) {

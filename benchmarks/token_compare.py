@@ -1,0 +1,147 @@
+"""Token corpora: gpufeed.DataLoader(transform=TokenWindows) against fio on
+the same file, in the same run (benchmarks/run.sh step 6).
+
+The corpus is a Megatron-LM indexed dataset (PREFIX.bin + PREFIX.idx, uint16
+tokens, documents of random lengths) written once by numpy. Each repeat drops
+the page cache (when root), reads the .bin with fio (sequential 1 MiB reads,
+queue depth 32, O_DIRECT, io_uring), drops it again and runs one epoch of
+the loader with shuffle="block", direct_io=True, seq_len 2048: token bytes
+delivered per second (windows x seq_len x 2 bytes over the epoch's wall
+time). The order of the two alternates between repeats; medians are
+reported with the ratio (target >= 0.9x).
+
+    python3 benchmarks/token_compare.py --prefix DATA/tokens-1GiB --size 1GiB --json out.json
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+MIB = 1 << 20
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from io_compare import can_drop_caches, drop_caches, parse_size  # noqa: E402
+
+
+def make_megatron(prefix, size, seed=0):
+    """PREFIX.bin of `size` bytes of uint16 tokens and its .idx, as
+    Megatron-Core's _IndexWriter writes them; written once."""
+    if os.path.exists(prefix + ".idx") and os.path.getsize(prefix + ".bin") == size:
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
+    print(f"writing a {size / 2**30:.1f} GiB Megatron corpus at {prefix}.bin", flush=True)
+    rng = np.random.default_rng(seed)
+    tokens = size // 2
+    lengths = []
+    with open(prefix + ".bin.tmp", "wb") as out:
+        written = 0
+        while written < tokens:
+            chunk = rng.integers(0, 50257, size=min(16 * MIB, tokens - written), dtype=np.uint16)
+            out.write(chunk.tobytes())
+            written += len(chunk)
+        out.flush()
+        os.fsync(out.fileno())
+    left = tokens
+    while left > 0:
+        n = int(min(left, rng.integers(200, 4000)))
+        lengths.append(n)
+        left -= n
+    lengths = np.array(lengths, dtype=np.int32)
+    pointers = np.zeros(len(lengths), dtype=np.int64)
+    pointers[1:] = np.cumsum(lengths[:-1], dtype=np.int64) * 2
+    documents = np.arange(len(lengths) + 1, dtype=np.int64)
+    with open(prefix + ".idx", "wb") as index:
+        index.write(b"MMIDIDX\x00\x00" + np.uint64(1).tobytes() + np.uint8(8).tobytes())
+        index.write(np.uint64(len(lengths)).tobytes() + np.uint64(len(documents)).tobytes())
+        index.write(lengths.tobytes() + pointers.tobytes() + documents.tobytes())
+    os.rename(prefix + ".bin.tmp", prefix + ".bin")
+
+
+def run_fio(path):
+    command = ["fio", "--name=tokens", f"--filename={path}", "--rw=read", "--bs=1M",
+               "--direct=1", "--ioengine=io_uring", "--iodepth=32", "--numjobs=1",
+               f"--size={os.path.getsize(path)}", "--invalidate=1", "--output-format=json"]
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    job = json.loads(output[output.index("{"):])["jobs"][0]["read"]
+    return job["bw_bytes"]
+
+
+def run_loader(prefix, seq_len, batch_size, dtype, threads):
+    import gpufeed
+    loader = gpufeed.DataLoader(prefix, batch_size=batch_size, shuffle="block", seed=1,
+                                direct_io=True, num_threads=threads,
+                                transform=gpufeed.TokenWindows(seq_len=seq_len, dtype=dtype))
+    windows = 0
+    start = time.perf_counter()
+    for x, _ in loader:
+        windows += int(x.shape[0])
+    seconds = time.perf_counter() - start
+    stats = loader.stats()
+    loader.close()
+    return windows * seq_len * 2 / seconds, stats
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prefix", required=True)
+    parser.add_argument("--size", default="1GiB")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seq-len", type=int, default=2048)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--dtype", default="int64")
+    parser.add_argument("--threads", type=int, default=0, help="0: the cores")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    make_megatron(args.prefix, parse_size(args.size))
+    if shutil.which("fio") is None:
+        print("fio is not installed (apt-get install fio): skipping the token comparison")
+        return 0
+    cold = can_drop_caches()
+    if not cold:
+        print("note: cannot drop the page cache (not root): runs are warm, the fio run uses O_DIRECT")
+    ours, theirs, last_stats = [], [], None
+    for repeat in range(args.repeats):
+        order = ("fio", "ours") if repeat % 2 == 0 else ("ours", "fio")
+        for who in order:
+            if cold:
+                drop_caches()
+            if who == "fio":
+                theirs.append(run_fio(args.prefix + ".bin"))
+            else:
+                rate, last_stats = run_loader(args.prefix, args.seq_len, args.batch_size,
+                                              args.dtype, args.threads)
+                ours.append(rate)
+        print(f"repeat {repeat + 1}: gpufeed {ours[-1] / 1e6:.0f} MB/s of tokens, "
+              f"fio {theirs[-1] / 1e6:.0f} MB/s", flush=True)
+    ours_median, fio_median = statistics.median(ours), statistics.median(theirs)
+    ratio = ours_median / fio_median
+    size = os.path.getsize(args.prefix + ".bin")
+    print(f"tokens, {size / 2**30:.2f} GiB Megatron corpus, {'cold' if cold else 'warm'} page "
+          f"cache, shuffle=block, O_DIRECT, seq_len {args.seq_len}, {args.dtype}, "
+          f"batch {args.batch_size}: gpufeed {ours_median / 1e6:.0f} MB/s of tokens vs fio "
+          f"seq 1 MiB qd32 O_DIRECT {fio_median / 1e6:.0f} MB/s: {ratio:.2f}x "
+          f"(target >= 0.9x: {'met' if ratio >= 0.9 else 'NOT met'}; medians of {args.repeats})")
+    if last_stats is not None:
+        print(f"  last loader run: {last_stats['io_requests']} reads, "
+              f"{last_stats['io_mean_inflight']:.1f} in flight on average, "
+              f"bottleneck {last_stats['bottleneck']}")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(dict(corpus_bytes=size, cache="cold" if cold else "warm",
+                           seq_len=args.seq_len, dtype=args.dtype, batch_size=args.batch_size,
+                           gpufeed_token_mb_per_s=[round(v / 1e6, 1) for v in ours],
+                           fio_mb_per_s=[round(v / 1e6, 1) for v in theirs],
+                           gpufeed_median_mb_per_s=round(ours_median / 1e6, 1),
+                           fio_median_mb_per_s=round(fio_median / 1e6, 1),
+                           ratio=round(ratio, 3), target=0.9), out, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
