@@ -61,9 +61,17 @@ T Load(const char* data) {
   return value;
 }
 
+// Through a small aligned chunk: the source may be unaligned, and a typed,
+// non-aliasing inner loop is what the compiler vectorizes.
 template <typename From, typename To>
-void Widen(const char* source, size_t count, To* destination) {
-  for (size_t i = 0; i < count; ++i) destination[i] = static_cast<To>(Load<From>(source + i * sizeof(From)));
+void Widen(const char* source, size_t count, To* __restrict destination) {
+  constexpr size_t kChunk = 512;
+  alignas(64) From chunk[kChunk];
+  for (size_t start = 0; start < count; start += kChunk) {
+    const size_t n = std::min(kChunk, count - start);
+    std::memcpy(chunk, source + start * sizeof(From), n * sizeof(From));
+    for (size_t i = 0; i < n; ++i) destination[start + i] = static_cast<To>(chunk[i]);
+  }
 }
 
 template <typename To>

@@ -36,6 +36,9 @@ class TokenWindowDataset : public DatasetBase {
   std::vector<uint64_t> BlockSizes() const override;
   const TokenCorpusInfo* token_info() const override { return &info_; }
   const std::shared_ptr<const TokenCorpus>& corpus() const { return corpus_; }
+  // ParseLocated without the copy: where the window lies in `data`.
+  Status WindowIn(uint64_t index, const RecordLocation& location, const char* data, size_t size,
+                  const char** window) const;
 
  protected:
   const StoreFile* FileOf(uint64_t index) const override {
@@ -135,9 +138,11 @@ void TokenWindowDataset::Describe(uint64_t index, Record* record) const {
   record->key.clear();
   record->id = index;
   record->encoded = false;
-  record->shape = {static_cast<int64_t>(seq_len_ + 1)};
-  record->source = file.path + " at byte offset " +
-                   std::to_string(ByteOffset(file, index * seq_len_));
+  if (record->shape.size() != 1) record->shape.resize(1);
+  record->shape[0] = static_cast<int64_t>(seq_len_ + 1);
+  // The file only (no per-window formatting on the hot path): the window's
+  // offset is index * seq_len tokens into the stream (errors give it).
+  record->source = file.path;
 }
 
 Status TokenWindowDataset::Read(uint64_t index, Record* record) const {
@@ -189,8 +194,8 @@ bool TokenWindowDataset::Locate(uint64_t index, RecordLocation* location) const 
   return true;
 }
 
-Status TokenWindowDataset::ParseLocated(uint64_t index, const RecordLocation& location,
-                                        const char* data, size_t size, Record* record) const {
+Status TokenWindowDataset::WindowIn(uint64_t index, const RecordLocation& location,
+                                    const char* data, size_t size, const char** window) const {
   GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
   const TokenFile& file = corpus_->files[FileOfToken(index * seq_len_)];
   const size_t bytes = (seq_len_ + 1) * item_;
@@ -205,8 +210,16 @@ Status TokenWindowDataset::ParseLocated(uint64_t index, const RecordLocation& lo
                               ": the file ends early (it held " + std::to_string(file.bytes) +
                               " bytes when opened), sample " + std::to_string(index));
   }
+  *window = data + (offset - location.offset);
+  return Status::OK();
+}
+
+Status TokenWindowDataset::ParseLocated(uint64_t index, const RecordLocation& location,
+                                        const char* data, size_t size, Record* record) const {
+  const char* window = nullptr;
+  GPUFEED_RETURN_IF_ERROR(WindowIn(index, location, data, size, &window));
   Describe(index, record);
-  record->data.assign(data + (offset - location.offset), bytes);
+  record->data.assign(window, (seq_len_ + 1) * item_);
   return Status::OK();
 }
 
@@ -239,6 +252,13 @@ Status TokenWindowsOf(const std::shared_ptr<const Dataset>& dataset, uint32_t se
                                                 seq_len, block_bytes, &made));
   *windows = std::move(made);
   return Status::OK();
+}
+
+Status TokenWindowAt(const Dataset& dataset, uint64_t index, const RecordLocation& location,
+                     const char* data, size_t size, const char** window) {
+  auto* tokens = dynamic_cast<const TokenWindowDataset*>(&dataset);
+  if (tokens == nullptr) return Status::InvalidArgument(dataset.path() + " is not a token corpus");
+  return tokens->WindowIn(index, location, data, size, window);
 }
 
 Status VerifyTokenCorpus(const std::string& path, const DatasetOptions& options,

@@ -67,6 +67,19 @@ Status SampleWriter::Parse(uint64_t sample, uint64_t epoch, const ReadAhead::Fet
                            WorkFigures* figures) const {
   const ReadCompletion& completion = *fetched.completion;
   Status status = completion.status;
+  if (status.ok() && options_.transform == TransformKind::kTokenWindows) {
+    // Widened straight from the engine's buffer (a block shared by many
+    // windows): no copy into the Record.
+    auto started = Clock::now();
+    const char* window = nullptr;
+    status = TokenWindowAt(*dataset_, sample, fetched.location, completion.buffer.data(),
+                           completion.buffer.size(), &window);
+    if (!status.ok()) return status.WithContext("sample " + std::to_string(sample));
+    WriteTokens(window, slot, position);
+    figures->bytes += TokenDtypeSize(layout_.token_dtype) * options_.tokens.seq_len;
+    figures->decode += Seconds(Clock::now() - started);
+    return Status::OK();
+  }
   if (status.ok()) {
     status = dataset_->ParseLocated(sample, fetched.location, completion.buffer.data(),
                                     completion.buffer.size(), &scratch->record);
@@ -127,10 +140,7 @@ Status SampleWriter::Write(uint64_t sample, uint64_t epoch, Slot& slot, size_t p
                                 " bytes, not a window of " + std::to_string(length + 1) +
                                 " tokens");
     } else {
-      WidenTokens(layout_.token_dtype, record.data.data(), length, layout_.data_dtype,
-                  destination);
-      WidenTokens(layout_.token_dtype, record.data.data() + item, length, layout_.label_dtype,
-                  static_cast<char*>(slot.labels) + position * layout_.label_bytes_per_sample);
+      WriteTokens(record.data.data(), slot, position);
     }
     figures->decode += Seconds(Clock::now() - read_done);
     return status;
@@ -147,6 +157,15 @@ Status SampleWriter::Write(uint64_t sample, uint64_t epoch, Slot& slot, size_t p
   }
   figures->decode += Seconds(Clock::now() - read_done);
   return status;
+}
+
+void SampleWriter::WriteTokens(const char* window, Slot& slot, size_t position) const {
+  const size_t length = options_.tokens.seq_len;
+  const size_t item = TokenDtypeSize(layout_.token_dtype);
+  WidenTokens(layout_.token_dtype, window, length, layout_.data_dtype,
+              static_cast<char*>(slot.data) + position * layout_.sample_bytes);
+  WidenTokens(layout_.token_dtype, window + item, length, layout_.label_dtype,
+              static_cast<char*>(slot.labels) + position * layout_.label_bytes_per_sample);
 }
 
 void SampleWriter::WriteRaw(const Record& record, char* destination) const {

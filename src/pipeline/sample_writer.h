@@ -65,6 +65,9 @@ class SampleWriter {
   Status Write(uint64_t sample, uint64_t epoch, Slot& slot, size_t position, Scratch* scratch,
                WorkFigures* figures) const;
   void WriteRaw(const Record& record, char* destination) const;
+  // Token windows: x (the first seq_len tokens) into the data row, y (the
+  // last seq_len) into the label row, widened to the output dtype.
+  void WriteTokens(const char* window, Slot& slot, size_t position) const;
   Status WriteLabels(uint64_t sample, const Record& record, char* destination) const;
 
   const Dataset* const dataset_;
