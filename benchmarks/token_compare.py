@@ -1,5 +1,5 @@
 """Token corpora: gpufeed.DataLoader(transform=TokenWindows) against fio on
-the same file, in the same run (benchmarks/run.sh step 6).
+the same file, in the same run (benchmarks/run.sh, step "tokens").
 
 The corpus is a Megatron-LM indexed dataset (PREFIX.bin + PREFIX.idx, uint16
 tokens, documents of random lengths) written once by numpy. Each repeat drops
@@ -7,8 +7,10 @@ the page cache (when root), reads the .bin with fio (sequential 1 MiB reads,
 queue depth 32, O_DIRECT, io_uring), drops it again and runs one epoch of
 the loader with shuffle="block", direct_io=True, seq_len 2048: token bytes
 delivered per second (windows x seq_len x 2 bytes over the epoch's wall
-time). The order of the two alternates between repeats; medians are
-reported with the ratio (target >= 0.9x).
+time); with --bench, the C++ Loader (gpufeed_token_bench) likewise. The
+order alternates between repeats; medians are reported with the ratios
+(target >= 0.9x). Then --memory-epochs warm epochs of the C++ Loader give
+the RSS after the first and the last (memory must stay flat).
 
     python3 benchmarks/token_compare.py --prefix DATA/tokens-1GiB --size 1GiB --json out.json
 """
@@ -87,6 +89,21 @@ def run_loader(prefix, seq_len, batch_size, dtype, threads):
     return windows * seq_len * 2 / seconds, stats
 
 
+def run_bench(bench, prefix, seq_len, batch_size, dtype, threads, epochs=1, direct=True):
+    """gpufeed_token_bench (the C++ Loader, no Python in the loop): per-epoch
+    token bytes/s and the RSS after each epoch."""
+    command = [bench, prefix, "--seq-len", str(seq_len), "--batch", str(batch_size),
+               "--dtype", dtype, "--direct", "1" if direct else "0", "--epochs", str(epochs),
+               "--shuffle", "block"]
+    if threads:
+        command += ["--threads", str(threads)]
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    line = next(l for l in output.splitlines() if l.startswith("RESULT"))
+    values = dict(field.split("=", 1) for field in line.split()[1:])
+    rates = [float(l.split()[2]) * 1e6 for l in output.splitlines() if l.startswith("epoch ")]
+    return rates, float(values["rss_first_mb"]), float(values["rss_last_mb"])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prefix", required=True)
@@ -96,6 +113,9 @@ def main():
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--dtype", default="int64")
     parser.add_argument("--threads", type=int, default=0, help="0: the cores")
+    parser.add_argument("--bench", default=None, help="gpufeed_token_bench (C++ loader)")
+    parser.add_argument("--memory-epochs", type=int, default=10,
+                        help="warm epochs of the C++ loader for the RSS check")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     make_megatron(args.prefix, parse_size(args.size))
@@ -105,41 +125,64 @@ def main():
     cold = can_drop_caches()
     if not cold:
         print("note: cannot drop the page cache (not root): runs are warm, the fio run uses O_DIRECT")
-    ours, theirs, last_stats = [], [], None
+    runs = {"fio": [], "python": [], "cpp": []}
+    last_stats = None
     for repeat in range(args.repeats):
-        order = ("fio", "ours") if repeat % 2 == 0 else ("ours", "fio")
+        order = ["fio", "python", "cpp"] if args.bench else ["fio", "python"]
+        if repeat % 2:
+            order.reverse()
         for who in order:
             if cold:
                 drop_caches()
             if who == "fio":
-                theirs.append(run_fio(args.prefix + ".bin"))
-            else:
+                runs["fio"].append(run_fio(args.prefix + ".bin"))
+            elif who == "python":
                 rate, last_stats = run_loader(args.prefix, args.seq_len, args.batch_size,
                                               args.dtype, args.threads)
-                ours.append(rate)
-        print(f"repeat {repeat + 1}: gpufeed {ours[-1] / 1e6:.0f} MB/s of tokens, "
-              f"fio {theirs[-1] / 1e6:.0f} MB/s", flush=True)
-    ours_median, fio_median = statistics.median(ours), statistics.median(theirs)
-    ratio = ours_median / fio_median
+                runs["python"].append(rate)
+            else:
+                rates, _, _ = run_bench(args.bench, args.prefix, args.seq_len, args.batch_size,
+                                        args.dtype, args.threads)
+                runs["cpp"].append(rates[0])
+        print(f"repeat {repeat + 1}: " + ", ".join(f"{who} {values[-1] / 1e6:.0f} MB/s"
+                                                   for who, values in runs.items() if values),
+              flush=True)
     size = os.path.getsize(args.prefix + ".bin")
+    medians = {who: statistics.median(v) for who, v in runs.items() if v}
+    fio_median = medians["fio"]
     print(f"tokens, {size / 2**30:.2f} GiB Megatron corpus, {'cold' if cold else 'warm'} page "
-          f"cache, shuffle=block, O_DIRECT, seq_len {args.seq_len}, {args.dtype}, "
-          f"batch {args.batch_size}: gpufeed {ours_median / 1e6:.0f} MB/s of tokens vs fio "
-          f"seq 1 MiB qd32 O_DIRECT {fio_median / 1e6:.0f} MB/s: {ratio:.2f}x "
-          f"(target >= 0.9x: {'met' if ratio >= 0.9 else 'NOT met'}; medians of {args.repeats})")
+          f"cache, shuffle=block, O_DIRECT, seq_len {args.seq_len}, {args.dtype}, batch "
+          f"{args.batch_size}, medians of {args.repeats}; fio seq 1 MiB qd32 O_DIRECT "
+          f"{fio_median / 1e6:.0f} MB/s")
+    result = dict(corpus_bytes=size, cache="cold" if cold else "warm", seq_len=args.seq_len,
+                  dtype=args.dtype, batch_size=args.batch_size, cores=os.cpu_count(),
+                  fio_mb_per_s=[round(v / 1e6, 1) for v in runs["fio"]],
+                  fio_median_mb_per_s=round(fio_median / 1e6, 1), target=0.9)
+    for who, label in (("python", "gpufeed.DataLoader"), ("cpp", "C++ Loader")):
+        if who not in medians:
+            continue
+        ratio = medians[who] / fio_median
+        print(f"  {label:<19} {medians[who] / 1e6:6.0f} MB/s of tokens: {ratio:.2f}x fio "
+              f"(target >= 0.9x: {'met' if ratio >= 0.9 else 'NOT met'})")
+        result[f"{who}_token_mb_per_s"] = [round(v / 1e6, 1) for v in runs[who]]
+        result[f"{who}_median_mb_per_s"] = round(medians[who] / 1e6, 1)
+        result[f"{who}_ratio"] = round(ratio, 3)
     if last_stats is not None:
-        print(f"  last loader run: {last_stats['io_requests']} reads, "
+        print(f"  last DataLoader run: {last_stats['io_requests']} reads, "
               f"{last_stats['io_mean_inflight']:.1f} in flight on average, "
               f"bottleneck {last_stats['bottleneck']}")
+    if args.bench and args.memory_epochs > 0:
+        rates, first, last = run_bench(args.bench, args.prefix, args.seq_len, args.batch_size,
+                                       args.dtype, args.threads, epochs=args.memory_epochs,
+                                       direct=False)
+        print(f"  memory: C++ Loader RSS {first:.0f} MB after epoch 1, {last:.0f} MB after "
+              f"epoch {args.memory_epochs} (warm, buffered; median "
+              f"{statistics.median(rates) / 1e6:.0f} MB/s)")
+        result.update(memory_epochs=args.memory_epochs, rss_first_mb=first, rss_last_mb=last,
+                      warm_cpp_median_mb_per_s=round(statistics.median(rates) / 1e6, 1))
     if args.json:
         with open(args.json, "w") as out:
-            json.dump(dict(corpus_bytes=size, cache="cold" if cold else "warm",
-                           seq_len=args.seq_len, dtype=args.dtype, batch_size=args.batch_size,
-                           gpufeed_token_mb_per_s=[round(v / 1e6, 1) for v in ours],
-                           fio_mb_per_s=[round(v / 1e6, 1) for v in theirs],
-                           gpufeed_median_mb_per_s=round(ours_median / 1e6, 1),
-                           fio_median_mb_per_s=round(fio_median / 1e6, 1),
-                           ratio=round(ratio, 3), target=0.9), out, indent=2)
+            json.dump(result, out, indent=2)
     return 0
 
 
