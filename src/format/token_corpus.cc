@@ -61,33 +61,6 @@ T Load(const char* data) {
   return value;
 }
 
-// Through a small aligned chunk: the source may be unaligned, and a typed,
-// non-aliasing inner loop is what the compiler vectorizes.
-template <typename From, typename To>
-void Widen(const char* source, size_t count, To* __restrict destination) {
-  constexpr size_t kChunk = 512;
-  alignas(64) From chunk[kChunk];
-  for (size_t start = 0; start < count; start += kChunk) {
-    const size_t n = std::min(kChunk, count - start);
-    std::memcpy(chunk, source + start * sizeof(From), n * sizeof(From));
-    for (size_t i = 0; i < n; ++i) destination[start + i] = static_cast<To>(chunk[i]);
-  }
-}
-
-template <typename To>
-void WidenTo(TokenDtype from, const char* source, size_t count, To* destination) {
-  switch (from) {
-    case TokenDtype::kUint8: Widen<uint8_t>(source, count, destination); break;
-    case TokenDtype::kInt8: Widen<int8_t>(source, count, destination); break;
-    case TokenDtype::kInt16: Widen<int16_t>(source, count, destination); break;
-    case TokenDtype::kUint16: Widen<uint16_t>(source, count, destination); break;
-    case TokenDtype::kInt32: Widen<int32_t>(source, count, destination); break;
-    case TokenDtype::kUint32: Widen<uint32_t>(source, count, destination); break;
-    case TokenDtype::kInt64: Widen<int64_t>(source, count, destination); break;
-    case TokenDtype::kAuto: break;
-  }
-}
-
 // Megatron's DType codes; float64 (6) and float32 (7) hold no token ids.
 Status MegatronDtype(uint8_t code, const std::string& idx_path, TokenDtype* dtype) {
   static const TokenDtype kCodes[] = {TokenDtype::kAuto,  TokenDtype::kUint8, TokenDtype::kInt8,
@@ -108,15 +81,6 @@ std::string At(const std::string& path, uint64_t offset) {
 }
 
 }  // namespace
-
-void WidenTokens(TokenDtype from, const char* source, size_t count, TensorDtype to,
-                 void* destination) {
-  if (to == TensorDtype::kInt32) {
-    WidenTo(from, source, count, static_cast<int32_t*>(destination));
-  } else {
-    WidenTo(from, source, count, static_cast<int64_t*>(destination));
-  }
-}
 
 Status ParseMegatronIndex(const char* data, size_t size, const std::string& idx_path,
                           uint64_t bin_size, MegatronIndex* index) {
