@@ -129,6 +129,15 @@ def headline_rows(data):
                              "MB/s"))
                 rows.append(("tokens", f"{label} / fio (target >= 0.9x)", tokens[f"{who}_ratio"],
                              "x"))
+        if "warm_ratio" in tokens:
+            rows.append(("tokens", f"warm, global shuffle: gpufeed.DataLoader [memmap + torch "
+                         f"{tokens['warm_reference_mb_per_s']:,.0f} MB/s]",
+                         tokens["warm_gpufeed_mb_per_s"], "MB/s"))
+            rows.append(("tokens", "warm gpufeed / memmap + torch DataLoader (target >= 3x)",
+                         tokens["warm_ratio"], "x"))
+            if "warm_get_batch_mb_per_s" in tokens:
+                rows.append(("tokens", "warm: nanoGPT get_batch in the training process",
+                             tokens["warm_get_batch_mb_per_s"], "MB/s"))
         if "rss_last_mb" in tokens:
             rows.append(("tokens", "C++ Loader RSS after epoch 1", tokens["rss_first_mb"], "MB"))
             rows.append(("tokens", f"C++ Loader RSS after epoch {tokens['memory_epochs']}",

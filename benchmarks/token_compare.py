@@ -10,7 +10,9 @@ delivered per second (windows x seq_len x 2 bytes over the epoch's wall
 time); with --bench, the C++ Loader (gpufeed_token_bench) likewise. The
 order alternates between repeats; medians are reported with the ratios
 (target >= 0.9x). Then --memory-epochs warm epochs of the C++ Loader give
-the RSS after the first and the last (memory must stay flat).
+the RSS after the first and the last (memory must stay flat), and a warm
+global-shuffle run against the reference people use today (numpy memmap +
+torch DataLoader with as many workers, nanoGPT's get_batch; target >= 3x).
 
     python3 benchmarks/token_compare.py --prefix DATA/tokens-1GiB --size 1GiB --json out.json
 """
@@ -28,7 +30,7 @@ import numpy as np
 
 MIB = 1 << 20
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from io_compare import can_drop_caches, drop_caches, parse_size  # noqa: E402
+from io_compare import can_drop_caches, drop_caches, parse_size, warm  # noqa: E402
 
 
 def make_megatron(prefix, size, seed=0):
@@ -104,6 +106,67 @@ def run_bench(bench, prefix, seq_len, batch_size, dtype, threads, epochs=1, dire
     return rates, float(values["rss_first_mb"]), float(values["rss_last_mb"])
 
 
+class _MemmapWindows:
+    """The reference people use today (nanoGPT's get_batch in a torch
+    Dataset): a numpy memmap of the .bin, each window sliced and converted
+    with astype(int64); torch's DataLoader batches and shuffles them."""
+
+    def __init__(self, path, seq_len):
+        self.path, self.seq_len = path, seq_len
+        self.windows = (os.path.getsize(path) // 2 - 1) // seq_len
+        self.data = None
+
+    def __len__(self):
+        return self.windows
+
+    def __getitem__(self, i):
+        import torch
+        if self.data is None:  # opened in the worker, as nanoGPT does
+            self.data = np.memmap(self.path, dtype=np.uint16, mode="r")
+        start = i * self.seq_len
+        window = torch.from_numpy(self.data[start:start + self.seq_len + 1].astype(np.int64))
+        return window[:-1], window[1:]
+
+
+def run_warm(prefix, seq_len, batch_size, workers, batches):
+    """Warm page cache, global shuffle: tokens/s of gpufeed.DataLoader and of
+    the memmap + torch DataLoader reference, `batches` batches each."""
+    import gpufeed
+    import torch
+    rates = {}
+    warm(prefix + ".bin")  # into the page cache: the warm case
+    # nanoGPT's get_batch itself, in the training process (no workers).
+    data = np.memmap(prefix + ".bin", dtype=np.uint16, mode="r")
+    start, count = time.perf_counter(), 0
+    for _ in range(batches):
+        ix = torch.randint((len(data) - 1) // seq_len, (batch_size,)) * seq_len
+        x = torch.stack([torch.from_numpy(data[i:i + seq_len].astype(np.int64)) for i in ix])
+        y = torch.stack([torch.from_numpy(data[i + 1:i + 1 + seq_len].astype(np.int64))
+                         for i in ix])
+        count += int(x.shape[0])
+    rates["get_batch"] = count * seq_len * 2 / (time.perf_counter() - start)
+    del data
+    for who in ("reference", "gpufeed"):
+        if who == "gpufeed":
+            loader = gpufeed.DataLoader(prefix, batch_size=batch_size, shuffle=True, seed=1,
+                                        num_threads=workers,
+                                        transform=gpufeed.TokenWindows(seq_len=seq_len))
+        else:
+            loader = torch.utils.data.DataLoader(
+                _MemmapWindows(prefix + ".bin", seq_len), batch_size=batch_size, shuffle=True,
+                num_workers=workers, persistent_workers=True, prefetch_factor=4)
+        iterator = iter(loader)
+        for _ in range(min(20, batches // 10)):  # workers started, queues full
+            next(iterator)
+        start, count = time.perf_counter(), 0
+        for _ in range(batches):
+            x, _y = next(iterator)
+            count += int(x.shape[0])
+        rates[who] = count * seq_len * 2 / (time.perf_counter() - start)
+        del iterator, loader
+    return rates
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prefix", required=True)
@@ -116,6 +179,9 @@ def main():
     parser.add_argument("--bench", default=None, help="gpufeed_token_bench (C++ loader)")
     parser.add_argument("--memory-epochs", type=int, default=10,
                         help="warm epochs of the C++ loader for the RSS check")
+    parser.add_argument("--warm-batches", type=int, default=2000,
+                        help="batches of the warm global-shuffle comparison with a numpy "
+                             "memmap + torch DataLoader reference (0: skip)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     make_megatron(args.prefix, parse_size(args.size))
@@ -180,6 +246,20 @@ def main():
               f"{statistics.median(rates) / 1e6:.0f} MB/s)")
         result.update(memory_epochs=args.memory_epochs, rss_first_mb=first, rss_last_mb=last,
                       warm_cpp_median_mb_per_s=round(statistics.median(rates) / 1e6, 1))
+    if args.warm_batches > 0:
+        workers = args.threads or os.cpu_count()
+        warm = run_warm(args.prefix, args.seq_len, args.batch_size, workers, args.warm_batches)
+        ratio = warm["gpufeed"] / warm["reference"]
+        print(f"  warm, global shuffle, {workers} workers: gpufeed.DataLoader "
+              f"{warm['gpufeed'] / 1e6:.0f} MB/s of tokens vs numpy memmap + torch DataLoader "
+              f"{warm['reference'] / 1e6:.0f} MB/s: {ratio:.2f}x (target >= 3x: "
+              f"{'met' if ratio >= 3 else 'NOT met'}); nanoGPT's get_batch in the training "
+              f"process {warm['get_batch'] / 1e6:.0f} MB/s "
+              f"({warm['gpufeed'] / warm['get_batch']:.2f}x)")
+        result.update(warm_gpufeed_mb_per_s=round(warm["gpufeed"] / 1e6, 1),
+                      warm_get_batch_mb_per_s=round(warm["get_batch"] / 1e6, 1),
+                      warm_reference_mb_per_s=round(warm["reference"] / 1e6, 1),
+                      warm_ratio=round(ratio, 3), warm_workers=workers)
     if args.json:
         with open(args.json, "w") as out:
             json.dump(result, out, indent=2)
