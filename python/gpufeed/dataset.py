@@ -26,7 +26,8 @@ class Record:
         labels: all labels as floats, always a list.
         key: the ``.idx`` key, LMDB key or path relative to the ImageFolder root.
         id: the IRHeader id (RecordIO/LMDB), else the sample index.
-        shape: ``(channels, height, width)`` for raw Caffe records, else None.
+        shape: ``(channels, height, width)`` for raw Caffe records, ``(seq_len + 1,)``
+            for token windows (``data`` is then the window's raw tokens), else None.
     """
 
     __slots__ = ("data", "label", "labels", "key", "id", "shape")

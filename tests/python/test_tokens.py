@@ -292,3 +292,18 @@ def test_corrupt_llmc_and_headerless(tmp_path):
     with pytest.raises(ValueError, match="holds uint16"):
         write_llmc(tmp_path / "b.bin", np.arange(100))
         gpufeed.open_dataset(tmp_path / "b.bin", token_dtype="int32")
+
+
+def test_node_cache_serves_the_token_files(tmp_path):
+    rng = np.random.default_rng(10)
+    stream = write_megatron(tmp_path / "c", random_documents(rng, 50, 50000), np.uint16)
+    for epoch in range(2):
+        loader = gpufeed.DataLoader(tmp_path / "c", batch_size=4, shuffle="block", seed=2,
+                                    cache_dir=tmp_path / "cache", cache_capacity="1GiB",
+                                    transform=gpufeed.TokenWindows(seq_len=30, block_bytes=600))
+        loader.set_epoch(epoch)
+        assert as_sorted(loader_rows(loader)) == as_sorted(reference_windows(stream, 30))
+        stats = loader.stats()
+        loader.close()
+    # The second loader found the copy the first one made: nothing from the source.
+    assert stats["source_bytes"] == 0 and stats["cache_reads"] > 0
