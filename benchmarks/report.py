@@ -129,6 +129,12 @@ def headline_rows(data):
                              "MB/s"))
                 rows.append(("tokens", f"{label} / fio (target >= 0.9x)", tokens[f"{who}_ratio"],
                              "x"))
+        if "global_ratio" in tokens:
+            rows.append(("tokens", f"cold global shuffle, windows/s [fio 4 KiB randread qd64 "
+                         f"{tokens['global_fio_iops']:,} IOPS]", tokens["global_windows_per_s"],
+                         "windows/s"))
+            rows.append(("tokens", "global windows/s / fio IOPS (target >= 0.9x)",
+                         tokens["global_ratio"], "x"))
         if "warm_ratio" in tokens:
             rows.append(("tokens", f"warm, global shuffle: gpufeed.DataLoader [memmap + torch "
                          f"{tokens['warm_reference_mb_per_s']:,.0f} MB/s]",

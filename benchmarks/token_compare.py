@@ -10,7 +10,8 @@ delivered per second (windows x seq_len x 2 bytes over the epoch's wall
 time); with --bench, the C++ Loader (gpufeed_token_bench) likewise. The
 order alternates between repeats; medians are reported with the ratios
 (target >= 0.9x). Then --memory-epochs warm epochs of the C++ Loader give
-the RSS after the first and the last (memory must stay flat), and a warm
+the RSS after the first and the last (memory must stay flat), a cold global
+shuffle (windows/s against fio's 4 KiB random reads at queue depth 64), and a warm
 global-shuffle run against the reference people use today (numpy memmap +
 torch DataLoader with as many workers, nanoGPT's get_batch; target >= 3x).
 
@@ -74,6 +75,34 @@ def run_fio(path):
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     job = json.loads(output[output.index("{"):])["jobs"][0]["read"]
     return job["bw_bytes"]
+
+
+def run_fio_random(path, seconds=5, queue_depth=64):
+    """fio's 4 KiB random O_DIRECT reads at the engine's queue depth: IOPS."""
+    command = ["fio", "--name=windows", f"--filename={path}", "--rw=randread", "--bs=4k",
+               "--direct=1", "--ioengine=io_uring", f"--iodepth={queue_depth}", "--numjobs=1",
+               f"--size={os.path.getsize(path)}", f"--runtime={seconds}", "--time_based",
+               "--invalidate=1", "--output-format=json"]
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    return json.loads(output[output.index("{"):])["jobs"][0]["read"]["iops"]
+
+
+def run_global(prefix, seq_len, batch_size, threads, batches):
+    """Cold, global shuffle, O_DIRECT: windows/s over `batches` batches (each
+    window one random read of seq_len + 1 tokens)."""
+    import gpufeed
+    loader = gpufeed.DataLoader(prefix, batch_size=batch_size, shuffle=True, seed=1,
+                                direct_io=True, num_threads=threads,
+                                transform=gpufeed.TokenWindows(seq_len=seq_len))
+    iterator = iter(loader)
+    start, count = time.perf_counter(), 0
+    for _ in range(batches):
+        x, _y = next(iterator)
+        count += int(x.shape[0])
+    rate = count / (time.perf_counter() - start)
+    del iterator
+    loader.close()
+    return rate
 
 
 def run_loader(prefix, seq_len, batch_size, dtype, threads):
@@ -179,6 +208,9 @@ def main():
     parser.add_argument("--bench", default=None, help="gpufeed_token_bench (C++ loader)")
     parser.add_argument("--memory-epochs", type=int, default=10,
                         help="warm epochs of the C++ loader for the RSS check")
+    parser.add_argument("--global-batches", type=int, default=500,
+                        help="batches of the cold global-shuffle run against fio's random "
+                             "4 KiB reads (0: skip)")
     parser.add_argument("--warm-batches", type=int, default=2000,
                         help="batches of the warm global-shuffle comparison with a numpy "
                              "memmap + torch DataLoader reference (0: skip)")
@@ -246,6 +278,24 @@ def main():
               f"{statistics.median(rates) / 1e6:.0f} MB/s)")
         result.update(memory_epochs=args.memory_epochs, rss_first_mb=first, rss_last_mb=last,
                       warm_cpp_median_mb_per_s=round(statistics.median(rates) / 1e6, 1))
+    if args.global_batches > 0:
+        fio_iops, windows = [], []
+        for repeat in range(args.repeats):
+            if cold:
+                drop_caches()
+            fio_iops.append(run_fio_random(args.prefix + ".bin"))
+            if cold:
+                drop_caches()
+            windows.append(run_global(args.prefix, args.seq_len, args.batch_size, args.threads,
+                                      args.global_batches))
+        ratio = statistics.median(windows) / statistics.median(fio_iops)
+        print(f"  global shuffle, {'cold' if cold else 'warm'}, O_DIRECT: "
+              f"{statistics.median(windows):,.0f} windows/s vs fio 4 KiB randread qd64 "
+              f"{statistics.median(fio_iops):,.0f} IOPS: {ratio:.2f}x (target >= 0.9x: "
+              f"{'met' if ratio >= 0.9 else 'NOT met'})")
+        result.update(global_windows_per_s=round(statistics.median(windows)),
+                      global_fio_iops=round(statistics.median(fio_iops)),
+                      global_ratio=round(ratio, 3))
     if args.warm_batches > 0:
         workers = args.threads or os.cpu_count()
         warm = run_warm(args.prefix, args.seq_len, args.batch_size, workers, args.warm_batches)
