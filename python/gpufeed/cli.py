@@ -105,8 +105,12 @@ def _cmd_verify(args) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(f"checked {report['records_checked']} records in {report['shards_checked']} "
-              f"shard(s), {report['checksums_checked']} checksum(s)")
+        if report["format"] in ("megatron", "llmc", "tokens"):
+            print(f"checked {report['records_checked']} tokens in {report['shards_checked']} "
+                  f"file(s) ({report['format']})")
+        else:
+            print(f"checked {report['records_checked']} records in {report['shards_checked']} "
+                  f"shard(s), {report['checksums_checked']} checksum(s)")
         for problem in report["problems"]:
             print(f"PROBLEM: {problem}")
         print("OK" if not report["problems"] else f"{len(report['problems'])} problem(s) found")

@@ -123,6 +123,9 @@ def test_megatron_inspect_verify_and_dataset(tmp_path):
     assert "tokens:" in text and "uint16" in text and "documents:  25" in text
     verified = gpufeed.verify(tmp_path / "c")
     assert verified["problems"] == [] and verified["records_checked"] == len(stream)
+    out = subprocess.run([sys.executable, "-m", "gpufeed", "verify", str(tmp_path / "c")],
+                         capture_output=True, text=True, check=True).stdout
+    assert f"checked {len(stream)} tokens in 1 file(s) (megatron)" in out
 
 
 def test_llmc_directory_in_order_spanning_files(tmp_path):
