@@ -329,7 +329,11 @@ void HostStage::Work() {
     slot.sample_ids[position] = used;
     if (!status.ok() && slot.error.ok()) slot.error = status;
     slot.done += 1;
-    ring_->changed.notify_all();
+    // A finished sample matters only to the consumer when it completes its
+    // batch, and to Quiesce when it was the last one in progress: a broadcast
+    // per sample woke every thread for nothing (token windows finish in
+    // microseconds, and the wake-ups cost more than the work).
+    if (slot.done == slot.samples || active_ == 0) ring_->changed.notify_all();
   }
 }
 
