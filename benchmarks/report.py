@@ -23,7 +23,7 @@ import platform
 import sys
 import time
 
-STEPS = ("read", "loader", "torch", "io", "cache", "verdict", "gpu")
+STEPS = ("read", "loader", "torch", "io", "cache", "verdict", "gpu", "tokens")
 
 
 def machine():
@@ -116,6 +116,38 @@ def headline_rows(data):
             fio = case["fio_iops"] if iops else case["fio_mb_per_s"]
             rows.append(("read engine", f"{case['name']} ({case['file']}, {case['cache']}) "
                          f"[fio {fio:,.0f}]", ours, "IOPS" if iops else "MB/s"))
+    tokens = data.get("tokens")
+    if tokens:
+        # benchmarks/token_compare.py: token bytes/s vs fio's sequential read.
+        what = (f"{tokens['corpus_bytes'] / 2**30:.1f} GiB Megatron, {tokens['cache']}, "
+                f"block shuffle, O_DIRECT, seq {tokens['seq_len']} {tokens['dtype']}")
+        rows.append(("tokens", f"fio seq 1 MiB qd32 O_DIRECT ({what})",
+                     tokens["fio_median_mb_per_s"], "MB/s"))
+        for who, label in (("python", "gpufeed.DataLoader"), ("cpp", "C++ Loader")):
+            if f"{who}_median_mb_per_s" in tokens:
+                rows.append(("tokens", f"{label}, token bytes", tokens[f"{who}_median_mb_per_s"],
+                             "MB/s"))
+                rows.append(("tokens", f"{label} / fio (target >= 0.9x)", tokens[f"{who}_ratio"],
+                             "x"))
+        if "global_ratio" in tokens:
+            rows.append(("tokens", f"cold global shuffle, windows/s [fio 4 KiB randread qd64 "
+                         f"{tokens['global_fio_iops']:,} IOPS]", tokens["global_windows_per_s"],
+                         "windows/s"))
+            rows.append(("tokens", "global windows/s / fio IOPS (target >= 0.9x)",
+                         tokens["global_ratio"], "x"))
+        if "warm_ratio" in tokens:
+            rows.append(("tokens", f"warm, global shuffle: gpufeed.DataLoader [memmap + torch "
+                         f"{tokens['warm_reference_mb_per_s']:,.0f} MB/s]",
+                         tokens["warm_gpufeed_mb_per_s"], "MB/s"))
+            rows.append(("tokens", "warm gpufeed / memmap + torch DataLoader (target >= 3x)",
+                         tokens["warm_ratio"], "x"))
+            if "warm_get_batch_mb_per_s" in tokens:
+                rows.append(("tokens", "warm: nanoGPT get_batch in the training process",
+                             tokens["warm_get_batch_mb_per_s"], "MB/s"))
+        if "rss_last_mb" in tokens:
+            rows.append(("tokens", "C++ Loader RSS after epoch 1", tokens["rss_first_mb"], "MB"))
+            rows.append(("tokens", f"C++ Loader RSS after epoch {tokens['memory_epochs']}",
+                         tokens["rss_last_mb"], "MB"))
     cache = data.get("cache")
     if isinstance(cache, dict) and "runs" in cache:
         # benchmarks/cache_bench (gpufeed_cache_bench --json): epoch by epoch.

@@ -10,6 +10,8 @@
 #      LMDB and Caffe LMDB: epoch 1 from a cold cache, epoch 2 in a new process
 #   5. the GPU stage (benchmarks/gpu_check.sh) when nvidia-smi finds a GPU;
 #      skipped with a note otherwise
+#   tokens: a Megatron token corpus (1 GiB; 256 MiB with --quick) read by
+#      DataLoader(TokenWindows) and the C++ loader vs fio's sequential read
 # then one results table on stdout, benchmarks/results/summary.json and the
 # chart benchmarks/results/summary.png (per-step JSON files beside them).
 #
@@ -198,6 +200,16 @@ heading "[verdict] the bottleneck verdict against physically throttled storage, 
 "$PY" "$ROOT/benchmarks/verdict_check.py" --source "$FOLDER" --work "$DATA/verdict" \
   --json "$RESULTS/verdict.json" 2> >(grep -v '\[gpufeed\] \[info\]' >&2) \
   || echo "verdict bench failed (exit $?)"
+
+# Token corpora (issue 19): a Megatron corpus of raw_size, cold page cache,
+# shuffle="block", O_DIRECT, against fio's sequential 1 MiB qd32 read of
+# its .bin; then warm epochs of the C++ loader for the memory check.
+echo
+heading "[tokens] Megatron token corpus: DataLoader(TokenWindows) and the C++ loader vs fio sequential 1 MiB qd32 O_DIRECT"
+"$PY" "$ROOT/benchmarks/token_compare.py" --prefix "$DATA/tokens-$raw_size" --size "$raw_size" \
+  --bench "$BUILD_DIR/benchmarks/gpufeed_token_bench" --repeats "$passes" \
+  --memory-epochs "$([ ${#quick[@]} -gt 0 ] && echo 3 || echo 10)" --json "$RESULTS/tokens.json" \
+  2> >(grep -v '\[gpufeed\] \[info\]' >&2) || echo "token benchmark failed (exit $?)"
 
 echo
 heading "[5/5] GPU stage"

@@ -10,6 +10,10 @@
 //   lmdb         gpufeed LMDB shards (one environment per shard directory)
 //   caffe_lmdb   Caffe's LMDB of caffe.Datum protobufs (read only)
 //   imagefolder  root/<class>/<file>, as torchvision.datasets.ImageFolder (read only)
+//   megatron     Megatron-LM indexed datasets, PREFIX.bin + PREFIX.idx (read only)
+//   llmc         llm.c / modded-nanogpt token shards (256 x int32 header; read only)
+//   tokens       headerless token files (nanoGPT's train.bin), dtype named by the user
+// Token corpora are read as fixed-length windows (see TokenCorpusOptions).
 //
 // Thread safety: after Open returns, every const method may be called from
 // any number of threads at once; Read is the hot path and takes no
@@ -36,6 +40,40 @@ enum class DatasetFormat : int {
   kLmdb = 2,
   kCaffeLmdb = 3,
   kImageFolder = 4,
+  // Token corpora (src/format/token_*.cc): samples are windows of
+  // TokenCorpusOptions::seq_len + 1 tokens of the corpus's token stream.
+  kMegatron = 10,
+  kLlmc = 11,
+  kTokens = 12,
+};
+
+// The element type of a token file. kAuto: from the file's header (Megatron
+// .idx, llm.c magic); headerless files (kTokens) need it named.
+enum class TokenDtype : int { kAuto = 0, kUint8, kInt8, kInt16, kUint16, kInt32, kUint32, kInt64 };
+// "auto", "uint8", "int8", "int16", "uint16", "int32", "uint32", "int64".
+GPUFEED_EXPORT const char* TokenDtypeName(TokenDtype dtype);
+// The inverse of TokenDtypeName; InvalidArgument listing the accepted names.
+GPUFEED_EXPORT Status ParseTokenDtype(const std::string& name, TokenDtype* dtype);
+GPUFEED_EXPORT size_t TokenDtypeSize(TokenDtype dtype);  // 0 for kAuto
+
+// How a token corpus is cut into samples. The corpus is the token stream
+// of its files in order; sample i is stream[i*seq_len, i*seq_len + seq_len + 1)
+// (the input and its next-token targets), for i < (tokens - 1) / seq_len.
+struct TokenCorpusOptions {
+  // Needed for headerless files; for Megatron and llm.c files a value other
+  // than kAuto must match the header's.
+  TokenDtype token_dtype = TokenDtype::kAuto;
+  uint32_t seq_len = 1024;
+};
+
+// What a token corpus holds (Dataset::token_info), for inspect.
+struct TokenCorpusInfo {
+  TokenDtype token_dtype = TokenDtype::kAuto;
+  uint64_t tokens = 0;     // the stream's length
+  uint64_t documents = 0;  // Megatron: documents of the .idx; else 0 (not recorded)
+  uint64_t sequences = 0;  // Megatron: sequences of the .idx; else 0
+  uint32_t seq_len = 0;
+  uint64_t windows = 0;    // == Dataset::size()
 };
 
 // "auto", "recordio", "lmdb", "caffe_lmdb", "imagefolder".
@@ -58,6 +96,8 @@ struct DatasetOptions {
   // Node-local cache of the shards (include/gpufeed/cache.h). With an empty
   // cache.cache_dir (the default) every read goes to the source.
   CacheOptions cache;
+  // Token corpora (kMegatron, kLlmc, kTokens): the token dtype and window.
+  TokenCorpusOptions tokens;
 };
 
 // One sample as stored. Reading into the same Record again reuses its buffers.
@@ -176,6 +216,12 @@ class GPUFEED_EXPORT Dataset {
 
   // Counters of the storage layer (zeros for a Dataset not made by Open).
   virtual StorageStats storage_stats() const;
+  // Samples per unit of shuffle="block" (kBlock shuffles these units, then
+  // samples within windows of them), in storage order: the shards' record
+  // counts by default; token corpora give contiguous blocks of windows.
+  virtual std::vector<uint64_t> BlockSizes() const;
+  // Token corpora: what the corpus holds; nullptr for the other formats.
+  virtual const TokenCorpusInfo* token_info() const { return nullptr; }
 
   DatasetFormat format() const { return format_; }
   // The path given to Open, made absolute.

@@ -100,6 +100,21 @@ struct RawTransformOptions {
   int64_t pad = 0;
 };
 
+// Token corpora (Megatron, llm.c, headerless): each sample is a window of
+// seq_len + 1 tokens; x = its first seq_len tokens (the batch's data, shape
+// (B, seq_len)), y = its last seq_len (the batch's labels, same shape).
+struct TokenWindowOptions {
+  uint32_t seq_len = 1024;
+  // kInt64 (what torch's embedding and cross-entropy take) or kInt32 (half
+  // the bytes per batch; widen on the GPU).
+  TensorDtype dtype = TensorDtype::kInt64;
+  // shuffle kBlock / kNone: windows are read in blocks of about this many
+  // bytes (one large read each, shared by the block's windows); kBlock
+  // shuffles the blocks, then windows within shuffle_window_shards blocks.
+  // Larger: fewer, longer reads (disk bandwidth); smaller: better mixing.
+  uint32_t block_bytes = 4u << 20;
+};
+
 }  // namespace gpufeed
 
 #endif  // GPUFEED_OPTIONS_H_

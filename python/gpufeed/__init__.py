@@ -14,7 +14,7 @@ from ._errors import (AlreadyExistsError, CancelledError, CorruptRecordError, Er
                       PermissionDeniedError, StorageIOError)
 from ._core import build_info as _build_info
 from .dataset import FORMATS, Dataset, Record, open_dataset
-from .loader import DataLoader, ImageTransform, LoaderStats, RawTransform
+from .loader import DataLoader, ImageTransform, LoaderStats, RawTransform, TokenWindows
 from .pack import PackSummary, pack, parse_size
 from . import cache  # gpufeed.cache: the node-local cache (stat, clear, warm, checkpoints)
 
@@ -26,14 +26,18 @@ def build_info() -> dict:
     return dict(_build_info())
 
 
-def verify(path, format: str = "auto", allow_external_paths: bool = False) -> dict:
+def verify(path, format: str = "auto", allow_external_paths: bool = False,
+           token_dtype=None) -> dict:
     """Checks the framing of every record and each shard's xxh64 against the
     manifest. Returns a dict with ``problems`` (empty when all is well),
     ``records_checked``, ``shards_checked`` and ``checksums_checked``.
-    ``allow_external_paths``: see :func:`open_dataset`."""
+    ``allow_external_paths``: see :func:`open_dataset`. Token corpora: the
+    header or index, then every token byte read (``records_checked`` counts
+    tokens; ``token_dtype`` for headerless files)."""
     import os
     from . import _core
-    return dict(_core.verify(os.fspath(path), format, bool(allow_external_paths)))
+    return dict(_core.verify(os.fspath(path), format, bool(allow_external_paths),
+                             token_dtype or "auto"))
 
 
 def write_index(rec_path, idx_path=None) -> int:
@@ -53,6 +57,7 @@ __all__ = [
     "DataLoader",
     "ImageTransform",
     "RawTransform",
+    "TokenWindows",
     "LoaderStats",
     "Dataset",
     "Record",

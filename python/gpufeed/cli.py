@@ -34,7 +34,10 @@ def _cmd_pack(args) -> int:
 
 def _cmd_inspect(args) -> int:
     dataset = open_dataset(args.path, format=args.format,
-                           allow_external_paths=args.allow_external_paths)
+                           allow_external_paths=args.allow_external_paths,
+                           token_dtype=args.token_dtype, seq_len=args.seq_len)
+    if dataset.tokens is not None:
+        return _inspect_tokens(dataset, args)
     shards = dataset.shards
     total_bytes = sum(shard["bytes"] for shard in shards)
     info = {
@@ -69,15 +72,45 @@ def _cmd_inspect(args) -> int:
     return 0
 
 
+def _inspect_tokens(dataset, args) -> int:
+    """Token corpora: the stream's length, documents, dtype and files."""
+    tokens = dataset.tokens
+    files = [dict(path=shard["path"], bytes=shard["bytes"], windows=shard["records"])
+             for shard in dataset.shards]
+    info = dict(path=dataset.path, format=dataset.format, files=len(files), file_list=files,
+                bytes=sum(f["bytes"] for f in files), **tokens)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"path:       {info['path']}")
+    print(f"format:     {info['format']}")
+    print(f"tokens:     {tokens['tokens']} ({tokens['token_dtype']})")
+    if info["format"] == "megatron":
+        print(f"documents:  {tokens['documents']} ({tokens['sequences']} sequences)")
+    else:
+        print("documents:  not recorded by this format")
+    print(f"windows:    {tokens['windows']} of seq_len {tokens['seq_len']} (+1 target)")
+    print(f"files:      {len(files)}  ({_human_bytes(info['bytes'])})")
+    for f in files[:10]:
+        print(f"            {f['path']}  {_human_bytes(f['bytes'])}")
+    if len(files) > 10:
+        print(f"            ... {len(files) - 10} more")
+    return 0
+
+
 def _cmd_verify(args) -> int:
     from . import verify
     report = verify(args.path, format=args.format,
-                    allow_external_paths=args.allow_external_paths)
+                    allow_external_paths=args.allow_external_paths, token_dtype=args.token_dtype)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(f"checked {report['records_checked']} records in {report['shards_checked']} "
-              f"shard(s), {report['checksums_checked']} checksum(s)")
+        if report["format"] in ("megatron", "llmc", "tokens"):
+            print(f"checked {report['records_checked']} tokens in {report['shards_checked']} "
+                  f"file(s) ({report['format']})")
+        else:
+            print(f"checked {report['records_checked']} records in {report['shards_checked']} "
+                  f"shard(s), {report['checksums_checked']} checksum(s)")
         for problem in report["problems"]:
             print(f"PROBLEM: {problem}")
         print("OK" if not report["problems"] else f"{len(report['problems'])} problem(s) found")
@@ -118,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--allow-external-paths", action="store_true",
                    help="follow shard paths that lead outside the dataset directory")
+    p.add_argument("--token-dtype", default=None,
+                   help="token corpora: the dtype of headerless files (with --format tokens)")
+    p.add_argument("--seq-len", type=int, default=1024, help="token corpora: window length")
     p.set_defaults(run=_cmd_inspect)
 
     p = sub.add_parser("verify", help="check every record's framing and the shard checksums")
@@ -126,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--allow-external-paths", action="store_true",
                    help="follow shard paths that lead outside the dataset directory")
+    p.add_argument("--token-dtype", default=None,
+                   help="token corpora: the dtype of headerless files (with --format tokens)")
     p.set_defaults(run=_cmd_verify)
 
     p = sub.add_parser("index", help="write the .idx of a .rec file by scanning it")

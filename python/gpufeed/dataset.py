@@ -11,7 +11,7 @@ from ._errors import OutOfRangeError
 __all__ = ["Dataset", "Record", "open_dataset", "FORMATS"]
 
 #: Names accepted by ``format=``.
-FORMATS = ("auto", "recordio", "lmdb", "caffe_lmdb", "imagefolder")
+FORMATS = ("auto", "recordio", "lmdb", "caffe_lmdb", "imagefolder", "megatron", "llmc", "tokens")
 
 
 class Record:
@@ -26,7 +26,8 @@ class Record:
         labels: all labels as floats, always a list.
         key: the ``.idx`` key, LMDB key or path relative to the ImageFolder root.
         id: the IRHeader id (RecordIO/LMDB), else the sample index.
-        shape: ``(channels, height, width)`` for raw Caffe records, else None.
+        shape: ``(channels, height, width)`` for raw Caffe records, ``(seq_len + 1,)``
+            for token windows (``data`` is then the window's raw tokens), else None.
     """
 
     __slots__ = ("data", "label", "labels", "key", "id", "shape")
@@ -63,12 +64,14 @@ class Dataset:
     """
 
     def __init__(self, path: Union[str, os.PathLike], format: str = "auto",
-                 allow_external_paths: bool = False, **cache):
+                 allow_external_paths: bool = False, token_dtype: Optional[str] = None,
+                 seq_len: int = 1024, **cache):
         if format not in FORMATS:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
         from .cache import cache_options
         self._native = _core.Dataset(os.fspath(path), format, bool(allow_external_paths),
-                                     cache_options(**cache) if cache else {})
+                                     cache_options(**cache) if cache else {},
+                                     token_dtype or "auto", int(seq_len))
         self._integer_labels = self._native.integer_labels
 
     def __len__(self) -> int:
@@ -116,6 +119,13 @@ class Dataset:
         return list(classes) if classes else None
 
     @property
+    def tokens(self) -> Optional[dict]:
+        """Token corpora: token_dtype, tokens (the stream's length), documents
+        and sequences (Megatron; else 0), seq_len and windows (== len(self):
+        sample i is window i, ``seq_len + 1`` tokens as bytes). None otherwise."""
+        return self._native.tokens
+
+    @property
     def shards(self) -> List[dict]:
         """Per shard: path, first_record, records, bytes, xxh64 (or None)."""
         return self._native.shards
@@ -134,9 +144,14 @@ class Dataset:
 def open_dataset(path: Union[str, os.PathLike], format: str = "auto",
                  allow_external_paths: bool = False, cache_dir=None, cache_capacity=None,
                  cache_policy: str = "train", cache_prefetch: int = 2, cache_wait: bool = True,
-                 cache_group: Optional[str] = None) -> Dataset:
+                 cache_group: Optional[str] = None, token_dtype: Optional[str] = None,
+                 seq_len: int = 1024) -> Dataset:
     """Opens a dataset: a ``.rec`` file, a directory of shards (with or without
-    ``gpufeed.json``), an LMDB or Caffe LMDB environment, or an ImageFolder.
+    ``gpufeed.json``), an LMDB or Caffe LMDB environment, an ImageFolder, or a
+    token corpus: a Megatron ``PREFIX`` (``PREFIX.bin`` + ``PREFIX.idx``), an
+    llm.c shard or a directory of them, or with ``format="tokens"`` and
+    ``token_dtype`` a headerless token file. A token corpus's samples are
+    windows of ``seq_len + 1`` tokens (see ``Dataset.tokens``).
 
     ``allow_external_paths``: by default every shard and index must lie
     inside the dataset directory, symlinks followed; a manifest naming an
@@ -164,4 +179,4 @@ def open_dataset(path: Union[str, os.PathLike], format: str = "auto",
         cache = dict(cache_dir=cache_dir, cache_capacity=cache_capacity,
                      cache_policy=cache_policy, cache_prefetch=cache_prefetch,
                      cache_wait=cache_wait, cache_group=cache_group)
-    return Dataset(path, format, allow_external_paths, **cache)
+    return Dataset(path, format, allow_external_paths, token_dtype, seq_len, **cache)

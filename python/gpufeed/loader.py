@@ -35,7 +35,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 from . import _core
 from ._errors import NotSupportedError
 
-__all__ = ["DataLoader", "ImageTransform", "RawTransform", "LoaderStats"]
+__all__ = ["DataLoader", "ImageTransform", "RawTransform", "TokenWindows", "LoaderStats"]
 
 _IMAGENET_MEAN = (0.485, 0.456, 0.406)
 _IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -99,6 +99,41 @@ class RawTransform:
 
     def _options(self) -> Dict[str, Any]:
         return dict(kind="raw", dtype=self.dtype, length=int(self.shape[0]), pad=int(self.pad))
+
+
+_TOKEN_DTYPES = ("uint8", "int8", "int16", "uint16", "int32", "uint32", "int64")
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenWindows:
+    """Fixed-length windows of a token corpus (Megatron .bin/.idx, llm.c
+    shards, headerless token files): batches are ``(x, y)`` of shape
+    (batch, seq_len), window i being ``stream[i*seq_len : i*seq_len+seq_len+1]``
+    of the corpus's token stream, x its first seq_len tokens and y its last.
+
+    ``dtype``: "int64" (default) or "int32". ``token_dtype``: the dtype of a
+    headerless file (needed there; checked against the header elsewhere).
+    ``block_bytes``: with shuffle="block" or False, windows are read in
+    blocks of about this many bytes, one large read each."""
+    seq_len: int = 1024
+    dtype: str = "int64"
+    token_dtype: Optional[str] = None
+    block_bytes: int = 4 << 20
+
+    def __post_init__(self):
+        if not 0 < self.seq_len < 2 ** 31:
+            raise ValueError("seq_len must be a positive int32")
+        if self.dtype not in ("int64", "int32"):
+            raise ValueError(f'dtype must be "int64" or "int32", not {self.dtype!r}')
+        if self.token_dtype is not None and self.token_dtype not in _TOKEN_DTYPES:
+            raise ValueError(f"token_dtype must be one of {', '.join(_TOKEN_DTYPES)}, "
+                             f"not {self.token_dtype!r}")
+        if not 0 < self.block_bytes < 2 ** 32:
+            raise ValueError("block_bytes must be between 1 and 2**32 - 1")
+
+    def _options(self) -> Dict[str, Any]:
+        return dict(kind="tokens", seq_len=int(self.seq_len), dtype=self.dtype,
+                    token_dtype=self.token_dtype or "auto", block_bytes=int(self.block_bytes))
 
 
 class LoaderStats(dict):
@@ -205,7 +240,7 @@ class DataLoader:
 
     def __init__(self, source, batch_size: int = 1, shuffle: Union[bool, str] = True,
                  seed: Optional[int] = None, drop_last: bool = False,
-                 transform: Union[ImageTransform, RawTransform, None] = None,
+                 transform: Union[ImageTransform, RawTransform, TokenWindows, None] = None,
                  device: str = "cpu", num_threads: Optional[int] = None,
                  prefetch: Optional[int] = None,
                  rank: Optional[int] = None, world_size: Optional[int] = None,

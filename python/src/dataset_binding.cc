@@ -105,9 +105,11 @@ namespace {
 class PyDataset {
  public:
   PyDataset(const std::string& path, const std::string& format, bool allow_external_paths,
-            py::dict cache) {
+            py::dict cache, const std::string& token_dtype, uint32_t seq_len) {
     DatasetOptions options;
     options.format = FormatFromName(format);
+    ThrowIfError(ParseTokenDtype(token_dtype, &options.tokens.token_dtype));
+    options.tokens.seq_len = seq_len;
     options.allow_external_paths = allow_external_paths;
     options.cache = CacheOptionsFromDict(cache);
     Status status;
@@ -143,6 +145,20 @@ class PyDataset {
   py::str path() const { return LossyStr(dataset_->path()); }
   py::list classes() const { return LossyList(dataset_->classes()); }
   bool integer_labels() const { return dataset_->integer_labels(); }
+  // Token corpora: {token_dtype, tokens, documents, sequences, seq_len,
+  // windows}; None for the other formats.
+  py::object tokens() const {
+    const TokenCorpusInfo* info = dataset_->token_info();
+    if (info == nullptr) return py::none();
+    py::dict out;
+    out["token_dtype"] = TokenDtypeName(info->token_dtype);
+    out["tokens"] = info->tokens;
+    out["documents"] = info->documents;
+    out["sequences"] = info->sequences;
+    out["seq_len"] = info->seq_len;
+    out["windows"] = info->windows;
+    return std::move(out);
+  }
   py::list shards() const {
     py::list out;
     for (const ShardInfo& shard : dataset_->shards()) {
@@ -198,9 +214,10 @@ py::dict PackBinding(const std::string& source, const std::string& destination,
 }
 
 py::dict VerifyBinding(const std::string& path, const std::string& format,
-                       bool allow_external_paths) {
+                       bool allow_external_paths, const std::string& token_dtype) {
   DatasetOptions options;
   options.format = FormatFromName(format);
+  ThrowIfError(ParseTokenDtype(token_dtype, &options.tokens.token_dtype));
   options.allow_external_paths = allow_external_paths;
   VerifyReport report;
   Status status;
@@ -319,9 +336,11 @@ py::object CacheLatestCheckpointBinding(const std::string& directory,
 
 void BindDataset(py::module_& module) {
   py::class_<PyDataset>(module, "Dataset")
-      .def(py::init<const std::string&, const std::string&, bool, py::dict>(), py::arg("path"),
-           py::arg("format") = "auto", py::arg("allow_external_paths") = false,
-           py::arg("cache") = py::dict())
+      .def(py::init<const std::string&, const std::string&, bool, py::dict, const std::string&,
+                    uint32_t>(),
+           py::arg("path"), py::arg("format") = "auto", py::arg("allow_external_paths") = false,
+           py::arg("cache") = py::dict(), py::arg("token_dtype") = "auto",
+           py::arg("seq_len") = 1024)
       .def("__len__", &PyDataset::size)
       .def("read", &PyDataset::Read, py::arg("index"))
       .def_property_readonly("format", &PyDataset::format)
@@ -329,6 +348,7 @@ void BindDataset(py::module_& module) {
       .def_property_readonly("classes", &PyDataset::classes)
       .def_property_readonly("integer_labels", &PyDataset::integer_labels)
       .def_property_readonly("shards", &PyDataset::shards)
+      .def_property_readonly("tokens", &PyDataset::tokens)
       .def("storage_stats", [](const PyDataset& self) {
         StorageStats stats = self.dataset().storage_stats();
         py::dict out;
@@ -352,7 +372,7 @@ void BindDataset(py::module_& module) {
   module.def("cache_latest_checkpoint", &CacheLatestCheckpointBinding, py::arg("directory"),
              py::arg("cache_dir"));
   module.def("verify", &VerifyBinding, py::arg("path"), py::arg("format") = "auto",
-             py::arg("allow_external_paths") = false);
+             py::arg("allow_external_paths") = false, py::arg("token_dtype") = "auto");
   module.def("write_index", &WriteIndexBinding, py::arg("rec_path"), py::arg("idx_path"));
 }
 

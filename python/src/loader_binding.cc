@@ -208,7 +208,16 @@ class PyLoader {
     }
     if (options.contains("pin_memory")) o.device.pin_memory = options["pin_memory"].cast<bool>();
     py::dict transform = options["transform"].cast<py::dict>();
-    if (transform["kind"].cast<std::string>() == "raw") {
+    if (transform["kind"].cast<std::string>() == "tokens") {
+      o.transform = TransformKind::kTokenWindows;
+      o.tokens.seq_len = transform["seq_len"].cast<uint32_t>();
+      o.tokens.dtype = transform["dtype"].cast<std::string>() == "int32" ? TensorDtype::kInt32
+                                                                          : TensorDtype::kInt64;
+      o.tokens.block_bytes = transform["block_bytes"].cast<uint32_t>();
+      dataset_options.tokens.seq_len = o.tokens.seq_len;
+      ThrowIfError(ParseTokenDtype(transform["token_dtype"].cast<std::string>(),
+                                   &dataset_options.tokens.token_dtype));
+    } else if (transform["kind"].cast<std::string>() == "raw") {
       o.transform = TransformKind::kRaw;
       std::string element = transform["dtype"].cast<std::string>();
       using Element = RawTransformOptions::Element;

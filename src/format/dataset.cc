@@ -11,6 +11,7 @@
 #include "format/datasets.h"
 #include "format/lmdb_env.h"
 #include "format/manifest.h"
+#include "format/token_corpus.h"
 #include "storage/store.h"
 #include "util/file.h"
 #include "util/logging.h"
@@ -36,6 +37,13 @@ void Dataset::ExpectReads(const std::vector<uint64_t>&) const {}
 
 StorageStats Dataset::storage_stats() const { return StorageStats(); }
 
+std::vector<uint64_t> Dataset::BlockSizes() const {
+  std::vector<uint64_t> sizes;
+  for (const ShardInfo& shard : shards_) sizes.push_back(shard.records);
+  if (sizes.empty()) sizes.push_back(size());
+  return sizes;
+}
+
 Status Dataset::ParseLocated(uint64_t index, const RecordLocation&, const char*, size_t,
                              Record* record) const {
   return Read(index, record);
@@ -48,6 +56,9 @@ const char* FormatName(DatasetFormat format) {
     case DatasetFormat::kLmdb: return "lmdb";
     case DatasetFormat::kCaffeLmdb: return "caffe_lmdb";
     case DatasetFormat::kImageFolder: return "imagefolder";
+    case DatasetFormat::kMegatron: return "megatron";
+    case DatasetFormat::kLlmc: return "llmc";
+    case DatasetFormat::kTokens: return "tokens";
   }
   return "unknown";
 }
@@ -55,14 +66,16 @@ const char* FormatName(DatasetFormat format) {
 Status ParseFormat(const std::string& name, DatasetFormat* format) {
   for (DatasetFormat candidate : {DatasetFormat::kAuto, DatasetFormat::kRecordIO,
                                   DatasetFormat::kLmdb, DatasetFormat::kCaffeLmdb,
-                                  DatasetFormat::kImageFolder}) {
+                                  DatasetFormat::kImageFolder, DatasetFormat::kMegatron,
+                                  DatasetFormat::kLlmc, DatasetFormat::kTokens}) {
     if (name == FormatName(candidate)) {
       *format = candidate;
       return Status::OK();
     }
   }
   return Status::InvalidArgument("unknown format \"" + name +
-                                 "\" (expected auto, recordio, lmdb, caffe_lmdb or imagefolder)");
+                                 "\" (expected auto, recordio, lmdb, caffe_lmdb, imagefolder, megatron, "
+                                 "llmc or tokens)");
 }
 
 Status ResolveInsideDirectory(const std::string& directory, const std::string& name,
@@ -260,7 +273,7 @@ Status OpenDirectory(const std::string& directory, DatasetFormat requested,
       if (!lmdb_here) return Status::NotFound(directory + ": no data.mdb (format=\"caffe_lmdb\")");
       return OpenCaffeLmdbDataset(directory, store, dataset);
     case DatasetFormat::kImageFolder: return OpenImageFolderDataset(directory, store, dataset);
-    case DatasetFormat::kAuto: break;
+    default: break;
   }
   if (!rec_files.empty()) return open_recordio();
   if (lmdb_here) {
@@ -287,6 +300,13 @@ Status OpenUncached(const std::string& path, const DatasetOptions& options,
                      std::unique_ptr<Dataset>* dataset) {
   if (path.empty()) return Status::InvalidArgument("empty dataset path");
   std::string absolute = AbsolutePath(path);
+  // Token corpora first: a Megatron prefix names no file of its own.
+  std::shared_ptr<const TokenCorpus> corpus;
+  bool tokens = false;
+  GPUFEED_RETURN_IF_ERROR(OpenTokenCorpus(absolute, options, store, &corpus, &tokens));
+  if (tokens) {
+    return NewTokenWindowDataset(absolute, store, corpus, options.tokens.seq_len, 0, dataset);
+  }
   struct stat st;
   if (::stat(absolute.c_str(), &st) != 0) return Status::FromErrno(errno, absolute);
   if (S_ISDIR(st.st_mode)) {

@@ -7,6 +7,7 @@
 #include "format/irheader.h"
 #include "format/lmdb_env.h"
 #include "format/manifest.h"
+#include "format/token_corpus.h"
 #include "util/checksum.h"
 #include "util/file.h"
 #include "util/path.h"
@@ -149,6 +150,9 @@ void VerifyLmdbShard(const std::string& directory, bool caffe, int64_t expected_
 
 Status Verify(const std::string& path, const DatasetOptions& options, VerifyReport* report) {
   *report = VerifyReport();
+  bool tokens = false;
+  GPUFEED_RETURN_IF_ERROR(VerifyTokenCorpus(path, options, report, &tokens));
+  if (tokens) return Status::OK();
   std::string absolute = AbsolutePath(path);
   if (!PathExists(absolute)) return Status::FromErrno(ENOENT, absolute);
   std::string manifest_path = JoinPath(absolute, kManifestName);

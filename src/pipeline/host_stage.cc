@@ -18,6 +18,9 @@ namespace gpufeed {
 namespace {
 // on_error=skip: substitutes tried for one bad sample before giving up.
 constexpr int kMaxSubstitutes = 16;
+// Token windows a worker claims at once (within one batch): about 60 us of
+// widening for seq_len 2048, so one lock round trip serves 16 windows.
+constexpr uint64_t kTokenRun = 16;
 }  // namespace
 
 Status HostStage::Create(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
@@ -45,7 +48,14 @@ Status HostStage::Create(std::shared_ptr<const Dataset> dataset, const LoaderOpt
   if (options.use_read_engine && host->dataset_->size() > 0 && host->dataset_->CanLocate()) {
     host->read_ahead_ = ReadAhead::Create(host->dataset_.get(), options.io, &host->ring_->mutex,
                                           &host->ring_->changed);
+    if (options.transform == TransformKind::kTokenWindows &&
+        options.shuffle != ShuffleMode::kGlobal) {
+      uint64_t blocks = options.shuffle == ShuffleMode::kBlock
+                            ? std::max<uint32_t>(1, options.shuffle_window_shards) : 4;
+      host->read_ahead_tasks_ = host->shard_sizes_.front() * blocks;
+    }
   }
+  if (options.transform == TransformKind::kTokenWindows) host->run_tasks_ = kTokenRun;
   host->stats_.started = Clock::now();
   {
     std::lock_guard<std::mutex> lock(host->ring_->mutex);
@@ -69,8 +79,7 @@ HostStage::HostStage(std::shared_ptr<const Dataset> dataset, const LoaderOptions
   threads_ = options.num_threads > 0
                  ? options.num_threads
                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (const ShardInfo& shard : dataset_->shards()) shard_sizes_.push_back(shard.records);
-  if (shard_sizes_.empty()) shard_sizes_.push_back(dataset_->size());
+  shard_sizes_ = dataset_->BlockSizes();
 }
 
 HostStage::~HostStage() {
@@ -207,7 +216,11 @@ void HostStage::HandOut(Slot& slot, uint64_t k, Batch* batch) {
   labels.data = static_cast<char*>(slot.labels) + layout_.lengths_bytes;
   labels.dtype = layout_.label_dtype;
   labels.shape = {slot.samples};
-  if (options_.label_count > 1) labels.shape.push_back(options_.label_count);
+  if (options_.transform == TransformKind::kTokenWindows) {
+    labels.shape.push_back(options_.tokens.seq_len);  // y: the next-token targets
+  } else if (options_.label_count > 1) {
+    labels.shape.push_back(options_.label_count);
+  }
   std::vector<uint64_t> ids(slot.sample_ids.begin(), slot.sample_ids.begin() + slot.samples);
   size_t slot_index = slot.index;
   std::shared_ptr<BatchRing> ring = ring_;
@@ -244,6 +257,11 @@ bool HostStage::CanStart(uint64_t task) {
 // A decode thread.
 void HostStage::Work() {
   SampleWriter::Scratch scratch;
+  // The claimed run's bytes and outcomes, reused from run to run.
+  std::vector<ReadAhead::Fetched> fetched;
+  std::vector<char> have_bytes;
+  std::vector<uint64_t> used;
+  std::vector<Status> statuses;
   std::unique_lock<std::mutex> lock(ring_->mutex);
   while (true) {
     auto wait_started = Clock::now();
@@ -252,8 +270,12 @@ void HostStage::Work() {
     });
     stats_.blocked += Seconds(Clock::now() - wait_started);
     if (stopping_) return;
-    uint64_t task = next_task_++;
-    uint64_t k = task / options_.batch_size;
+    const uint64_t first = next_task_;
+    const uint64_t k = first / options_.batch_size;
+    const uint64_t batch_end =
+        std::min<uint64_t>((k + 1) * options_.batch_size, samples_.size());
+    const uint64_t count = std::min<uint64_t>(run_tasks_, batch_end - first);
+    next_task_ = first + count;
     Slot* found = ring_->Find(k);
     if (found == nullptr) found = ring_->Free();  // CanStart made sure there is one
     Slot& slot = *found;
@@ -264,60 +286,82 @@ void HostStage::Work() {
       slot.done = 0;
       slot.error = Status::OK();
     }
-    size_t position = task % options_.batch_size;
     std::shared_ptr<HostReleaseFence> fence = slot.fence;
-    uint64_t sample = samples_[task];
     uint64_t epoch = epoch_;
     active_ += 1;
     WorkFigures figures;
-    ReadAhead::Fetched fetched;
-    bool have_bytes = false;
+    fetched.assign(count, ReadAhead::Fetched());
+    have_bytes.assign(count, 0);
     if (read_ahead_) {
       uint64_t window_end = std::min<uint64_t>(
           samples_.size(),
-          (delivered_ + static_cast<uint64_t>(options_.prefetch)) * options_.batch_size);
+          (delivered_ + static_cast<uint64_t>(options_.prefetch)) * options_.batch_size +
+              read_ahead_tasks_);
       auto submit_started = Clock::now();
       read_ahead_->Submit(lock, samples_, window_end);
       figures.read += Seconds(Clock::now() - submit_started);
-      have_bytes = read_ahead_->Take(lock, task, stopping_, &fetched, &figures.read);
+      for (uint64_t i = 0; i < count; ++i) {
+        have_bytes[i] = read_ahead_->Take(lock, first + i, stopping_, &fetched[i], &figures.read);
+      }
     }
     lock.unlock();
     if (fence) fence->Wait();  // before anything writes the slot
 
-    Status status;
-    try {
-      status = have_bytes
-                   ? writer_.Parse(sample, epoch, fetched, slot, position, &scratch, &figures)
-                   : writer_.Read(sample, epoch, slot, position, &scratch, &figures);
-    } catch (const std::exception& e) {
-      // Nothing may escape a worker (it would end the process): an
-      // allocation failure or a library exception is this sample's error.
-      status = Status::Internal("sample " + std::to_string(sample) + ": " + e.what());
-    }
-    fetched.completion.buffer.reset();  // back to the engine's budget
-    uint64_t used = sample;
-    if (!status.ok() && options_.on_error == OnError::kSkip) {
-      LogSkip(status);
-      stats_.skipped += 1;
-      for (int attempt = 1; attempt <= kMaxSubstitutes && !status.ok(); ++attempt) {
-        used = samples_[(task + attempt) % samples_.size()];
-        try {
-          status = writer_.Read(used, epoch, slot, position, &scratch, &figures);
-        } catch (const std::exception& e) {
-          status = Status::Internal("sample " + std::to_string(used) + ": " + e.what());
-        }
-        if (!status.ok()) stats_.skipped += 1;
-      }
+    used.assign(count, 0);
+    statuses.assign(count, Status::OK());
+    for (uint64_t i = 0; i < count; ++i) {
+      statuses[i] = WriteSample(first + i, epoch, slot, &fetched[i], have_bytes[i] != 0,
+                                &scratch, &figures, &used[i]);
     }
 
     lock.lock();
     active_ -= 1;
     stats_.Add(figures);
-    slot.sample_ids[position] = used;
-    if (!status.ok() && slot.error.ok()) slot.error = status;
-    slot.done += 1;
-    ring_->changed.notify_all();
+    for (uint64_t i = 0; i < count; ++i) {
+      slot.sample_ids[(first + i) % options_.batch_size] = used[i];
+      if (!statuses[i].ok() && slot.error.ok()) slot.error = statuses[i];
+    }
+    slot.done += static_cast<int>(count);
+    // A finished sample matters only to the consumer when it completes its
+    // batch, and to Quiesce when it was the last one in progress: a broadcast
+    // per sample woke every thread for nothing (token windows finish in
+    // microseconds, and the wake-ups cost more than the work).
+    if (slot.done == slot.samples || active_ == 0) ring_->changed.notify_all();
   }
+}
+
+Status HostStage::WriteSample(uint64_t task, uint64_t epoch, Slot& slot,
+                              ReadAhead::Fetched* fetched, bool have_bytes,
+                              SampleWriter::Scratch* scratch, WorkFigures* figures,
+                              uint64_t* used) {
+  const size_t position = task % options_.batch_size;
+  const uint64_t sample = samples_[task];
+  Status status;
+  try {
+    status = have_bytes
+                 ? writer_.Parse(sample, epoch, *fetched, slot, position, scratch, figures)
+                 : writer_.Read(sample, epoch, slot, position, scratch, figures);
+  } catch (const std::exception& e) {
+    // Nothing may escape a worker (it would end the process): an
+    // allocation failure or a library exception is this sample's error.
+    status = Status::Internal("sample " + std::to_string(sample) + ": " + e.what());
+  }
+  fetched->completion.reset();  // back to the engine's budget (with its last window)
+  *used = sample;
+  if (!status.ok() && options_.on_error == OnError::kSkip) {
+    LogSkip(status);
+    stats_.skipped += 1;
+    for (int attempt = 1; attempt <= kMaxSubstitutes && !status.ok(); ++attempt) {
+      *used = samples_[(task + attempt) % samples_.size()];
+      try {
+        status = writer_.Read(*used, epoch, slot, position, scratch, figures);
+      } catch (const std::exception& e) {
+        status = Status::Internal("sample " + std::to_string(*used) + ": " + e.what());
+      }
+      if (!status.ok()) stats_.skipped += 1;
+    }
+  }
+  return status;
 }
 
 void HostStage::LogSkip(const Status& status) {

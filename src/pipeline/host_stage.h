@@ -63,6 +63,11 @@ class HostStage final : public BatchSource {
   void Quiesce(std::unique_lock<std::mutex>& lock);
   bool CanStart(uint64_t task);
   void Work();
+  // One claimed sample into its row (read or parse, write, and in skip
+  // mode the substitutes); *used is the sample written. Without the lock.
+  Status WriteSample(uint64_t task, uint64_t epoch, Slot& slot, ReadAhead::Fetched* fetched,
+                     bool have_bytes, SampleWriter::Scratch* scratch, WorkFigures* figures,
+                     uint64_t* used);
   void LogSkip(const Status& status);
   void HandOut(Slot& slot, uint64_t k, Batch* batch);
   void FillStatsLocked(StageStats* stats) const;
@@ -78,6 +83,14 @@ class HostStage final : public BatchSource {
   // Shared with the Batches handed out; its mutex guards what follows.
   const std::shared_ptr<BatchRing> ring_;
   std::unique_ptr<ReadAhead> read_ahead_;  // null: the workers read everything
+  // Tasks submitted to the engine beyond the prefetch window: token windows
+  // read in blocks submit the next window of blocks while this one is
+  // consumed, so the disk never waits for the consumer (0 otherwise).
+  uint64_t read_ahead_tasks_ = 0;
+  // Consecutive samples of one batch a worker claims at once: 1, except for
+  // token windows, whose microseconds of work would otherwise go to the
+  // mutex and the hand-offs (kTokenRun).
+  uint64_t run_tasks_ = 1;
   std::vector<std::thread> workers_;
 
   // The run: this rank's samples from a cursor. Guarded by ring_->mutex.

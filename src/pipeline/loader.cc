@@ -22,6 +22,7 @@
 #include "decode/transform.h"
 #include "device/device_stage.h"
 #include "device/pinned_host.h"
+#include "format/token_corpus.h"
 #include "pipeline/host_stage.h"
 #include "pipeline/sampler.h"
 #include "pipeline/stats_window.h"
@@ -83,6 +84,11 @@ Status ValidateOptions(const LoaderOptions& o) {
                                                "float16 or bfloat16, not ") +
                                    TensorDtypeName(o.image.dtype));
   }
+  if (o.transform == TransformKind::kTokenWindows &&
+      (o.tokens.seq_len == 0 ||
+       (o.tokens.dtype != TensorDtype::kInt32 && o.tokens.dtype != TensorDtype::kInt64))) {
+    return Status::InvalidArgument("token windows need seq_len >= 1 and dtype int32 or int64");
+  }
   if (o.transform == TransformKind::kImage && (o.image.size <= 0 || o.image.size > 8192)) {
     return Status::InvalidArgument("image size must be between 1 and 8192");
   }
@@ -121,6 +127,18 @@ Status Loader::Open(std::shared_ptr<const Dataset> dataset, const LoaderOptions&
     }
   }
   GPUFEED_RETURN_IF_ERROR(ValidateOptions(options));
+  if (options.transform == TransformKind::kTokenWindows) {
+    // Windows of the transform's length; a shuffle that keeps blocks
+    // together reads whole blocks (one large read for many windows).
+    std::shared_ptr<const Dataset> corpus = dataset;
+    uint32_t block_bytes = options.shuffle == ShuffleMode::kGlobal ? 0 : options.tokens.block_bytes;
+    GPUFEED_RETURN_IF_ERROR(TokenWindowsOf(corpus, options.tokens.seq_len, block_bytes, &dataset));
+  } else if (dataset->token_info() != nullptr) {
+    return Status::InvalidArgument(dataset->path() + " is a token corpus (" +
+                                   FormatName(dataset->format()) +
+                                   "): load it with the token-window transform (Python: "
+                                   "transform=gpufeed.TokenWindows(seq_len=...))");
+  }
   LoaderOptions host = options;
   HostStageSetup setup;
   if ((cuda || device.pin_memory) && !options.allocator) {

@@ -36,6 +36,8 @@ void ReadAhead::Reset(uint64_t run) {
   submit_cursor_ = 0;
   fetched_.clear();
   direct_.clear();
+  shared_reads_.clear();
+  lead_keys_.clear();
 }
 
 void ReadAhead::Submit(std::unique_lock<std::mutex>& lock, const std::vector<uint64_t>& samples,
@@ -53,6 +55,8 @@ void ReadAhead::Submit(std::unique_lock<std::mutex>& lock, const std::vector<uin
   lock.unlock();
   std::vector<ReadRequest> requests;
   std::vector<std::pair<uint64_t, RecordLocation>> located;
+  std::vector<std::string> keys;  // of `located`, in order
+  std::vector<FileId> files;      // likewise
   std::vector<uint64_t> direct;
   for (size_t i = 0; i < tasks.size(); ++i) {
     RecordLocation location;
@@ -67,26 +71,58 @@ void ReadAhead::Submit(std::unique_lock<std::mutex>& lock, const std::vector<uin
     // shards would hold thousands).
     location.hold.reset();
     location.fd = -1;
-    ReadRequest request;
-    request.tag = Tag(run, tasks[i]);
-    if (location.whole_file) {
-      request.path = location.path;
-    } else {
-      request.file = file;
-      request.offset = location.offset;
-      request.length = location.length;
-    }
-    requests.push_back(std::move(request));
+    files.push_back(file);
+    keys.push_back(location.whole_file ? std::string()
+                                       : location.path + '\0' + std::to_string(location.offset) +
+                                             ':' + std::to_string(location.length));
     located.emplace_back(tasks[i], std::move(location));
   }
   lock.lock();
   if (run_ != run) return;  // the run changed meanwhile: nothing to record
   for (uint64_t task : direct) direct_.insert(task);
-  for (auto& [task, location] : located) locations_[Tag(run, task)] = std::move(location);
+  std::vector<std::string> leads;  // ranges this call reads
+  for (size_t i = 0; i < located.size(); ++i) {
+    auto& [task, location] = located[i];
+    if (!keys[i].empty()) {
+      auto found = shared_reads_.find(keys[i]);
+      if (found != shared_reads_.end()) {
+        SharedRead& shared = found->second;
+        if (shared.in_flight) {
+          shared.followers.emplace_back(task, std::move(location));
+          continue;
+        }
+        if (auto completion = shared.done.lock()) {
+          fetched_[task] = Fetched{std::move(completion), std::move(location)};
+          continue;
+        }
+      }
+      shared_reads_[keys[i]] = SharedRead();
+      lead_keys_[Tag(run, task)] = keys[i];
+      leads.push_back(keys[i]);
+    }
+    const uint64_t tag = Tag(run, task);
+    ReadRequest request;
+    request.tag = tag;
+    if (location.whole_file) {
+      request.path = location.path;
+    } else {
+      request.file = files[i];
+      request.offset = location.offset;
+      request.length = location.length;
+    }
+    requests.push_back(std::move(request));
+    locations_[tag] = std::move(location);
+  }
   lock.unlock();
   if (!requests.empty() && !engine_->Submit(std::move(requests), &queue_).ok()) {
     lock.lock();
     for (auto& [task, location] : located) direct_.insert(task);
+    for (const std::string& key : leads) {
+      auto found = shared_reads_.find(key);
+      if (found == shared_reads_.end()) continue;
+      for (auto& follower : found->second.followers) direct_.insert(follower.first);
+      shared_reads_.erase(found);
+    }
     lock.unlock();
   }
   lock.lock();
@@ -163,8 +199,28 @@ void ReadAhead::Collect() {
         locations_.erase(location);
       }
       if (run != run_) continue;  // a restarted run: drop (the buffer returns now)
-      fetched.completion = std::move(completion);
+      auto shared = std::make_shared<const ReadCompletion>(std::move(completion));
+      auto lead = lead_keys_.find(shared->tag);
+      if (lead != lead_keys_.end()) {
+        auto read = shared_reads_.find(lead->second);
+        if (read != shared_reads_.end()) {
+          for (auto& [follower, where] : read->second.followers) {
+            fetched_[follower] = Fetched{shared, std::move(where)};
+          }
+          read->second.followers.clear();
+          read->second.in_flight = false;
+          read->second.done = shared;
+        }
+        lead_keys_.erase(lead);
+      }
+      fetched.completion = std::move(shared);
       fetched_[task] = std::move(fetched);
+    }
+    if (shared_reads_.size() > kSharedReadsKept) {
+      for (auto it = shared_reads_.begin(); it != shared_reads_.end();) {
+        bool gone = !it->second.in_flight && it->second.done.expired();
+        it = gone ? shared_reads_.erase(it) : std::next(it);
+      }
     }
     changed_->notify_all();
   }

@@ -39,9 +39,11 @@ namespace gpufeed {
 
 class ReadAhead {
  public:
-  // The bytes of one task's record.
+  // The bytes of one task's record. Tasks whose locations name the same
+  // byte range (the windows of one token block) share one read: the
+  // completion is released when the last of them is done with it.
   struct Fetched {
-    ReadCompletion completion;
+    std::shared_ptr<const ReadCompletion> completion;
     RecordLocation location;
   };
 
@@ -109,6 +111,17 @@ class ReadAhead {
   std::unordered_map<uint64_t, Fetched> fetched_;          // task -> bytes
   std::unordered_map<uint64_t, RecordLocation> locations_;  // tag -> where
   std::unordered_set<uint64_t> direct_;                     // tasks read by the workers
+  // Ranges read once for several tasks, keyed by file, offset and length:
+  // the tasks waiting for a read in flight, then the completion while some
+  // task still holds it (a later task of the same range takes it at once).
+  struct SharedRead {
+    bool in_flight = true;
+    std::vector<std::pair<uint64_t, RecordLocation>> followers;  // task, where
+    std::weak_ptr<const ReadCompletion> done;
+  };
+  static constexpr size_t kSharedReadsKept = 1024;  // finished ones pruned past this
+  std::unordered_map<std::string, SharedRead> shared_reads_;
+  std::unordered_map<uint64_t, std::string> lead_keys_;  // tag of the read -> its range
 };
 
 }  // namespace gpufeed

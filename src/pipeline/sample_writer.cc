@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "format/token_corpus.h"
 #include "util/system_stats.h"
 
 namespace gpufeed {
@@ -16,6 +17,20 @@ Status BatchLayout::For(const LoaderOptions& o, const Dataset& dataset, BatchLay
     layout->sample_shape = o.image.layout == OutputLayout::kNCHW
                                ? std::vector<int64_t>{3, size, size}
                                : std::vector<int64_t>{size, size, 3};
+  } else if (o.transform == TransformKind::kTokenWindows) {
+    // x in the data, y (the same window shifted by one) in the labels.
+    const TokenCorpusInfo* info = dataset.token_info();
+    if (info == nullptr) {
+      return Status::InvalidArgument(dataset.path() + " is not a token corpus");
+    }
+    layout->data_dtype = o.tokens.dtype;
+    layout->sample_shape = {static_cast<int64_t>(o.tokens.seq_len)};
+    layout->sample_bytes = TensorDtypeSize(o.tokens.dtype) * o.tokens.seq_len;
+    layout->label_dtype = o.tokens.dtype;
+    layout->label_bytes_per_sample = layout->sample_bytes;
+    layout->lengths_bytes = 0;
+    layout->token_dtype = info->token_dtype;
+    return Status::OK();
   } else {
     using Element = RawTransformOptions::Element;
     layout->data_dtype = o.raw.element == Element::kInt32     ? TensorDtype::kInt32
@@ -51,8 +66,21 @@ SampleWriter::SampleWriter(const Dataset* dataset, const LoaderOptions& options,
 Status SampleWriter::Parse(uint64_t sample, uint64_t epoch, const ReadAhead::Fetched& fetched,
                            Slot& slot, size_t position, Scratch* scratch,
                            WorkFigures* figures) const {
-  const ReadCompletion& completion = fetched.completion;
+  const ReadCompletion& completion = *fetched.completion;
   Status status = completion.status;
+  if (status.ok() && options_.transform == TransformKind::kTokenWindows) {
+    // Widened straight from the engine's buffer (a block shared by many
+    // windows): no copy into the Record.
+    auto started = Clock::now();
+    const char* window = nullptr;
+    status = TokenWindowAt(*dataset_, sample, fetched.location, completion.buffer.data(),
+                           completion.buffer.size(), &window);
+    if (!status.ok()) return status.WithContext("sample " + std::to_string(sample));
+    WriteTokens(window, slot, position);
+    figures->bytes += TokenDtypeSize(layout_.token_dtype) * options_.tokens.seq_len;
+    figures->decode += Seconds(Clock::now() - started);
+    return Status::OK();
+  }
   if (status.ok()) {
     status = dataset_->ParseLocated(sample, fetched.location, completion.buffer.data(),
                                     completion.buffer.size(), &scratch->record);
@@ -104,6 +132,20 @@ Status SampleWriter::Write(uint64_t sample, uint64_t epoch, Slot& slot, size_t p
       status = Status(status).WithContext("sample " + std::to_string(sample) + " (" +
                                           record.source + ")");
     }
+  } else if (options_.transform == TransformKind::kTokenWindows) {
+    // seq_len + 1 tokens: x = the first seq_len, y = the last seq_len.
+    const size_t length = options_.tokens.seq_len;
+    const size_t item = TokenDtypeSize(layout_.token_dtype);
+    if (record.data.size() != (length + 1) * item) {
+      status = Status::Internal("sample " + std::to_string(sample) + " (" + record.source +
+                                "): " + std::to_string(record.data.size()) +
+                                " bytes, not a window of " + std::to_string(length + 1) +
+                                " tokens");
+    } else {
+      WriteTokens(record.data.data(), slot, position);
+    }
+    figures->decode += Seconds(Clock::now() - read_done);
+    return status;
   } else {
     WriteRaw(record, destination);
   }
@@ -118,6 +160,15 @@ Status SampleWriter::Write(uint64_t sample, uint64_t epoch, Slot& slot, size_t p
   figures->decode += Seconds(Clock::now() - read_done);
   figures->decode_cpu += ThreadCpuSeconds() - cpu_started;
   return status;
+}
+
+void SampleWriter::WriteTokens(const char* window, Slot& slot, size_t position) const {
+  const size_t length = options_.tokens.seq_len;
+  const size_t item = TokenDtypeSize(layout_.token_dtype);
+  WidenTokens(layout_.token_dtype, window, length, layout_.data_dtype,
+              static_cast<char*>(slot.data) + position * layout_.sample_bytes);
+  WidenTokens(layout_.token_dtype, window + item, length, layout_.label_dtype,
+              static_cast<char*>(slot.labels) + position * layout_.label_bytes_per_sample);
 }
 
 void SampleWriter::WriteRaw(const Record& record, char* destination) const {

@@ -32,6 +32,7 @@ struct BatchLayout {
   TensorDtype label_dtype = TensorDtype::kInt64;
   size_t label_bytes_per_sample = 0;
   size_t lengths_bytes = 0;  // label_lengths: the counts before the labels
+  TokenDtype token_dtype = TokenDtype::kAuto;  // token windows: the corpus's
 
   // InvalidArgument for label_lengths without float32 labels.
   static Status For(const LoaderOptions& options, const Dataset& dataset, BatchLayout* layout);
@@ -64,6 +65,9 @@ class SampleWriter {
   Status Write(uint64_t sample, uint64_t epoch, Slot& slot, size_t position, Scratch* scratch,
                WorkFigures* figures) const;
   void WriteRaw(const Record& record, char* destination) const;
+  // Token windows: x (the first seq_len tokens) into the data row, y (the
+  // last seq_len) into the label row, widened to the output dtype.
+  void WriteTokens(const char* window, Slot& slot, size_t position) const;
   Status WriteLabels(uint64_t sample, const Record& record, char* destination) const;
 
   const Dataset* const dataset_;

@@ -16,6 +16,7 @@
 #include "format/manifest.h"
 #include "format/recordio.h"
 #include "format/irheader.h"
+#include "format/token_corpus.h"
 #include "jpeg_test_util.h"
 #include "protobuf_test_util.h"
 #include "util/file.h"
@@ -110,6 +111,37 @@ int main(int argc, char** argv) {
   Write("idx", size_prefix + index);
   Write("idx", size_prefix + "0\t0\n1 \t 40\textra\r\n\n   \n");
   Write("idx", size_prefix + "key\t99999999999999999999\n");
+
+  // Token headers: a parser byte (1: Megatron .idx, 0: llm.c), 8 bytes of
+  // the data file's size, then the index or the shard's header.
+  {
+    auto put = [](std::string* out, const void* value, size_t bytes) {
+      out->append(static_cast<const char*>(value), bytes);
+    };
+    std::string idx(kMegatronMagic, sizeof(kMegatronMagic));
+    uint64_t version = 1, sequences = 3, entries = 3;
+    put(&idx, &version, 8);
+    idx.push_back(8);  // uint16
+    put(&idx, &sequences, 8);
+    put(&idx, &entries, 8);
+    int32_t lengths[3] = {5, 0, 7};
+    int64_t pointers[3] = {0, 10, 10};
+    int64_t documents[3] = {0, 2, 3};
+    put(&idx, lengths, sizeof(lengths));
+    put(&idx, pointers, sizeof(pointers));
+    put(&idx, documents, sizeof(documents));
+    uint64_t bin_size = 24;
+    std::string prefix(1, '\1');
+    put(&prefix, &bin_size, 8);
+    Write("token_header", prefix + idx);
+    Write("token_header", prefix + idx + std::string(3, '\0'));  // multimodal modes
+    int32_t header[256] = {kLlmcMagicUint16, 1, 100};
+    uint64_t shard_size = kLlmcHeaderBytes + 200;
+    std::string llmc(1, '\0');
+    put(&llmc, &shard_size, 8);
+    put(&llmc, header, sizeof(header));
+    Write("token_header", llmc);
+  }
 
   // Manifests.
   Manifest manifest;

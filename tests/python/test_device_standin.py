@@ -232,3 +232,41 @@ def test_pin_memory_buffers_are_not_refilled_under_an_async_copy(packed):
         assert cuda.cudaStreamSynchronize(None) == 0
         assert out.raw == expected.numpy().tobytes()
         cuda.cudaFree(pointer)
+
+
+def test_token_windows_through_the_device_stage(tmp_path):
+    # An llm.c shard (written here): x and y reach device memory as the host
+    # loader makes them, (B, seq_len) int64 each.
+    header = np.zeros(256, dtype=np.int32)
+    header[:3] = (20240520, 1, 3000)
+    tokens = np.random.default_rng(3).integers(0, 50257, size=3000).astype(np.uint16)
+    (tmp_path / "shard.bin").write_bytes(header.tobytes() + tokens.tobytes())
+    base = gpufeed.DataLoader(tmp_path / "shard.bin", batch_size=5, shuffle="block",
+                              transform=gpufeed.TokenWindows(seq_len=64, block_bytes=1024))
+    device = _core.Loader(str(tmp_path / "shard.bin"), "auto",
+                          dict(base._options, device="cuda", device_id=0))
+    host = base._native
+    stream = new_stream()
+    batches = 0
+    try:
+        while True:
+            want, got = host.next(), device.next()
+            assert (want is None) == (got is None)
+            if got is None:
+                break
+            for expected, tensor in zip(want[:2], got[:2]):
+                consumed = Consumed(tensor.__dlpack__(stream=stream))
+                assert consumed.device == (KDL_CUDA, 0)
+                assert consumed.shape[1] == 64 and consumed.dtype == (0, 64, 1)  # int64
+                out = ctypes.create_string_buffer(consumed.nbytes)
+                assert cuda.cudaMemcpyAsync(out, consumed.data, consumed.nbytes, DEVICE_TO_HOST,
+                                            stream) == 0
+                assert cuda.cudaStreamSynchronize(stream) == 0
+                consumed.delete()
+                assert out.raw == host_bytes(expected)
+            batches += 1
+        assert batches == len(base)
+        assert device.stats()["device"] == "cuda:0"
+    finally:
+        device.close()
+        cuda.cudaStreamDestroy(stream)

@@ -12,6 +12,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import time
 import zlib
 
 import pytest
@@ -264,4 +265,12 @@ def test_cache_directory_removed_underneath_a_running_loader(tokens, tmp_path, c
     # And so does the next one; the loader said what happened, once.
     assert sorted(i for batch in loader for i in ids_of(batch)) == list(range(90))
     assert loader.stats()["skipped"] == 0
-    assert "read from the source" in capfd.readouterr().err
+    # The cache's fill thread says it when it next tries a copy, which may
+    # come after the epochs (a fast loader): wait for it, up to 10 s.
+    said = ""
+    for _ in range(200):
+        said += capfd.readouterr().err
+        if "read from the source" in said:
+            break
+        time.sleep(0.05)
+    assert "read from the source" in said

@@ -1,0 +1,302 @@
+// TokenWindowDataset: a token corpus (token_corpus.h) as samples of
+// seq_len + 1 tokens. Window i is stream[i * seq_len, i * seq_len + seq_len + 1).
+//
+// Reads: a window inside one file is located for the read engine, alone
+// (block_bytes 0: random access) or as its whole block (consecutive windows
+// of about block_bytes, one large read the engine shares between them); a
+// window that spans two files is read by Read, which assembles it from
+// both through the store.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/datasets.h"
+#include "format/token_corpus.h"
+#include "util/path.h"
+
+namespace gpufeed {
+
+namespace {
+
+constexpr uint64_t kDefaultBlockBytes = 4u << 20;
+
+class TokenWindowDataset : public DatasetBase {
+ public:
+  TokenWindowDataset(const std::string& path, std::shared_ptr<Store> store,
+                     std::shared_ptr<const TokenCorpus> corpus, uint32_t seq_len,
+                     uint32_t block_bytes);
+
+  uint64_t size() const override { return info_.windows; }
+  Status Read(uint64_t index, Record* record) const override;
+  bool Locate(uint64_t index, RecordLocation* location) const override;
+  Status ParseLocated(uint64_t index, const RecordLocation& location, const char* data,
+                      size_t size, Record* record) const override;
+  bool CanLocate() const override { return info_.windows > 0; }
+  std::vector<uint64_t> BlockSizes() const override;
+  const TokenCorpusInfo* token_info() const override { return &info_; }
+  const std::shared_ptr<const TokenCorpus>& corpus() const { return corpus_; }
+  // ParseLocated without the copy: where the window lies in `data`.
+  Status WindowIn(uint64_t index, const RecordLocation& location, const char* data, size_t size,
+                  const char** window) const;
+
+ protected:
+  const StoreFile* FileOf(uint64_t index) const override {
+    if (index >= info_.windows) return nullptr;
+    return corpus_->files[FileOfToken(index * seq_len_)].file.get();
+  }
+
+ private:
+  // Consecutive windows starting in one file, read together.
+  struct Block {
+    uint64_t first_window = 0;
+    uint64_t windows = 0;
+    size_t file = 0;
+    uint64_t begin_token = 0;  // stream positions, within the file
+    uint64_t end_token = 0;
+  };
+  size_t FileOfToken(uint64_t token) const;
+  const Block& BlockOf(uint64_t window) const;
+  uint64_t ByteOffset(const TokenFile& file, uint64_t token) const {
+    return file.data_offset + (token - file.first_token) * item_;
+  }
+  void Describe(uint64_t index, Record* record) const;
+
+  const std::shared_ptr<const TokenCorpus> corpus_;
+  const uint64_t seq_len_;
+  const size_t item_;
+  const bool window_reads_;
+  TokenCorpusInfo info_;
+  std::vector<Block> blocks_;
+};
+
+TokenWindowDataset::TokenWindowDataset(const std::string& path, std::shared_ptr<Store> store,
+                                       std::shared_ptr<const TokenCorpus> corpus,
+                                       uint32_t seq_len, uint32_t block_bytes)
+    : DatasetBase(corpus->format, path, std::move(store)),
+      corpus_(std::move(corpus)),
+      seq_len_(seq_len),
+      item_(TokenDtypeSize(corpus_->dtype)),
+      window_reads_(block_bytes == 0) {
+  info_.token_dtype = corpus_->dtype;
+  info_.tokens = corpus_->tokens;
+  info_.documents = corpus_->documents;
+  info_.sequences = corpus_->sequences;
+  info_.seq_len = seq_len;
+  info_.windows = corpus_->tokens > 0 ? (corpus_->tokens - 1) / seq_len_ : 0;
+  const uint64_t block = block_bytes == 0 ? kDefaultBlockBytes : block_bytes;
+  const uint64_t per_block = std::max<uint64_t>(1, block / (seq_len_ * item_));
+  for (size_t f = 0; f < corpus_->files.size(); ++f) {
+    const TokenFile& file = corpus_->files[f];
+    const uint64_t file_end = file.first_token + file.tokens;
+    uint64_t first = (file.first_token + seq_len_ - 1) / seq_len_;
+    uint64_t last = std::min(info_.windows, (file_end + seq_len_ - 1) / seq_len_);
+    ShardInfo shard;
+    shard.path = file.path;
+    shard.first_record = first;
+    shard.records = last > first ? last - first : 0;
+    shard.bytes = file.bytes;
+    shards_.push_back(shard);
+    for (uint64_t w = first; w < last; w += per_block) {
+      Block b;
+      b.first_window = w;
+      b.windows = std::min(per_block, last - w);
+      b.file = f;
+      b.begin_token = w * seq_len_;
+      b.end_token = std::min(file_end, (w + b.windows - 1) * seq_len_ + seq_len_ + 1);
+      blocks_.push_back(b);
+    }
+  }
+}
+
+size_t TokenWindowDataset::FileOfToken(uint64_t token) const {
+  const auto& files = corpus_->files;
+  auto after = std::upper_bound(files.begin(), files.end(), token,
+                                [](uint64_t t, const TokenFile& f) { return t < f.first_token; });
+  size_t f = static_cast<size_t>(after - files.begin()) - 1;
+  // Files without tokens share a first_token with the next: skip them.
+  while (f + 1 < files.size() && files[f].tokens == 0) ++f;
+  return f;
+}
+
+const TokenWindowDataset::Block& TokenWindowDataset::BlockOf(uint64_t window) const {
+  auto after = std::upper_bound(blocks_.begin(), blocks_.end(), window,
+                                [](uint64_t w, const Block& b) { return w < b.first_window; });
+  return *(after - 1);
+}
+
+std::vector<uint64_t> TokenWindowDataset::BlockSizes() const {
+  std::vector<uint64_t> sizes;
+  for (const Block& b : blocks_) sizes.push_back(b.windows);
+  if (sizes.empty()) sizes.push_back(info_.windows);
+  return sizes;
+}
+
+void TokenWindowDataset::Describe(uint64_t index, Record* record) const {
+  const TokenFile& file = corpus_->files[FileOfToken(index * seq_len_)];
+  record->labels.clear();
+  record->key.clear();
+  record->id = index;
+  record->encoded = false;
+  if (record->shape.size() != 1) record->shape.resize(1);
+  record->shape[0] = static_cast<int64_t>(seq_len_ + 1);
+  // The file only (no per-window formatting on the hot path): the window's
+  // offset is index * seq_len tokens into the stream (errors give it).
+  record->source = file.path;
+}
+
+Status TokenWindowDataset::Read(uint64_t index, Record* record) const {
+  GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
+  Describe(index, record);
+  record->data.resize((seq_len_ + 1) * item_);
+  uint64_t token = index * seq_len_;
+  uint64_t end = token + seq_len_ + 1;
+  char* out = record->data.data();
+  // A window spanning files is assembled from each in turn.
+  for (size_t f = FileOfToken(token); token < end; ++f) {
+    const TokenFile& file = corpus_->files[f];
+    uint64_t count = std::min(end, file.first_token + file.tokens) - token;
+    if (count == 0) continue;
+    size_t want = count * item_, done = 0;
+    uint64_t offset = ByteOffset(file, token);
+    GPUFEED_RETURN_IF_ERROR(file.file->ReadAt(offset, want, out, &done));
+    if (done != want) {
+      return Status::Corruption(file.path + " at byte offset " + std::to_string(offset + done) +
+                                ": the file ends early (it held " + std::to_string(file.bytes) +
+                                " bytes when opened), sample " + std::to_string(index));
+    }
+    out += want;
+    token += count;
+  }
+  return Status::OK();
+}
+
+bool TokenWindowDataset::Locate(uint64_t index, RecordLocation* location) const {
+  if (index >= info_.windows) return false;
+  const Block& block = BlockOf(index);
+  const TokenFile& file = corpus_->files[block.file];
+  uint64_t begin = index * seq_len_, end = begin + seq_len_ + 1;
+  if (end > file.first_token + file.tokens) return false;  // spans two files: Read
+  if (!window_reads_) {
+    begin = block.begin_token;
+    end = block.end_token;
+  }
+  FileView view;
+  uint64_t offset = ByteOffset(file, begin), length = (end - begin) * item_;
+  if (!file.file->View(offset, length, &view).ok()) return false;
+  location->path = file.path;
+  location->offset = offset;
+  location->length = length;
+  location->whole_file = false;
+  location->fd = view.fd;
+  location->local = view.local;
+  location->hold = std::move(view.hold);
+  return true;
+}
+
+Status TokenWindowDataset::WindowIn(uint64_t index, const RecordLocation& location,
+                                    const char* data, size_t size, const char** window) const {
+  GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
+  const TokenFile& file = corpus_->files[FileOfToken(index * seq_len_)];
+  const size_t bytes = (seq_len_ + 1) * item_;
+  uint64_t offset = ByteOffset(file, index * seq_len_);
+  // A block's read is shared by its windows: each counts its own bytes.
+  FileView engine_view;
+  engine_view.local = location.local;
+  file.file->Count(engine_view, seq_len_ * item_);
+  if (offset < location.offset || offset - location.offset + bytes > size) {
+    return Status::Corruption(file.path + " at byte offset " +
+                              std::to_string(location.offset + size) +
+                              ": the file ends early (it held " + std::to_string(file.bytes) +
+                              " bytes when opened), sample " + std::to_string(index));
+  }
+  *window = data + (offset - location.offset);
+  return Status::OK();
+}
+
+Status TokenWindowDataset::ParseLocated(uint64_t index, const RecordLocation& location,
+                                        const char* data, size_t size, Record* record) const {
+  const char* window = nullptr;
+  GPUFEED_RETURN_IF_ERROR(WindowIn(index, location, data, size, &window));
+  Describe(index, record);
+  record->data.assign(window, (seq_len_ + 1) * item_);
+  return Status::OK();
+}
+
+}  // namespace
+
+Status NewTokenWindowDataset(const std::string& path, std::shared_ptr<Store> store,
+                             std::shared_ptr<const TokenCorpus> corpus, uint32_t seq_len,
+                             uint32_t block_bytes, std::unique_ptr<Dataset>* dataset) {
+  if (seq_len == 0) return Status::InvalidArgument("seq_len must be at least 1");
+  if (corpus->tokens < 2) {
+    return Status::InvalidArgument(path + ": the corpus holds " + std::to_string(corpus->tokens) +
+                                   " tokens, too few for one window (at least 2)");
+  }
+  *dataset = std::make_unique<TokenWindowDataset>(path, std::move(store), std::move(corpus),
+                                                  seq_len, block_bytes);
+  return Status::OK();
+}
+
+Status TokenWindowsOf(const std::shared_ptr<const Dataset>& dataset, uint32_t seq_len,
+                      uint32_t block_bytes, std::shared_ptr<const Dataset>* windows) {
+  auto* tokens = dynamic_cast<const TokenWindowDataset*>(dataset.get());
+  if (tokens == nullptr) {
+    return Status::InvalidArgument(std::string("the token-window transform needs a token corpus "
+                                                "(megatron, llmc or tokens); ") +
+                                   dataset->path() + " is a " + FormatName(dataset->format()) +
+                                   " dataset");
+  }
+  std::unique_ptr<Dataset> made;
+  GPUFEED_RETURN_IF_ERROR(NewTokenWindowDataset(tokens->path(), tokens->store(), tokens->corpus(),
+                                                seq_len, block_bytes, &made));
+  *windows = std::move(made);
+  return Status::OK();
+}
+
+Status TokenWindowAt(const Dataset& dataset, uint64_t index, const RecordLocation& location,
+                     const char* data, size_t size, const char** window) {
+  auto* tokens = dynamic_cast<const TokenWindowDataset*>(&dataset);
+  if (tokens == nullptr) return Status::InvalidArgument(dataset.path() + " is not a token corpus");
+  return tokens->WindowIn(index, location, data, size, window);
+}
+
+Status VerifyTokenCorpus(const std::string& path, const DatasetOptions& options,
+                         VerifyReport* report, bool* recognised) {
+  std::shared_ptr<Store> store;
+  GPUFEED_RETURN_IF_ERROR(NewDatasetStore(CacheOptions(), AbsolutePath(path), &store));
+  std::shared_ptr<const TokenCorpus> corpus;
+  Status status = OpenTokenCorpus(path, options, store, &corpus, recognised);
+  if (!*recognised) return status;
+  report->format = options.format;
+  if (!status.ok()) {
+    if (status.code() != Status::Code::kCorruption) return status;
+    report->problems.push_back(status.ToString());
+    return Status::OK();
+  }
+  report->format = corpus->format;
+  // Every byte of every file is read: a file shorter than its header or
+  // index says, or one the disk cannot serve, is named here.
+  std::string buffer(4u << 20, '\0');
+  for (const TokenFile& file : corpus->files) {
+    report->shards_checked += 1;
+    uint64_t end = file.data_offset + file.tokens * TokenDtypeSize(corpus->dtype);
+    for (uint64_t offset = file.data_offset; offset < end;) {
+      size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), end - offset));
+      size_t done = 0;
+      Status read = file.file->ReadAt(offset, want, buffer.data(), &done);
+      if (!read.ok() || done != want) {
+        report->problems.push_back(read.ok() ? file.path + " at byte offset " +
+                                                   std::to_string(offset + done) +
+                                                   ": the file ends early"
+                                             : read.ToString());
+        break;
+      }
+      offset += done;
+    }
+  }
+  report->records_checked = corpus->tokens;
+  return Status::OK();
+}
+
+}  // namespace gpufeed

@@ -1,0 +1,130 @@
+// The loader's token-window transform: (x, y) batches of shape (B, seq_len)
+// from a headerless token file split in two (a window spans both), every
+// window once per epoch for each shuffle mode, through the read engine
+// (block reads shared by their windows) and without it; exact resume.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include "gpufeed/loader.h"
+#include "test_util.h"
+#include "util/path.h"
+
+namespace gpufeed {
+namespace {
+
+constexpr uint32_t kSeqLen = 24;
+
+class TokenLoaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Token t is t % 65521 (uint16): every window is known from its start.
+    for (uint32_t t = 0; t < 9000; ++t) stream_.push_back(static_cast<uint16_t>(t % 65521));
+    std::string bytes(reinterpret_cast<const char*>(stream_.data()), stream_.size() * 2);
+    WriteBytes(JoinPath(dir_.path(), "a.bin"), bytes.substr(0, 5001 * 2));
+    WriteBytes(JoinPath(dir_.path(), "b.bin"), bytes.substr(5001 * 2));
+    DatasetOptions options;
+    options.format = DatasetFormat::kTokens;
+    options.tokens.token_dtype = TokenDtype::kUint16;
+    std::unique_ptr<Dataset> dataset;
+    Status status = Dataset::Open(dir_.path(), options, &dataset);
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    dataset_ = std::move(dataset);
+  }
+
+  LoaderOptions Options(ShuffleMode shuffle) {
+    LoaderOptions options;
+    options.batch_size = 16;
+    options.num_threads = 3;
+    options.shuffle = shuffle;
+    options.seed = 7;
+    options.transform = TransformKind::kTokenWindows;
+    options.tokens.seq_len = kSeqLen;
+    options.tokens.block_bytes = 1000;  // 20 windows a block
+    return options;
+  }
+
+  // Window starts of one epoch's rows, checking x and y against the stream.
+  std::vector<uint64_t> Epoch(Loader* loader) {
+    std::vector<uint64_t> starts;
+    Batch batch;
+    while (true) {
+      Status status = loader->Next(&batch);
+      EXPECT_TRUE(status.ok()) << status.ToString();
+      if (!status.ok() || batch.end_of_epoch()) break;
+      EXPECT_EQ(batch.data().shape, (std::vector<int64_t>{batch.size(), kSeqLen}));
+      EXPECT_EQ(batch.labels().shape, (std::vector<int64_t>{batch.size(), kSeqLen}));
+      const int64_t* x = static_cast<const int64_t*>(batch.data().data);
+      const int64_t* y = static_cast<const int64_t*>(batch.labels().data);
+      for (int64_t row = 0; row < batch.size(); ++row) {
+        uint64_t start = batch.sample_ids()[row] * kSeqLen;
+        for (uint32_t j = 0; j < kSeqLen; ++j) {
+          EXPECT_EQ(x[row * kSeqLen + j], stream_[start + j]);
+          EXPECT_EQ(y[row * kSeqLen + j], stream_[start + j + 1]);
+        }
+        starts.push_back(start);
+      }
+    }
+    return starts;
+  }
+
+  TempDir dir_;
+  std::vector<uint16_t> stream_;
+  std::shared_ptr<Dataset> dataset_;
+};
+
+TEST_F(TokenLoaderTest, EveryWindowOncePerEpochInEachMode) {
+  const uint64_t windows = (stream_.size() - 1) / kSeqLen;
+  for (ShuffleMode shuffle : {ShuffleMode::kGlobal, ShuffleMode::kBlock, ShuffleMode::kNone}) {
+    for (bool engine : {true, false}) {
+      LoaderOptions options = Options(shuffle);
+      options.use_read_engine = engine;
+      std::unique_ptr<Loader> loader;
+      ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+      std::vector<uint64_t> starts = Epoch(loader.get());
+      ASSERT_EQ(starts.size(), windows);
+      EXPECT_EQ(std::set<uint64_t>(starts.begin(), starts.end()).size(), windows);
+      if (shuffle == ShuffleMode::kNone) {
+        for (uint64_t i = 0; i < windows; ++i) EXPECT_EQ(starts[i], i * kSeqLen);
+      }
+      if (engine) {
+        // Block reads: far fewer requests than windows.
+        LoaderStats stats = loader->Stats();
+        if (shuffle != ShuffleMode::kGlobal) EXPECT_LT(stats.io_requests, windows / 4);
+      }
+    }
+  }
+}
+
+TEST_F(TokenLoaderTest, ResumesExactlyMidEpoch) {
+  std::unique_ptr<Loader> whole;
+  ASSERT_TRUE(Loader::Open(dataset_, Options(ShuffleMode::kBlock), &whole).ok());
+  std::vector<uint64_t> expected = Epoch(whole.get());
+  std::unique_ptr<Loader> first;
+  ASSERT_TRUE(Loader::Open(dataset_, Options(ShuffleMode::kBlock), &first).ok());
+  Batch batch;
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(first->Next(&batch).ok());
+  LoaderState state = first->State();
+  std::unique_ptr<Loader> second;
+  ASSERT_TRUE(Loader::Open(dataset_, Options(ShuffleMode::kBlock), &second).ok());
+  ASSERT_TRUE(second->Restore(state).ok());
+  std::vector<uint64_t> rest = Epoch(second.get());
+  EXPECT_EQ(rest, std::vector<uint64_t>(expected.begin() + 5 * 16, expected.end()));
+}
+
+TEST_F(TokenLoaderTest, WrongTransformIsRefused) {
+  LoaderOptions options = Options(ShuffleMode::kGlobal);
+  options.transform = TransformKind::kImage;
+  std::unique_ptr<Loader> loader;
+  Status status = Loader::Open(dataset_, options, &loader);
+  EXPECT_TRUE(status.IsInvalidArgument());
+  EXPECT_NE(status.ToString().find("token corpus"), std::string::npos);
+  options = Options(ShuffleMode::kGlobal);
+  options.tokens.dtype = TensorDtype::kFloat32;
+  EXPECT_TRUE(Loader::Open(dataset_, options, &loader).IsInvalidArgument());
+}
+
+}  // namespace
+}  // namespace gpufeed
