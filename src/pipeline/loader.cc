@@ -165,6 +165,7 @@ Status Loader::Open(std::shared_ptr<const Dataset> dataset, const LoaderOptions&
     setup.pinned_device = device.device_id;
   }
   auto impl = std::make_unique<Impl>(dataset, options);
+  impl->window = std::make_unique<StatsWindow>(dataset->path(), options.stats_window_seconds);
   std::unique_ptr<HostStage> host_stage;
   GPUFEED_RETURN_IF_ERROR(HostStage::Create(std::move(dataset), host, std::move(setup), &host_stage));
   impl->host = host_stage.get();
@@ -174,8 +175,6 @@ Status Loader::Open(std::shared_ptr<const Dataset> dataset, const LoaderOptions&
     stage.max_label_bytes = impl->host->label_bytes();
     GPUFEED_RETURN_IF_ERROR(CreateDeviceStage(std::move(impl->chain), stage, &impl->chain));
   }
-  impl->window = std::make_unique<StatsWindow>(*impl->chain, impl->dataset->path(),
-                                               options.stats_window_seconds);
   loader->reset(new Loader(std::move(impl)));
   return Status::OK();
 }

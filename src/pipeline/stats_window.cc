@@ -86,11 +86,13 @@ LoaderStats StatsBetween(const StatsPoint& from, const StatsPoint& to, StatsSpan
   return stats;
 }
 
-StatsWindow::StatsWindow(const BatchSource& chain, const std::string& dataset_path,
-                         double window_seconds)
+StatsWindow::StatsWindow(const std::string& dataset_path, double window_seconds)
     : window_seconds_(window_seconds > 0 ? window_seconds : 10), cores_(AvailableCores()) {
   disk_ = BlockDeviceForPath(dataset_path, &disk_note_);
-  open_ = Take(chain);
+  open_.at = SteadyClock::now();
+  open_.process_cpu = ProcessCpuSeconds();
+  open_.have_machine = ReadMachineCpu(&open_.machine);
+  open_.have_disk = ReadDiskCounters(disk_, &open_.disk);
 }
 
 StatsPoint StatsWindow::Take(const BatchSource& chain) const {

@@ -40,9 +40,10 @@ LoaderStats StatsBetween(const StatsPoint& from, const StatsPoint& to, StatsSpan
 
 class StatsWindow {
  public:
-  // `dataset_path`: where the block device is looked up. Takes the Open
-  // point of `chain`.
-  StatsWindow(const BatchSource& chain, const std::string& dataset_path, double window_seconds);
+  // `dataset_path`: where the block device is looked up. Made before the
+  // chain's stages start: the Open point is now, with every count at zero
+  // (a worker may finish samples before the chain is assembled).
+  StatsWindow(const std::string& dataset_path, double window_seconds);
 
   // A point of `chain` now.
   StatsPoint Take(const BatchSource& chain) const;
