@@ -10,6 +10,8 @@
 //   lmdb         gpufeed LMDB shards (one environment per shard directory)
 //   caffe_lmdb   Caffe's LMDB of caffe.Datum protobufs (read only)
 //   imagefolder  root/<class>/<file>, as torchvision.datasets.ImageFolder (read only)
+//   webdataset   WebDataset tar shards (KEY.jpg + KEY.cls members), read through
+//                a member index built once per tar
 //
 // Thread safety: after Open returns, every const method may be called from
 // any number of threads at once; Read is the hot path and takes no
@@ -36,12 +38,33 @@ enum class DatasetFormat : int {
   kLmdb = 2,
   kCaffeLmdb = 3,
   kImageFolder = 4,
+  kWebDataset = 5,
 };
 
-// "auto", "recordio", "lmdb", "caffe_lmdb", "imagefolder".
+// "auto", "recordio", "lmdb", "caffe_lmdb", "imagefolder", "webdataset".
 GPUFEED_EXPORT const char* FormatName(DatasetFormat format);
 // The inverse of FormatName; InvalidArgument listing the accepted names.
 GPUFEED_EXPORT Status ParseFormat(const std::string& name, DatasetFormat* format);
+
+// How WebDataset tar shards are read (DatasetFormat::kWebDataset).
+struct WebDatasetOptions {
+  // The image is the member with the first of these extensions the sample
+  // has (webdataset's "jpg;jpeg;png").
+  std::vector<std::string> image_keys = {"jpg", "jpeg", "png"};
+  // The label member's extension. "json" (or an extension ending in
+  // ".json") reads `label_field` of a JSON object, a number; any other is an
+  // integer as text (webdataset's "cls").
+  std::string label_key = "cls";
+  std::string label_field = "label";
+  // The tar files to read, in this order (a Python list of paths); empty:
+  // those `path` names (a .tar, a directory of .tar files, a brace pattern
+  // "shards-{000000..000099}.tar", or a list file with format kWebDataset).
+  std::vector<std::string> tars;
+  // Where a tar's member index is kept when the tar's directory is not
+  // writable. Empty: <cache.cache_dir>/tar-index with a node cache, else
+  // $XDG_CACHE_HOME/gpufeed/tar-index (~/.cache/gpufeed/tar-index).
+  std::string index_dir;
+};
 
 struct DatasetOptions {
   // kAuto detects the format from the path; any other value skips detection
@@ -58,6 +81,8 @@ struct DatasetOptions {
   // Node-local cache of the shards (include/gpufeed/cache.h). With an empty
   // cache.cache_dir (the default) every read goes to the source.
   CacheOptions cache;
+  // WebDataset tar shards: which members are the image and the label.
+  WebDatasetOptions webdataset;
 };
 
 // One sample as stored. Reading into the same Record again reuses its buffers.
