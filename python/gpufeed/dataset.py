@@ -11,7 +11,7 @@ from ._errors import OutOfRangeError
 __all__ = ["Dataset", "Record", "open_dataset", "FORMATS"]
 
 #: Names accepted by ``format=``.
-FORMATS = ("auto", "recordio", "lmdb", "caffe_lmdb", "imagefolder")
+FORMATS = ("auto", "recordio", "lmdb", "caffe_lmdb", "imagefolder", "webdataset")
 
 
 class Record:
@@ -63,12 +63,14 @@ class Dataset:
     """
 
     def __init__(self, path: Union[str, os.PathLike], format: str = "auto",
-                 allow_external_paths: bool = False, **cache):
+                 allow_external_paths: bool = False, webdataset: Optional[dict] = None, **cache):
         if format not in FORMATS:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
         from .cache import cache_options
-        self._native = _core.Dataset(os.fspath(path), format, bool(allow_external_paths),
-                                     cache_options(**cache) if cache else {})
+        from .webdataset import webdataset_options
+        path, tar_options = webdataset_options(path, **(webdataset or {}))
+        self._native = _core.Dataset(path, format, bool(allow_external_paths),
+                                     cache_options(**cache) if cache else {}, tar_options)
         self._integer_labels = self._native.integer_labels
 
     def __len__(self) -> int:
@@ -134,9 +136,17 @@ class Dataset:
 def open_dataset(path: Union[str, os.PathLike], format: str = "auto",
                  allow_external_paths: bool = False, cache_dir=None, cache_capacity=None,
                  cache_policy: str = "train", cache_prefetch: int = 2, cache_wait: bool = True,
-                 cache_group: Optional[str] = None) -> Dataset:
+                 cache_group: Optional[str] = None, image_key=None,
+                 label_key: Optional[str] = None, label_field: Optional[str] = None) -> Dataset:
     """Opens a dataset: a ``.rec`` file, a directory of shards (with or without
-    ``gpufeed.json``), an LMDB or Caffe LMDB environment, or an ImageFolder.
+    ``gpufeed.json``), an LMDB or Caffe LMDB environment, an ImageFolder, or
+    WebDataset tar shards (a ``.tar``, a directory of them, a list of paths, a
+    brace pattern ``"shards-{000000..000099}.tar"``, or a list file with
+    ``format="webdataset"``).
+
+    ``image_key``, ``label_key``, ``label_field``: which members of a
+    WebDataset sample are the image and the label (see
+    :func:`gpufeed.webdataset.webdataset_options`).
 
     ``allow_external_paths``: by default every shard and index must lie
     inside the dataset directory, symlinks followed; a manifest naming an
@@ -164,4 +174,5 @@ def open_dataset(path: Union[str, os.PathLike], format: str = "auto",
         cache = dict(cache_dir=cache_dir, cache_capacity=cache_capacity,
                      cache_policy=cache_policy, cache_prefetch=cache_prefetch,
                      cache_wait=cache_wait, cache_group=cache_group)
-    return Dataset(path, format, allow_external_paths, **cache)
+    webdataset = dict(image_key=image_key, label_key=label_key, label_field=label_field)
+    return Dataset(path, format, allow_external_paths, webdataset, **cache)

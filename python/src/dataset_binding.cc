@@ -74,6 +74,23 @@ DatasetFormat FormatFromName(const std::string& name) {
 
 }  // namespace
 
+// {"image_key": [str], "label_key": str, "label_field": str, "tars": [str],
+//  "index_dir": str}; absent keys keep WebDatasetOptions' defaults. Shared
+// with the loader binding.
+WebDatasetOptions WebDatasetOptionsFromDict(const py::dict& webdataset) {
+  WebDatasetOptions options;
+  if (webdataset.contains("image_key")) {
+    options.image_keys = webdataset["image_key"].cast<std::vector<std::string>>();
+  }
+  if (webdataset.contains("label_key")) options.label_key = webdataset["label_key"].cast<std::string>();
+  if (webdataset.contains("label_field")) {
+    options.label_field = webdataset["label_field"].cast<std::string>();
+  }
+  if (webdataset.contains("tars")) options.tars = webdataset["tars"].cast<std::vector<std::string>>();
+  if (webdataset.contains("index_dir")) options.index_dir = webdataset["index_dir"].cast<std::string>();
+  return options;
+}
+
 // {"cache_dir": str, "cache_capacity": int, "cache_policy": str,
 //  "cache_prefetch": int, "cache_wait": bool, "cache_group": str}; absent
 // keys keep CacheOptions' defaults. Shared with the loader binding.
@@ -105,11 +122,12 @@ namespace {
 class PyDataset {
  public:
   PyDataset(const std::string& path, const std::string& format, bool allow_external_paths,
-            py::dict cache) {
+            py::dict cache, py::dict webdataset) {
     DatasetOptions options;
     options.format = FormatFromName(format);
     options.allow_external_paths = allow_external_paths;
     options.cache = CacheOptionsFromDict(cache);
+    options.webdataset = WebDatasetOptionsFromDict(webdataset);
     Status status;
     {
       py::gil_scoped_release release;
@@ -169,9 +187,11 @@ py::dict PackBinding(const std::string& source, const std::string& destination,
     options.format = ShardFormat::kRecordIO;
   } else if (format == "lmdb") {
     options.format = ShardFormat::kLmdb;
+  } else if (format == "webdataset") {
+    options.format = ShardFormat::kWebDataset;
   } else {
-    ThrowIfError(Status::InvalidArgument("pack format must be \"recordio\" or \"lmdb\", not \"" +
-                                         format + "\""));
+    ThrowIfError(Status::InvalidArgument(
+        "pack format must be \"recordio\", \"lmdb\" or \"webdataset\", not \"" + format + "\""));
   }
   options.shard_size = shard_size;
   options.workers = workers;
@@ -198,10 +218,11 @@ py::dict PackBinding(const std::string& source, const std::string& destination,
 }
 
 py::dict VerifyBinding(const std::string& path, const std::string& format,
-                       bool allow_external_paths) {
+                       bool allow_external_paths, py::dict webdataset) {
   DatasetOptions options;
   options.format = FormatFromName(format);
   options.allow_external_paths = allow_external_paths;
+  options.webdataset = WebDatasetOptionsFromDict(webdataset);
   VerifyReport report;
   Status status;
   {
@@ -227,6 +248,17 @@ uint64_t WriteIndexBinding(const std::string& rec_path, const std::string& idx_p
   }
   ThrowIfError(status);
   return records;
+}
+
+uint64_t WriteTarIndexBinding(const std::string& tar_path, const std::string& index_path) {
+  uint64_t samples = 0;
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = WriteTarIndex(tar_path, index_path, &samples);
+  }
+  ThrowIfError(status);
+  return samples;
 }
 
 }  // namespace
@@ -319,9 +351,9 @@ py::object CacheLatestCheckpointBinding(const std::string& directory,
 
 void BindDataset(py::module_& module) {
   py::class_<PyDataset>(module, "Dataset")
-      .def(py::init<const std::string&, const std::string&, bool, py::dict>(), py::arg("path"),
-           py::arg("format") = "auto", py::arg("allow_external_paths") = false,
-           py::arg("cache") = py::dict())
+      .def(py::init<const std::string&, const std::string&, bool, py::dict, py::dict>(),
+           py::arg("path"), py::arg("format") = "auto", py::arg("allow_external_paths") = false,
+           py::arg("cache") = py::dict(), py::arg("webdataset") = py::dict())
       .def("__len__", &PyDataset::size)
       .def("read", &PyDataset::Read, py::arg("index"))
       .def_property_readonly("format", &PyDataset::format)
@@ -352,8 +384,10 @@ void BindDataset(py::module_& module) {
   module.def("cache_latest_checkpoint", &CacheLatestCheckpointBinding, py::arg("directory"),
              py::arg("cache_dir"));
   module.def("verify", &VerifyBinding, py::arg("path"), py::arg("format") = "auto",
-             py::arg("allow_external_paths") = false);
+             py::arg("allow_external_paths") = false, py::arg("webdataset") = py::dict());
   module.def("write_index", &WriteIndexBinding, py::arg("rec_path"), py::arg("idx_path"));
+  module.def("write_tar_index", &WriteTarIndexBinding, py::arg("tar_path"),
+             py::arg("index_path") = "");
 }
 
 }  // namespace gpufeed::python
