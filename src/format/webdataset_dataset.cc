@@ -25,6 +25,11 @@ namespace {
 // (Read) instead of as one range (Locate), so that a huge unrelated member
 // between them is never read.
 constexpr uint64_t kMaxSampleSpan = 64 << 20;
+// A sample's range takes in the headers and other members around its image
+// and label when they add at most this: the ranges of consecutive samples
+// then touch, and the kernel's read-ahead sees one sequential stream, as it
+// does for RecordIO.
+constexpr uint64_t kMaxSpanSlack = 64 << 10;
 // Bytes per read while the headers are scanned.
 constexpr size_t kScanWindow = 4 << 20;
 
@@ -129,6 +134,11 @@ class WebDatasetDataset final : public DatasetBase {
   // sample's first member and its offset when one is missing.
   Status Members(const TarShard& shard, const TarSample& sample, const TarMember** image,
                  const TarMember** label) const;
+  // The bytes one read of the sample takes: its image and label members,
+  // widened to the whole sample (headers, other members) within
+  // kMaxSpanSlack on each side.
+  static void SampleSpan(const TarShard& shard, const TarSample& sample, const TarMember& image,
+                         const TarMember& label, uint64_t* begin, uint64_t* end);
   // Fills *record from the members' bytes (`image_bytes`, `label_bytes`).
   Status Build(const TarShard& shard, const TarSample& sample, const TarMember& label,
                std::string_view image_bytes, std::string_view label_bytes, uint64_t index,
@@ -220,6 +230,19 @@ Status WebDatasetDataset::Build(const TarShard& shard, const TarSample& sample,
   return Status::OK();
 }
 
+void WebDatasetDataset::SampleSpan(const TarShard& shard, const TarSample& sample,
+                                   const TarMember& image, const TarMember& label,
+                                   uint64_t* begin, uint64_t* end) {
+  *begin = std::min(image.offset, label.offset);
+  *end = std::max(image.offset + image.size, label.offset + label.size);
+  const TarMember& first = shard.index.members[sample.first_member];
+  const TarMember& last = shard.index.members[sample.first_member + sample.member_count - 1];
+  if (*begin - first.header_offset <= kMaxSpanSlack) *begin = first.header_offset;
+  uint64_t last_end = (last.offset + last.size + kTarBlockSize - 1) / kTarBlockSize * kTarBlockSize;
+  last_end = std::min(last_end, shard.index.tar_size);
+  if (last_end >= *end && last_end - *end <= kMaxSpanSlack) *end = last_end;
+}
+
 Status WebDatasetDataset::Read(uint64_t index, Record* record) const {
   GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
   const TarShard& shard = *tars_[ShardIndexOf(index)];
@@ -228,19 +251,38 @@ Status WebDatasetDataset::Read(uint64_t index, Record* record) const {
   const TarMember* label = nullptr;
   Status status = Members(shard, sample, &image, &label);
   if (!status.ok()) return status.WithContext("sample " + std::to_string(index));
-  thread_local std::string image_bytes, label_bytes;
-  for (auto [member, bytes] : {std::make_pair(image, &image_bytes), std::make_pair(label, &label_bytes)}) {
-    bytes->resize(member->size);
+  uint64_t begin = 0, end = 0;
+  SampleSpan(shard, sample, *image, *label, &begin, &end);
+  // One read of the sample's range, or one per member when they lie far
+  // apart (a large unrelated member between them).
+  thread_local std::string span, image_bytes, label_bytes;
+  std::vector<std::pair<const TarMember*, std::string*>> reads;
+  if (end - begin <= kMaxSampleSpan) {
+    reads = {{nullptr, &span}};
+  } else {
+    reads = {{image, &image_bytes}, {label, &label_bytes}};
+  }
+  for (auto [member, bytes] : reads) {
+    uint64_t offset = member != nullptr ? member->offset : begin;
+    uint64_t length = member != nullptr ? member->size : end - begin;
+    bytes->resize(length);
     size_t done = 0;
-    status = shard.file->ReadAt(member->offset, member->size, &(*bytes)[0], &done);
-    if (status.ok() && done < member->size) {
-      status = Status::Corruption(shard.path + ": member " + MemberName(shard, sample, *member) +
-                                  " at byte offset " + std::to_string(member->header_offset) +
+    status = shard.file->ReadAt(offset, length, &(*bytes)[0], &done);
+    if (status.ok() && done < length) {
+      const TarMember& named = member != nullptr ? *member : *image;
+      status = Status::Corruption(shard.path + ": member " + MemberName(shard, sample, named) +
+                                  " at byte offset " + std::to_string(named.header_offset) +
                                   " runs past the end of the tar (changed since it was indexed?)");
     }
     if (!status.ok()) return status.WithContext("sample " + std::to_string(index));
   }
-  status = Build(shard, sample, *label, image_bytes, label_bytes, index, *image, record);
+  if (reads.size() == 1) {
+    std::string_view bytes(span);
+    status = Build(shard, sample, *label, bytes.substr(image->offset - begin, image->size),
+                   bytes.substr(label->offset - begin, label->size), index, *image, record);
+  } else {
+    status = Build(shard, sample, *label, image_bytes, label_bytes, index, *image, record);
+  }
   if (!status.ok()) return status.WithContext("sample " + std::to_string(index));
   return Status::OK();
 }
@@ -252,8 +294,8 @@ bool WebDatasetDataset::Locate(uint64_t index, RecordLocation* location) const {
   const TarMember* image = nullptr;
   const TarMember* label = nullptr;
   if (!Members(shard, sample, &image, &label).ok()) return false;  // Read says why
-  uint64_t begin = std::min(image->offset, label->offset);
-  uint64_t end = std::max(image->offset + image->size, label->offset + label->size);
+  uint64_t begin = 0, end = 0;
+  SampleSpan(shard, sample, *image, *label, &begin, &end);
   if (end - begin > kMaxSampleSpan) return false;
   FileView view;
   if (!shard.file->View(begin, end - begin, &view).ok()) return false;
