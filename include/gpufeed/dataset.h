@@ -94,8 +94,9 @@ struct Record {
   // records carry float32 labels (MXNet's IRHeader); Caffe and ImageFolder
   // labels are class indices stored as floats.
   std::vector<float> labels;
-  // The key: the .idx key (RecordIO), the LMDB key, or the path relative to
-  // the root (ImageFolder).
+  // The key: the .idx key (RecordIO), the LMDB key, the path relative to
+  // the root (ImageFolder), or the sample key (WebDataset: the member path up
+  // to the first dot of its base name).
   std::string key;
   // IRHeader id (RecordIO, LMDB); the sample index for the other formats.
   uint64_t id = 0;
@@ -154,10 +155,15 @@ class GPUFEED_EXPORT Dataset {
   // Opens the dataset at `path` and stores it in *dataset.
   //
   // With options.format == kAuto the format is detected in this order: a file
-  // ending in .rec; a directory with a gpufeed.json manifest; a directory of
-  // .rec files; an LMDB environment (data.mdb) whose values are caffe.Datum
-  // protobufs (caffe_lmdb) or gpufeed payloads (lmdb); a directory of LMDB
-  // environments; a directory of class subdirectories (imagefolder).
+  // ending in .rec; a file ending in .tar, or a brace pattern of them
+  // ("shards-{000..099}.tar"), or options.webdataset.tars (webdataset); a
+  // directory with a gpufeed.json manifest; a directory of .rec files; an
+  // LMDB environment (data.mdb) whose values are caffe.Datum protobufs
+  // (caffe_lmdb) or gpufeed payloads (lmdb); a directory of LMDB
+  // environments; a directory of .tar files (webdataset); a directory of
+  // class subdirectories (imagefolder). A compressed tar (.tar.gz, ...) is
+  // NotSupported: decompress it. A tar's member index is built on its first
+  // open and saved (docs/formats.md section 11).
   //
   // Errors: NotFound (no such path, a shard or .idx named by the manifest is
   // missing), PermissionDenied, Corruption (bad framing, bad manifest, an
