@@ -71,6 +71,7 @@ class Dataset:
         path, tar_options = webdataset_options(path, **(webdataset or {}))
         self._native = _core.Dataset(path, format, bool(allow_external_paths),
                                      cache_options(**cache) if cache else {}, tar_options)
+        self._tar_options = tar_options  # a DataLoader made from this Dataset reads the same tars
         self._integer_labels = self._native.integer_labels
 
     def __len__(self) -> int:

@@ -318,9 +318,11 @@ class DataLoader:
         from .webdataset import webdataset_options
         # WebDataset tars: which members are the image and the label, and a
         # list of tar paths as a source.
-        path, tar_options = webdataset_options(
-            source if not hasattr(source, "path") else source.path, image_key, label_key,
-            label_field)
+        if hasattr(source, "path"):  # a gpufeed Dataset: its tars and keys, then the keywords'
+            path, tar_options = source.path, dict(getattr(source, "_tar_options", {}))
+            tar_options.update(webdataset_options(path, image_key, label_key, label_field)[1])
+        else:
+            path, tar_options = webdataset_options(source, image_key, label_key, label_field)
         if label_lengths:
             # Variable-length labels (MXNet detection .rec): (images, labels,
             # lengths) with labels (B, label_count) padded with label_pad.

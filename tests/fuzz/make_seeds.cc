@@ -72,7 +72,7 @@ std::string Png(int width, int height, uint32_t format) {
 
 // A tar header block (ustar magic, valid checksum) followed by `data`
 // padded to whole blocks.
-std::string TarMember(const std::string& name, char typeflag, const std::string& data,
+std::string TarBlocks(const std::string& name, char typeflag, const std::string& data,
                       bool gnu = false) {
   std::string block(512, '\0');
   std::memcpy(&block[0], name.data(), std::min<size_t>(name.size(), 100));
@@ -165,24 +165,25 @@ int main(int argc, char** argv) {
   // Tars: ustar, a GNU long name, a pax path record, a directory entry,
   // the end marker; and a saved member index.
   std::string end(1024, '\0');
-  std::string ustar = TarMember("a/x.jpg", '0', "\xFF\xD8jpeg") + TarMember("a/x.cls", '0', "3\n") +
-                      TarMember("a/y.jpg", '0', std::string(700, 'y')) +
-                      TarMember("a/y.cls", '0', "4");
+  std::string ustar = TarBlocks("a/x.jpg", '0', "\xFF\xD8jpeg") +
+                      TarBlocks("a/x.cls", '0', "3\n") +
+                      TarBlocks("a/y.jpg", '0', std::string(700, 'y')) +
+                      TarBlocks("a/y.cls", '0', "4");
   Write("tar_index", ustar + end);
   std::string long_name = std::string(150, 'd') + "/k.seg.png";
-  Write("tar_index", TarMember("dir/", '5', "") +
-                         TarMember("././@LongLink", 'L', long_name + std::string(1, '\0'), true) +
-                         TarMember(long_name.substr(0, 100), '0', "png", true) + end);
-  Write("tar_index", TarMember("PaxHeaders/k", 'x', "27 path=some/long/key.json\n" "10 size=2\n") +
-                         TarMember("short", '0', "{}") + TarMember("README", '0', "no dot") + end);
+  Write("tar_index", TarBlocks("dir/", '5', "") +
+                         TarBlocks("././@LongLink", 'L', long_name + std::string(1, '\0'), true) +
+                         TarBlocks(long_name.substr(0, 100), '0', "png", true) + end);
+  Write("tar_index", TarBlocks("PaxHeaders/k", 'x', "27 path=some/long/key.json\n" "10 size=2\n") +
+                         TarBlocks("short", '0', "{}") + TarBlocks("README", '0', "no dot") + end);
   Write("tar_index", ustar.substr(0, 1000));  // truncated inside a member
-  TarIndex index;
-  index.tar_size = 4096;
-  index.extensions = {"jpg", "cls"};
-  index.members = {{0, 512, 6, 0}, {1, 1536, 2, 1024}};
-  index.samples = {{"a/x", 0, 2}};
+  TarIndex tar_index;
+  tar_index.tar_size = 4096;
+  tar_index.extensions = {"jpg", "cls"};
+  tar_index.members = {{0, 512, 6, 0}, {1, 1536, 2, 1024}};
+  tar_index.samples = {{"a/x", 0, 2}};
   std::string encoded;
-  EncodeTarIndex(index, &encoded);
+  EncodeTarIndex(tar_index, &encoded);
   Write("tar_index", encoded);
 
   // Images: the last byte of each seed is the fuzzer's control byte.
