@@ -91,16 +91,19 @@ class WebDatasetDataset final : public DatasetBase {
     integer_labels_ = !json_label_;
   }
 
-  Status AddTar(const std::string& tar_path, const std::string& fallback_dir) {
+  // `xxh64` (from a manifest, or empty) lets a node cache verify its copy.
+  Status AddTar(const std::string& tar_path, const std::string& fallback_dir,
+                const std::string& xxh64) {
     auto shard = std::make_unique<TarShard>();
     shard->path = tar_path;
-    GPUFEED_RETURN_IF_ERROR(store_->Open(tar_path, "", &shard->file));
+    GPUFEED_RETURN_IF_ERROR(store_->Open(tar_path, xxh64, &shard->file));
     GPUFEED_RETURN_IF_ERROR(LoadOrBuildIndex(*shard->file, fallback_dir, &shard->index));
     ShardInfo info;
     info.path = tar_path;
     info.first_record = total_;
     info.records = shard->index.samples.size();
     info.bytes = shard->file->size();
+    info.xxh64 = xxh64;
     shards_.push_back(info);
     first_records_.push_back(total_);
     total_ += info.records;
@@ -362,7 +365,9 @@ Status OpenWebDatasetDataset(const std::string& path, const std::vector<std::str
   std::string fallback = TarIndexFallbackDirectory(options);
   for (size_t i = 0; i < tars.size(); ++i) {
     GPUFEED_RETURN_IF_ERROR(CheckNotCompressedTar(tars[i]));
-    GPUFEED_RETURN_IF_ERROR(result->AddTar(tars[i], fallback));
+    bool listed = manifest != nullptr && i < manifest->shards.size();
+    GPUFEED_RETURN_IF_ERROR(
+        result->AddTar(tars[i], fallback, listed ? manifest->shards[i].xxh64 : std::string()));
     uint64_t found = result->shards().back().records;
     if (manifest != nullptr && i < manifest->shards.size() &&
         found != manifest->shards[i].records) {

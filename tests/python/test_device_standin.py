@@ -239,7 +239,8 @@ def test_webdataset_tars_through_the_device_stage(packed, tmp_path):
     # RecordIO host batches byte for byte.
     tars = tmp_path / "wds"
     gpufeed.pack(packed.parent / "folder", tars, format="webdataset", progress=False)
-    reference = native_loaders(packed)[0]._native
+    reference_loader = native_loaders(packed)[0]  # kept alive: its __del__ closes it
+    reference = reference_loader._native
     _, device = native_loaders(tars)
     batches = 0
     try:
