@@ -97,10 +97,20 @@ Status ParseTarHeader(const char* block, const std::string& tar_path, uint64_t o
     if (!prefix.empty()) header->name = prefix + "/" + header->name;
   }
   switch (header->typeflag) {
-    case '0': case '\0': case '7': header->kind = TarHeader::Kind::kFile; break;
-    case 'L': header->kind = TarHeader::Kind::kLongName; break;
-    case 'x': header->kind = TarHeader::Kind::kPax; break;
-    default: header->kind = TarHeader::Kind::kSkipped; break;
+    case '0':
+    case '\0':
+    case '7':
+      header->kind = TarHeader::Kind::kFile;
+      break;
+    case 'L':
+      header->kind = TarHeader::Kind::kLongName;
+      break;
+    case 'x':
+      header->kind = TarHeader::Kind::kPax;
+      break;
+    default:
+      header->kind = TarHeader::Kind::kSkipped;
+      break;
   }
   // Old tars mark directories by a trailing slash only.
   if (header->kind == TarHeader::Kind::kFile && !header->name.empty() &&
@@ -186,8 +196,8 @@ class TarWindow {
   // Points *data at [offset, offset + length), which lies inside the tar.
   Status Get(uint64_t offset, size_t length, const char** data) {
     if (offset < start_ || offset + length > start_ + buffer_.size()) {
-      size_t want = static_cast<size_t>(
-          std::min<uint64_t>(std::max(window_, length), tar_size_ - offset));
+      size_t want =
+          static_cast<size_t>(std::min<uint64_t>(std::max(window_, length), tar_size_ - offset));
       buffer_.resize(want);
       size_t done = 0;
       GPUFEED_RETURN_IF_ERROR(read_(offset, want, &buffer_[0], &done));
@@ -250,18 +260,20 @@ Status ScanTar(const std::string& tar_path, uint64_t tar_size, const TarReader& 
     std::string shown_name = has_pending_name ? pending_name : header.name;
     if (header.size > tar_size - data_offset) {
       return Status::Corruption(Where(tar_path, offset) + ": member \"" + shown_name + "\" of " +
-                                std::to_string(header.size) + " bytes runs past the end of the "
-                                "tar (" + std::to_string(tar_size) + " bytes; truncated?)");
+                                std::to_string(header.size) +
+                                " bytes runs past the end of the "
+                                "tar (" +
+                                std::to_string(tar_size) + " bytes; truncated?)");
     }
     uint64_t next = data_offset + RoundUpToBlock(header.size);
     if (header.kind == TarHeader::Kind::kLongName || header.kind == TarHeader::Kind::kPax) {
       uint64_t limit = header.kind == TarHeader::Kind::kLongName ? kMaxLongName : kMaxPaxHeader;
       if (header.size > limit) {
-        return Status::Corruption(Where(tar_path, offset) + ": a " +
-                                  (header.kind == TarHeader::Kind::kLongName ? "GNU long name"
-                                                                             : "pax header") +
-                                  " of " + std::to_string(header.size) + " bytes (at most " +
-                                  std::to_string(limit) + " accepted)");
+        return Status::Corruption(
+            Where(tar_path, offset) + ": a " +
+            (header.kind == TarHeader::Kind::kLongName ? "GNU long name" : "pax header") + " of " +
+            std::to_string(header.size) + " bytes (at most " + std::to_string(limit) +
+            " accepted)");
       }
       const char* data = nullptr;
       GPUFEED_RETURN_IF_ERROR(bytes.Get(data_offset, static_cast<size_t>(header.size), &data));
@@ -298,7 +310,8 @@ Status ScanTar(const std::string& tar_path, uint64_t tar_size, const TarReader& 
       if (!index->samples.empty()) finished_keys.insert(index->samples.back().key);
       if (finished_keys.count(key) != 0) {
         return Status::Corruption(Where(tar_path, member_start) + ": member \"" + shown_name +
-                                  "\": key \"" + key + "\" appeared earlier, before other keys "
+                                  "\": key \"" + key +
+                                  "\" appeared earlier, before other keys "
                                   "(WebDataset samples must be contiguous in the tar)");
       }
       if (index->samples.size() >= UINT32_MAX) {

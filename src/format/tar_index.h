@@ -44,8 +44,8 @@ struct TarHeader {
 // Decodes the header at byte `offset` of `tar_path` (named in errors).
 // Corruption for a bad checksum (naming the stored and the computed sum),
 // a size field that is neither octal nor base-256, or a non-tar block.
-[[nodiscard]] Status ParseTarHeader(const char* block, const std::string& tar_path,
-                                    uint64_t offset, TarHeader* header);
+[[nodiscard]] Status ParseTarHeader(const char* block, const std::string& tar_path, uint64_t offset,
+                                    TarHeader* header);
 
 // Reads the pax records "LEN KEY=VALUE\n" of an extended header at `offset`;
 // a "path" record goes to *path and a "size" record to *size (untouched when
@@ -84,8 +84,8 @@ struct TarIndex {
 
 // Reads [offset, offset + length) of the tar into `destination`; *done is
 // less than `length` only at the end of the file.
-using TarReader = std::function<Status(uint64_t offset, size_t length, char* destination,
-                                       size_t* done)>;
+using TarReader =
+    std::function<Status(uint64_t offset, size_t length, char* destination, size_t* done)>;
 
 // Walks the headers of a tar of `tar_size` bytes, reading through `read` in
 // windows of `window` bytes (a member smaller than the window costs no
@@ -93,8 +93,8 @@ using TarReader = std::function<Status(uint64_t offset, size_t length, char* des
 // byte offset: a header with a bad checksum, a tar that ends inside a
 // header, a member running past the end, a key seen again after another
 // key (samples not contiguous), an extension twice in one sample.
-[[nodiscard]] Status ScanTar(const std::string& tar_path, uint64_t tar_size,
-                             const TarReader& read, TarIndex* index, size_t window = 1 << 20);
+[[nodiscard]] Status ScanTar(const std::string& tar_path, uint64_t tar_size, const TarReader& read,
+                             TarIndex* index, size_t window = 1 << 20);
 
 // The index file: "GFTARIX1", then varint-coded fields, then the xxh64 of
 // everything before it (docs/formats.md).

@@ -40,7 +40,10 @@ void UstarHeader(const std::string& name, uint64_t size, int64_t mtime, char* bl
   Octal(block + 124, 12, size);
   Octal(block + 136, 12, static_cast<uint64_t>(mtime));
   block[156] = '0';
-  std::memcpy(block + 257, "ustar\0" "00", 8);
+  std::memcpy(block + 257,
+              "ustar\0"
+              "00",
+              8);
   std::memset(block + 148, ' ', 8);
   unsigned sum = 0;
   for (size_t i = 0; i < kTarBlockSize; ++i) sum += static_cast<unsigned char>(block[i]);

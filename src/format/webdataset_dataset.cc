@@ -42,8 +42,7 @@ struct TarShard {
 // The index of `file` (a tar), from beside it or `fallback_dir`, else built
 // by scanning and saved beside it (or in `fallback_dir` when that fails).
 // An index whose tar size or mtime differs from the tar's is built again.
-Status LoadOrBuildIndex(const StoreFile& file, const std::string& fallback_dir,
-                        TarIndex* index) {
+Status LoadOrBuildIndex(const StoreFile& file, const std::string& fallback_dir, TarIndex* index) {
   const std::string& tar_path = file.path();
   std::vector<std::string> candidates = {TarIndexPathBeside(tar_path)};
   if (!fallback_dir.empty()) candidates.push_back(TarIndexPathInDirectory(tar_path, fallback_dir));
@@ -76,8 +75,8 @@ Status LoadOrBuildIndex(const StoreFile& file, const std::string& fallback_dir,
     if (saved.ok()) saved = WriteFileAtomically(candidates[1], encoded);
   }
   if (!saved.ok()) {
-    Log().warn("could not save the member index of {} ({}); it is built again next time",
-               tar_path, saved.ToString());
+    Log().warn("could not save the member index of {} ({}); it is built again next time", tar_path,
+               saved.ToString());
   }
   return Status::OK();
 }
@@ -119,8 +118,8 @@ class WebDatasetDataset final : public DatasetBase {
   uint64_t size() const override { return total_; }
   Status Read(uint64_t index, Record* record) const override;
   bool Locate(uint64_t index, RecordLocation* location) const override;
-  Status ParseLocated(uint64_t index, const RecordLocation& location, const char* data,
-                      size_t size, Record* record) const override;
+  Status ParseLocated(uint64_t index, const RecordLocation& location, const char* data, size_t size,
+                      Record* record) const override;
   bool CanLocate() const override { return total_ > 0; }
 
  protected:
@@ -182,8 +181,8 @@ Status WebDatasetDataset::Members(const TarShard& shard, const TarSample& sample
   }
   const TarMember& first = shard.index.members[sample.first_member];
   return Status::Corruption(shard.path + ": sample \"" + sample.key + "\" (members " + present +
-                            ", from byte offset " + std::to_string(first.header_offset) +
-                            ") has " + wanted + ")");
+                            ", from byte offset " + std::to_string(first.header_offset) + ") has " +
+                            wanted + ")");
 }
 
 Status WebDatasetDataset::Build(const TarShard& shard, const TarSample& sample,
@@ -205,7 +204,8 @@ Status WebDatasetDataset::Build(const TarShard& shard, const TarSample& sample,
       return bad_label("no number in field \"" + options_.label_field + "\"");
     }
     double number = parsed[options_.label_field].get<double>();
-    if (!std::isfinite(number) || std::fabs(number) > 3.4e38) return bad_label("label out of range");
+    if (!std::isfinite(number) || std::fabs(number) > 3.4e38)
+      return bad_label("label out of range");
     value = static_cast<float>(number);
   } else {
     std::string text(label_bytes);
@@ -234,8 +234,8 @@ Status WebDatasetDataset::Build(const TarShard& shard, const TarSample& sample,
 }
 
 void WebDatasetDataset::SampleSpan(const TarShard& shard, const TarSample& sample,
-                                   const TarMember& image, const TarMember& label,
-                                   uint64_t* begin, uint64_t* end) {
+                                   const TarMember& image, const TarMember& label, uint64_t* begin,
+                                   uint64_t* end) {
   *begin = std::min(image.offset, label.offset);
   *end = std::max(image.offset + image.size, label.offset + label.size);
   const TarMember& first = shard.index.members[sample.first_member];

@@ -42,8 +42,8 @@ Status ReadTarList(const std::string& list_path, bool allow_external_paths,
     size_t first = line.find_first_not_of(" \t\r");
     if (first == std::string::npos || line[first] == '#') continue;
     line = line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
-    if (line.find('\0') != std::string::npos || (!EndsWith(line, ".tar") &&
-                                                 !IsCompressedTarName(line))) {
+    if (line.find('\0') != std::string::npos ||
+        (!EndsWith(line, ".tar") && !IsCompressedTarName(line))) {
       return Status::InvalidArgument(list_path + " line " + std::to_string(line_number) +
                                      ": expected the path of a .tar file, got \"" +
                                      line.substr(0, 80) + "\"");
@@ -68,7 +68,8 @@ bool IsWebDatasetShardName(const std::string& name) {
 Status CheckNotCompressedTar(const std::string& path) {
   if (!IsCompressedTarName(path)) return Status::OK();
   return Status::NotSupported(
-      path + ": a compressed tar cannot be read at random offsets; decompress it once "
+      path +
+      ": a compressed tar cannot be read at random offsets; decompress it once "
       "(gzip -dk, bzip2 -dk, xz -dk or zstd -d) and read the .tar it gives");
 }
 
@@ -100,8 +101,7 @@ Status ResolveWebDatasetTars(const std::string& path, const DatasetOptions& opti
       if (IsCompressedTarName(entry.name)) compressed = JoinPath(path, entry.name);
       if (!EndsWith(entry.name, ".tar")) continue;
       std::string tar;
-      GPUFEED_RETURN_IF_ERROR(ResolveInsideDirectory(path, entry.name,
-                                                     options.allow_external_paths,
+      GPUFEED_RETURN_IF_ERROR(ResolveInsideDirectory(path, entry.name, options.allow_external_paths,
                                                      JoinPath(path, entry.name), &tar));
       tars->push_back(tar);
     }

@@ -35,8 +35,8 @@ class TarFixture : public ::testing::Test {
   void AddSamples(int count) {
     for (int i = 0; i < count; ++i) {
       std::string base = long_dir_ + "/s" + std::to_string(100 + i);
-      WriteBytes(JoinPath(source_, base + ".jpg"), "image-" + std::to_string(i) +
-                                                      std::string(700 * i, 'x'));
+      WriteBytes(JoinPath(source_, base + ".jpg"),
+                 "image-" + std::to_string(i) + std::string(700 * i, 'x'));
       WriteBytes(JoinPath(source_, base + ".cls"), std::to_string(i % 5) + "\n");
       names_.push_back(base + ".jpg");
       names_.push_back(base + ".cls");
@@ -236,8 +236,7 @@ TEST(TarIndexTest, EncodeDecodeAndCorruptIndex) {
 TEST(TarIndexTest, BracePatternsAndSampleNames) {
   std::vector<std::string> paths;
   ASSERT_TRUE(ExpandBracePattern("s-{008..011}.tar", &paths).ok());
-  EXPECT_EQ(paths, (std::vector<std::string>{"s-008.tar", "s-009.tar", "s-010.tar",
-                                             "s-011.tar"}));
+  EXPECT_EQ(paths, (std::vector<std::string>{"s-008.tar", "s-009.tar", "s-010.tar", "s-011.tar"}));
   EXPECT_TRUE(ExpandBracePattern("s-{3..1}.tar", &paths).IsInvalidArgument());
   EXPECT_TRUE(ExpandBracePattern("s-{a..b}.tar", &paths).IsInvalidArgument());
   std::string key, extension;
