@@ -155,7 +155,7 @@ heading "[1/5] WebDataset tar shards vs RecordIO shards of the same images (cold
 "$PY" "$ROOT/benchmarks/webdataset_compare.py" \
   --loader-bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" --read-bench "$BENCH" \
   --recordio "$DATA/demo-recordio-$images" --tar "$DATA/demo-webdataset-$images" \
-  --rounds "$passes" --json "$RESULTS/webdataset.json" 2> >(grep -v '\[gpufeed\] \[info\]' >&2)
+  --rounds "$((passes * 3))" --json "$RESULTS/webdataset.json" 2> >(grep -v '\[gpufeed\] \[info\]' >&2)
 
 echo
 heading "[2/5] loader: images/s end to end (RandomResizedCrop 224 + flip) vs a decode-only ceiling"
