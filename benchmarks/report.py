@@ -23,7 +23,7 @@ import platform
 import sys
 import time
 
-STEPS = ("read", "loader", "torch", "io", "cache", "verdict", "gpu", "tokens")
+STEPS = ("read", "webdataset", "loader", "torch", "io", "cache", "verdict", "gpu", "tokens")
 
 
 def machine():
@@ -93,6 +93,14 @@ def headline_rows(data):
             rows.append(("read back", f"cold {fmt} / cold recordio (target >= 0.5x)", ratio, "x"))
         for fmt, seconds in read.get("pack_seconds", {}).items():
             rows.append(("pack", f"{read['images']} images -> {fmt}", seconds, "s"))
+    webdataset = data.get("webdataset")
+    if webdataset:
+        for row in webdataset["rows"]:
+            unit = "records/s" if row["figure"] == "read" else "images/s"
+            rows.append(("tar vs rec", f"{row['figure']} {row['cache']}: webdataset tar",
+                         row["tar_per_s"], unit))
+            rows.append(("tar vs rec", f"{row['figure']} {row['cache']}: tar / recordio "
+                         "(target >= 0.9x)", row["ratio"], "x"))
     loader = data.get("loader")
     if loader:
         rows.append(("loader (C++)", "decode-only ceiling, 1 thread", loader["ceiling_one_thread"],

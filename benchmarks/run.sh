@@ -2,7 +2,9 @@
 # The main job: installs what is missing, builds gpufeed, makes the demo
 # dataset, and runs the bundled benchmarks:
 #   1. small files vs packed shards (pack, then read every record back),
-#      cold (page cache dropped, when root) and warm
+#      cold (page cache dropped, when root) and warm; then WebDataset tar
+#      shards vs RecordIO shards of the same images (read and loader, cold
+#      and warm, same run; target: tar within 10 %)
 #   2. the loader end to end vs a decode-only ceiling, and gpufeed.DataLoader
 #      vs torch's DataLoader on the same images and cores
 #   3. the read engine vs fio
@@ -65,7 +67,7 @@ FOLDER=$DATA/demo-imagefolder-$images
 
 heading "pack"
 declare -A PACK_SECONDS
-for fmt in recordio lmdb; do
+for fmt in recordio lmdb webdataset; do
   out=$DATA/demo-$fmt-$images
   start=$EPOCHREALTIME
   "$VENV/bin/gpufeed" pack "$FOLDER" "$out" --format "$fmt" --shard-size 64MiB --overwrite
@@ -149,6 +151,13 @@ print(f"pack: recordio {result['pack_seconds']['recordio']:.1f} s, "
 print(f"(medians over the passes; JSON in {sys.argv[2]})")
 PYEOF
 rm -f "$results_file"
+
+echo
+heading "[1/5] WebDataset tar shards vs RecordIO shards of the same images (cold and warm)"
+"$PY" "$ROOT/benchmarks/webdataset_compare.py" \
+  --loader-bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" --read-bench "$BENCH" \
+  --recordio "$DATA/demo-recordio-$images" --tar "$DATA/demo-webdataset-$images" \
+  --rounds "$((passes * 3))" --json "$RESULTS/webdataset.json" 2> >(grep -v '\[gpufeed\] \[info\]' >&2)
 
 echo
 heading "[2/5] loader: images/s end to end (RandomResizedCrop 224 + flip) vs a decode-only ceiling"

@@ -14,6 +14,8 @@
 //   llmc         llm.c / modded-nanogpt token shards (256 x int32 header; read only)
 //   tokens       headerless token files (nanoGPT's train.bin), dtype named by the user
 // Token corpora are read as fixed-length windows (see TokenCorpusOptions).
+//   webdataset   WebDataset tar shards (KEY.jpg + KEY.cls members), read through
+//                a member index built once per tar
 //
 // Thread safety: after Open returns, every const method may be called from
 // any number of threads at once; Read is the hot path and takes no
@@ -40,6 +42,7 @@ enum class DatasetFormat : int {
   kLmdb = 2,
   kCaffeLmdb = 3,
   kImageFolder = 4,
+  kWebDataset = 5,
   // Token corpora (src/format/token_*.cc): samples are windows of
   // TokenCorpusOptions::seq_len + 1 tokens of the corpus's token stream.
   kMegatron = 10,
@@ -76,10 +79,30 @@ struct TokenCorpusInfo {
   uint64_t windows = 0;    // == Dataset::size()
 };
 
-// "auto", "recordio", "lmdb", "caffe_lmdb", "imagefolder".
+// "auto", "recordio", "lmdb", "caffe_lmdb", "imagefolder", "webdataset".
 GPUFEED_EXPORT const char* FormatName(DatasetFormat format);
 // The inverse of FormatName; InvalidArgument listing the accepted names.
 GPUFEED_EXPORT Status ParseFormat(const std::string& name, DatasetFormat* format);
+
+// How WebDataset tar shards are read (DatasetFormat::kWebDataset).
+struct WebDatasetOptions {
+  // The image is the member with the first of these extensions the sample
+  // has (webdataset's "jpg;jpeg;png").
+  std::vector<std::string> image_keys = {"jpg", "jpeg", "png"};
+  // The label member's extension. "json" (or an extension ending in
+  // ".json") reads `label_field` of a JSON object, a number; any other is an
+  // integer as text (webdataset's "cls").
+  std::string label_key = "cls";
+  std::string label_field = "label";
+  // The tar files to read, in this order (a Python list of paths); empty:
+  // those `path` names (a .tar, a directory of .tar files, a brace pattern
+  // "shards-{000000..000099}.tar", or a list file with format kWebDataset).
+  std::vector<std::string> tars;
+  // Where a tar's member index is kept when the tar's directory is not
+  // writable. Empty: <cache.cache_dir>/tar-index with a node cache, else
+  // $XDG_CACHE_HOME/gpufeed/tar-index (~/.cache/gpufeed/tar-index).
+  std::string index_dir;
+};
 
 struct DatasetOptions {
   // kAuto detects the format from the path; any other value skips detection
@@ -98,6 +121,8 @@ struct DatasetOptions {
   CacheOptions cache;
   // Token corpora (kMegatron, kLlmc, kTokens): the token dtype and window.
   TokenCorpusOptions tokens;
+  // WebDataset tar shards: which members are the image and the label.
+  WebDatasetOptions webdataset;
 };
 
 // One sample as stored. Reading into the same Record again reuses its buffers.
@@ -109,8 +134,9 @@ struct Record {
   // records carry float32 labels (MXNet's IRHeader); Caffe and ImageFolder
   // labels are class indices stored as floats.
   std::vector<float> labels;
-  // The key: the .idx key (RecordIO), the LMDB key, or the path relative to
-  // the root (ImageFolder).
+  // The key: the .idx key (RecordIO), the LMDB key, the path relative to
+  // the root (ImageFolder), or the sample key (WebDataset: the member path up
+  // to the first dot of its base name).
   std::string key;
   // IRHeader id (RecordIO, LMDB); the sample index for the other formats.
   uint64_t id = 0;
@@ -169,10 +195,15 @@ class GPUFEED_EXPORT Dataset {
   // Opens the dataset at `path` and stores it in *dataset.
   //
   // With options.format == kAuto the format is detected in this order: a file
-  // ending in .rec; a directory with a gpufeed.json manifest; a directory of
-  // .rec files; an LMDB environment (data.mdb) whose values are caffe.Datum
-  // protobufs (caffe_lmdb) or gpufeed payloads (lmdb); a directory of LMDB
-  // environments; a directory of class subdirectories (imagefolder).
+  // ending in .rec; a file ending in .tar, or a brace pattern of them
+  // ("shards-{000..099}.tar"), or options.webdataset.tars (webdataset); a
+  // directory with a gpufeed.json manifest; a directory of .rec files; an
+  // LMDB environment (data.mdb) whose values are caffe.Datum protobufs
+  // (caffe_lmdb) or gpufeed payloads (lmdb); a directory of LMDB
+  // environments; a directory of .tar files (webdataset); a directory of
+  // class subdirectories (imagefolder). A compressed tar (.tar.gz, ...) is
+  // NotSupported: decompress it. A tar's member index is built on its first
+  // open and saved (docs/formats.md section 11).
   //
   // Errors: NotFound (no such path, a shard or .idx named by the manifest is
   // missing), PermissionDenied, Corruption (bad framing, bad manifest, an

@@ -29,6 +29,7 @@ namespace gpufeed {
 enum class ShardFormat : int {
   kRecordIO = 1,  // part-NNNNN.rec + part-NNNNN.idx (MXNet/DALI compatible)
   kLmdb = 2,      // part-NNNNN/ (data.mdb, lock.mdb)
+  kWebDataset = 3,  // part-NNNNN.tar: KEY.jpg (the image) + KEY.cls (the label)
 };
 
 // A sample to append. The payload written is MXNet's IRHeader (flag, label,
@@ -120,6 +121,14 @@ GPUFEED_EXPORT Status Pack(const std::string& source, const std::string& destina
 // record's position) to `idx_path`, replacing it atomically.
 GPUFEED_EXPORT Status WriteRecordIOIndex(const std::string& rec_path, const std::string& idx_path,
                                          uint64_t* records);
+
+// Scans the headers of a WebDataset .tar and writes its member index to
+// `index_path` (empty: "<tar>.gpufeed-index" beside it, where Dataset::Open
+// looks first), replacing it atomically; *samples gets the sample count.
+// Corruption naming the tar, member and byte offset for a bad tar;
+// NotSupported for a compressed tar (decompress it first).
+GPUFEED_EXPORT Status WriteTarIndex(const std::string& tar_path, const std::string& index_path,
+                                    uint64_t* samples);
 
 }  // namespace gpufeed
 

@@ -26,25 +26,31 @@ def build_info() -> dict:
     return dict(_build_info())
 
 
-def verify(path, format: str = "auto", allow_external_paths: bool = False,
-           token_dtype=None) -> dict:
+def verify(path, format: str = "auto", allow_external_paths: bool = False, image_key=None,
+           label_key=None, label_field=None, token_dtype=None) -> dict:
     """Checks the framing of every record and each shard's xxh64 against the
     manifest. Returns a dict with ``problems`` (empty when all is well),
     ``records_checked``, ``shards_checked`` and ``checksums_checked``.
-    ``allow_external_paths``: see :func:`open_dataset`. Token corpora: the
-    header or index, then every token byte read (``records_checked`` counts
-    tokens; ``token_dtype`` for headerless files)."""
-    import os
+    ``allow_external_paths``, and for WebDataset tars ``image_key``,
+    ``label_key``, ``label_field``: see :func:`open_dataset`. Token corpora:
+    the header or index, then every token byte read (``records_checked``
+    counts tokens; ``token_dtype`` for headerless files)."""
     from . import _core
-    return dict(_core.verify(os.fspath(path), format, bool(allow_external_paths),
-                             token_dtype or "auto"))
+    from .webdataset import webdataset_options
+    path, tar_options = webdataset_options(path, image_key, label_key, label_field)
+    return dict(_core.verify(path, format, bool(allow_external_paths), token_dtype or "auto",
+                             tar_options))
 
 
 def write_index(rec_path, idx_path=None) -> int:
-    """Scans a ``.rec`` file and writes its ``.idx``; returns the record count."""
+    """Scans a ``.rec`` file and writes its ``.idx``, or the headers of a
+    WebDataset ``.tar`` and writes its member index (``FILE.tar.gpufeed-index``
+    beside it, where readers look); returns the record (sample) count."""
     import os
     from . import _core
     rec_path = os.fspath(rec_path)
+    if not rec_path.endswith(".rec") and ".tar" in os.path.basename(rec_path):
+        return _core.write_tar_index(rec_path, "" if idx_path is None else os.fspath(idx_path))
     if idx_path is None:
         idx_path = rec_path[:-4] + ".idx" if rec_path.endswith(".rec") else rec_path + ".idx"
     return _core.write_index(rec_path, os.fspath(idx_path))

@@ -1,9 +1,10 @@
 """The ``gpufeed`` command line.
 
-    gpufeed pack SRC DST [--format recordio|lmdb] [--shard-size 256MiB] [--workers N] [--overwrite]
+    gpufeed pack SRC DST [--format recordio|lmdb|webdataset] [--shard-size 256MiB] [--workers N] [--overwrite]
     gpufeed inspect PATH [--format F] [--json]
     gpufeed verify PATH [--format F] [--json]
     gpufeed index FILE.rec [--output FILE.idx]
+    gpufeed index FILE.tar [FILE.tar ...]   (the WebDataset member index, beside each tar)
     gpufeed bench PATH [--batches N] [--batch-size B] [--threads N] [--plot OUT.png] [--json] ...
     gpufeed diagnose PATH [--seconds S] [--json] ...
     gpufeed cache stat DIR [--json] | clear DIR [--dataset PATH] | warm SOURCE DIR [--capacity C]
@@ -119,10 +120,16 @@ def _cmd_verify(args) -> int:
 
 def _cmd_index(args) -> int:
     from . import write_index
-    count = write_index(args.rec, args.output)
-    target = args.output or (args.rec[:-4] + ".idx" if args.rec.endswith(".rec")
-                             else args.rec + ".idx")
-    print(f"indexed {count} records of {args.rec} -> {target}")
+    if len(args.files) > 1 and args.output:
+        raise SystemExit("gpufeed index: --output takes a single input file")
+    for path in args.files:
+        count = write_index(path, args.output)
+        if path.endswith(".rec"):
+            target = args.output or path[:-4] + ".idx"
+            print(f"indexed {count} records of {path} -> {target}")
+        else:
+            target = args.output or path + ".gpufeed-index"
+            print(f"indexed {count} samples of {path} -> {target}")
     return 0
 
 
@@ -135,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("pack", help="pack an ImageFolder or a list file into shards")
     p.add_argument("src", help="ImageFolder directory or list file (path<TAB>label[,label...])")
     p.add_argument("dst", help="output directory")
-    p.add_argument("--format", choices=("recordio", "lmdb"), default="recordio")
+    p.add_argument("--format", choices=("recordio", "lmdb", "webdataset"), default="recordio")
     p.add_argument("--shard-size", type=parse_size, default=256 * 2**20,
                    help="bytes per shard, e.g. 256MiB (default)")
     p.add_argument("--workers", type=int, default=None, help="reader threads (default: cores)")
@@ -166,9 +173,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="token corpora: the dtype of headerless files (with --format tokens)")
     p.set_defaults(run=_cmd_verify)
 
-    p = sub.add_parser("index", help="write the .idx of a .rec file by scanning it")
-    p.add_argument("rec", help="the .rec file")
-    p.add_argument("--output", default=None, help="index path (default: beside, .idx)")
+    p = sub.add_parser("index", help="write the .idx of a .rec file, or the member index of a "
+                                     "WebDataset .tar, by scanning it")
+    p.add_argument("files", nargs="+", metavar="FILE", help=".rec or .tar files")
+    p.add_argument("--output", default=None,
+                   help="index path (default: beside, FILE.idx or FILE.tar.gpufeed-index)")
     p.set_defaults(run=_cmd_index)
 
     from . import bench, diagnose

@@ -11,7 +11,8 @@ from ._errors import OutOfRangeError
 __all__ = ["Dataset", "Record", "open_dataset", "FORMATS"]
 
 #: Names accepted by ``format=``.
-FORMATS = ("auto", "recordio", "lmdb", "caffe_lmdb", "imagefolder", "megatron", "llmc", "tokens")
+FORMATS = ("auto", "recordio", "lmdb", "caffe_lmdb", "imagefolder", "webdataset", "megatron",
+           "llmc", "tokens")
 
 
 class Record:
@@ -64,14 +65,17 @@ class Dataset:
     """
 
     def __init__(self, path: Union[str, os.PathLike], format: str = "auto",
-                 allow_external_paths: bool = False, token_dtype: Optional[str] = None,
-                 seq_len: int = 1024, **cache):
+                 allow_external_paths: bool = False, webdataset: Optional[dict] = None,
+                 token_dtype: Optional[str] = None, seq_len: int = 1024, **cache):
         if format not in FORMATS:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
         from .cache import cache_options
-        self._native = _core.Dataset(os.fspath(path), format, bool(allow_external_paths),
+        from .webdataset import webdataset_options
+        path, tar_options = webdataset_options(path, **(webdataset or {}))
+        self._native = _core.Dataset(path, format, bool(allow_external_paths),
                                      cache_options(**cache) if cache else {},
-                                     token_dtype or "auto", int(seq_len))
+                                     token_dtype or "auto", int(seq_len), tar_options)
+        self._tar_options = tar_options  # a DataLoader made from this Dataset reads the same tars
         self._integer_labels = self._native.integer_labels
 
     def __len__(self) -> int:
@@ -144,14 +148,22 @@ class Dataset:
 def open_dataset(path: Union[str, os.PathLike], format: str = "auto",
                  allow_external_paths: bool = False, cache_dir=None, cache_capacity=None,
                  cache_policy: str = "train", cache_prefetch: int = 2, cache_wait: bool = True,
-                 cache_group: Optional[str] = None, token_dtype: Optional[str] = None,
-                 seq_len: int = 1024) -> Dataset:
+                 cache_group: Optional[str] = None, image_key=None,
+                 label_key: Optional[str] = None, label_field: Optional[str] = None,
+                 token_dtype: Optional[str] = None, seq_len: int = 1024) -> Dataset:
     """Opens a dataset: a ``.rec`` file, a directory of shards (with or without
-    ``gpufeed.json``), an LMDB or Caffe LMDB environment, an ImageFolder, or a
-    token corpus: a Megatron ``PREFIX`` (``PREFIX.bin`` + ``PREFIX.idx``), an
-    llm.c shard or a directory of them, or with ``format="tokens"`` and
-    ``token_dtype`` a headerless token file. A token corpus's samples are
-    windows of ``seq_len + 1`` tokens (see ``Dataset.tokens``).
+    ``gpufeed.json``), an LMDB or Caffe LMDB environment, an ImageFolder,
+    WebDataset tar shards (a ``.tar``, a directory of them, a list of paths, a
+    brace pattern ``"shards-{000000..000099}.tar"``, or a list file with
+    ``format="webdataset"``), or a token corpus: a Megatron ``PREFIX``
+    (``PREFIX.bin`` + ``PREFIX.idx``), an llm.c shard or a directory of them,
+    or with ``format="tokens"`` and ``token_dtype`` a headerless token file. A
+    token corpus's samples are windows of ``seq_len + 1`` tokens (see
+    ``Dataset.tokens``).
+
+    ``image_key``, ``label_key``, ``label_field``: which members of a
+    WebDataset sample are the image and the label (see
+    :func:`gpufeed.webdataset.webdataset_options`).
 
     ``allow_external_paths``: by default every shard and index must lie
     inside the dataset directory, symlinks followed; a manifest naming an
@@ -179,4 +191,5 @@ def open_dataset(path: Union[str, os.PathLike], format: str = "auto",
         cache = dict(cache_dir=cache_dir, cache_capacity=cache_capacity,
                      cache_policy=cache_policy, cache_prefetch=cache_prefetch,
                      cache_wait=cache_wait, cache_group=cache_group)
-    return Dataset(path, format, allow_external_paths, token_dtype, seq_len, **cache)
+    webdataset = dict(image_key=image_key, label_key=label_key, label_field=label_field)
+    return Dataset(path, format, allow_external_paths, webdataset, token_dtype, seq_len, **cache)

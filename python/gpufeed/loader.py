@@ -22,6 +22,11 @@ point where the tensor was freed. pin_memory=True gives pinned CPU tensors
 for x.cuda(non_blocking=True): a pinned buffer is refilled only after the
 copies queued from it (on torch's current stream) have read it.
 
+WebDataset tar shards are read as they are: the source may be a .tar, a
+directory of them, a brace pattern "shards-{000000..000099}.tar" or a list of
+tar paths; image_key (default jpg, jpeg, png) and label_key ("cls", or "json"
+with label_field) choose the members (gpufeed.webdataset).
+
 After fork(), an inherited loader raises at once in the child (its threads
 do not exist there); create a new one in the child. The parent's goes on.
 """
@@ -215,8 +220,11 @@ _TORCH_REFUSED = {
 
 
 def _check_source(source):
+    from .webdataset import is_tar_list
     if isinstance(source, (str, bytes, os.PathLike)) or hasattr(source, "path"):
         return
+    if is_tar_list(source):
+        return  # WebDataset shards
     if hasattr(source, "__getitem__") or hasattr(source, "__iter__"):
         raise TypeError(
             f"gpufeed.DataLoader reads packed datasets, not a {type(source).__name__} object: "
@@ -253,7 +261,8 @@ class DataLoader:
                  persistent_workers: bool = False, generator=None, timeout: float = 0,
                  pin_memory_device: str = "", max_held_bytes: Optional[int] = None,
                  label_count: Optional[int] = None, label_lengths: bool = False,
-                 label_pad: float = -1.0, stats_window_seconds: float = 10.0,
+                 label_pad: float = -1.0, stats_window_seconds: float = 10.0, image_key=None,
+                 label_key: Optional[str] = None, label_field: Optional[str] = None,
                  **torch_keywords):
         for name in torch_keywords:
             if name in _TORCH_REFUSED:
@@ -344,7 +353,14 @@ class DataLoader:
                 native_device["pin_memory"] = True
                 self._pinned = True
         transform = transform if transform is not None else ImageTransform()
-        path = os.fspath(source) if not hasattr(source, "path") else source.path
+        from .webdataset import webdataset_options
+        # WebDataset tars: which members are the image and the label, and a
+        # list of tar paths as a source.
+        if hasattr(source, "path"):  # a gpufeed Dataset: its tars and keys, then the keywords'
+            path, tar_options = source.path, dict(getattr(source, "_tar_options", {}))
+            tar_options.update(webdataset_options(path, image_key, label_key, label_field)[1])
+        else:
+            path, tar_options = webdataset_options(source, image_key, label_key, label_field)
         if label_lengths:
             # Variable-length labels (MXNet detection .rec): (images, labels,
             # lengths) with labels (B, label_count) padded with label_pad.
@@ -357,7 +373,9 @@ class DataLoader:
             label_count = 1
             if label_dtype == "float32":
                 from .dataset import open_dataset
-                label_count = max(1, len(open_dataset(path, format=format)[0].labels))
+                label_count = max(1, len(open_dataset(
+                    source if not hasattr(source, "path") else source.path, format=format,
+                    image_key=image_key, label_key=label_key, label_field=label_field)[0].labels))
         elif label_count < 1:
             raise ValueError("label_count must be at least 1")
         rank, world_size = _default_rank_world(rank, world_size)
@@ -370,6 +388,7 @@ class DataLoader:
             label_dtype=label_dtype, label_count=int(label_count), io_backend=io_backend,
             label_lengths=bool(label_lengths), label_pad=float(label_pad),
             direct_io=bool(direct_io), transform=transform._options(), cache=cache,
+            webdataset=tar_options,
             max_held_bytes=None if max_held_bytes is None else int(max_held_bytes),
             stats_window_seconds=float(stats_window_seconds),
             **native_device)

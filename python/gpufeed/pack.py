@@ -69,7 +69,9 @@ def pack(src: Union[str, os.PathLike], dst: Union[str, os.PathLike], format: str
             relative to the list file; MXNet ``.lst`` lines are accepted too).
         dst: output directory; must be empty or missing unless ``overwrite``.
         format: "recordio" (``part-NNNNN.rec`` + ``.idx``, MXNet/DALI
-            compatible) or "lmdb" (``part-NNNNN/`` environments).
+            compatible), "lmdb" (``part-NNNNN/`` environments) or "webdataset"
+            (``part-NNNNN.tar`` of ``KEY.jpg`` + ``KEY.cls``, one integer label
+            per sample, each with its member index beside it).
         shard_size: bytes per shard (int or a string such as "256MiB").
         workers: threads reading the sources (default: one per core).
         progress: show a progress bar (tqdm when installed) on stderr.
@@ -83,8 +85,8 @@ def pack(src: Union[str, os.PathLike], dst: Union[str, os.PathLike], format: str
         A :class:`PackSummary`. Output order is deterministic: ImageFolder
         order (classes, then files, sorted) or list-file order.
     """
-    if format not in ("recordio", "lmdb"):
-        raise ValueError(f'format must be "recordio" or "lmdb", not {format!r}')
+    if format not in ("recordio", "lmdb", "webdataset"):
+        raise ValueError(f'format must be "recordio", "lmdb" or "webdataset", not {format!r}')
     if workers is not None and workers < 1:
         raise ValueError("workers must be at least 1")
     bar = None

@@ -74,6 +74,23 @@ DatasetFormat FormatFromName(const std::string& name) {
 
 }  // namespace
 
+// {"image_key": [str], "label_key": str, "label_field": str, "tars": [str],
+//  "index_dir": str}; absent keys keep WebDatasetOptions' defaults. Shared
+// with the loader binding.
+WebDatasetOptions WebDatasetOptionsFromDict(const py::dict& webdataset) {
+  WebDatasetOptions options;
+  if (webdataset.contains("image_key")) {
+    options.image_keys = webdataset["image_key"].cast<std::vector<std::string>>();
+  }
+  if (webdataset.contains("label_key")) options.label_key = webdataset["label_key"].cast<std::string>();
+  if (webdataset.contains("label_field")) {
+    options.label_field = webdataset["label_field"].cast<std::string>();
+  }
+  if (webdataset.contains("tars")) options.tars = webdataset["tars"].cast<std::vector<std::string>>();
+  if (webdataset.contains("index_dir")) options.index_dir = webdataset["index_dir"].cast<std::string>();
+  return options;
+}
+
 // {"cache_dir": str, "cache_capacity": int, "cache_policy": str,
 //  "cache_prefetch": int, "cache_wait": bool, "cache_group": str}; absent
 // keys keep CacheOptions' defaults. Shared with the loader binding.
@@ -105,13 +122,15 @@ namespace {
 class PyDataset {
  public:
   PyDataset(const std::string& path, const std::string& format, bool allow_external_paths,
-            py::dict cache, const std::string& token_dtype, uint32_t seq_len) {
+            py::dict cache, const std::string& token_dtype, uint32_t seq_len,
+            py::dict webdataset) {
     DatasetOptions options;
     options.format = FormatFromName(format);
     ThrowIfError(ParseTokenDtype(token_dtype, &options.tokens.token_dtype));
     options.tokens.seq_len = seq_len;
     options.allow_external_paths = allow_external_paths;
     options.cache = CacheOptionsFromDict(cache);
+    options.webdataset = WebDatasetOptionsFromDict(webdataset);
     Status status;
     {
       py::gil_scoped_release release;
@@ -185,9 +204,11 @@ py::dict PackBinding(const std::string& source, const std::string& destination,
     options.format = ShardFormat::kRecordIO;
   } else if (format == "lmdb") {
     options.format = ShardFormat::kLmdb;
+  } else if (format == "webdataset") {
+    options.format = ShardFormat::kWebDataset;
   } else {
-    ThrowIfError(Status::InvalidArgument("pack format must be \"recordio\" or \"lmdb\", not \"" +
-                                         format + "\""));
+    ThrowIfError(Status::InvalidArgument(
+        "pack format must be \"recordio\", \"lmdb\" or \"webdataset\", not \"" + format + "\""));
   }
   options.shard_size = shard_size;
   options.workers = workers;
@@ -214,11 +235,13 @@ py::dict PackBinding(const std::string& source, const std::string& destination,
 }
 
 py::dict VerifyBinding(const std::string& path, const std::string& format,
-                       bool allow_external_paths, const std::string& token_dtype) {
+                       bool allow_external_paths, const std::string& token_dtype,
+                       py::dict webdataset) {
   DatasetOptions options;
   options.format = FormatFromName(format);
   ThrowIfError(ParseTokenDtype(token_dtype, &options.tokens.token_dtype));
   options.allow_external_paths = allow_external_paths;
+  options.webdataset = WebDatasetOptionsFromDict(webdataset);
   VerifyReport report;
   Status status;
   {
@@ -244,6 +267,17 @@ uint64_t WriteIndexBinding(const std::string& rec_path, const std::string& idx_p
   }
   ThrowIfError(status);
   return records;
+}
+
+uint64_t WriteTarIndexBinding(const std::string& tar_path, const std::string& index_path) {
+  uint64_t samples = 0;
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = WriteTarIndex(tar_path, index_path, &samples);
+  }
+  ThrowIfError(status);
+  return samples;
 }
 
 }  // namespace
@@ -337,10 +371,10 @@ py::object CacheLatestCheckpointBinding(const std::string& directory,
 void BindDataset(py::module_& module) {
   py::class_<PyDataset>(module, "Dataset")
       .def(py::init<const std::string&, const std::string&, bool, py::dict, const std::string&,
-                    uint32_t>(),
+                    uint32_t, py::dict>(),
            py::arg("path"), py::arg("format") = "auto", py::arg("allow_external_paths") = false,
            py::arg("cache") = py::dict(), py::arg("token_dtype") = "auto",
-           py::arg("seq_len") = 1024)
+           py::arg("seq_len") = 1024, py::arg("webdataset") = py::dict())
       .def("__len__", &PyDataset::size)
       .def("read", &PyDataset::Read, py::arg("index"))
       .def_property_readonly("format", &PyDataset::format)
@@ -372,8 +406,11 @@ void BindDataset(py::module_& module) {
   module.def("cache_latest_checkpoint", &CacheLatestCheckpointBinding, py::arg("directory"),
              py::arg("cache_dir"));
   module.def("verify", &VerifyBinding, py::arg("path"), py::arg("format") = "auto",
-             py::arg("allow_external_paths") = false, py::arg("token_dtype") = "auto");
+             py::arg("allow_external_paths") = false, py::arg("token_dtype") = "auto",
+             py::arg("webdataset") = py::dict());
   module.def("write_index", &WriteIndexBinding, py::arg("rec_path"), py::arg("idx_path"));
+  module.def("write_tar_index", &WriteTarIndexBinding, py::arg("tar_path"),
+             py::arg("index_path") = "");
 }
 
 }  // namespace gpufeed::python

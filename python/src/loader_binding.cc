@@ -21,6 +21,7 @@ namespace gpufeed::python {
 
 // dataset_binding.cc: the cache_* keywords as CacheOptions.
 CacheOptions CacheOptionsFromDict(const py::dict& cache);
+WebDatasetOptions WebDatasetOptionsFromDict(const py::dict& webdataset);
 
 namespace {
 
@@ -163,6 +164,9 @@ class PyLoader {
     ThrowIfError(ParseFormat(format, &dataset_options.format));
     if (options.contains("cache")) {
       dataset_options.cache = CacheOptionsFromDict(options["cache"].cast<py::dict>());
+    }
+    if (options.contains("webdataset")) {
+      dataset_options.webdataset = WebDatasetOptionsFromDict(options["webdataset"].cast<py::dict>());
     }
     std::string path = py::str(dataset_path);
     LoaderOptions o;

@@ -59,6 +59,7 @@ const char* FormatName(DatasetFormat format) {
     case DatasetFormat::kMegatron: return "megatron";
     case DatasetFormat::kLlmc: return "llmc";
     case DatasetFormat::kTokens: return "tokens";
+    case DatasetFormat::kWebDataset: return "webdataset";
   }
   return "unknown";
 }
@@ -66,16 +67,17 @@ const char* FormatName(DatasetFormat format) {
 Status ParseFormat(const std::string& name, DatasetFormat* format) {
   for (DatasetFormat candidate : {DatasetFormat::kAuto, DatasetFormat::kRecordIO,
                                   DatasetFormat::kLmdb, DatasetFormat::kCaffeLmdb,
-                                  DatasetFormat::kImageFolder, DatasetFormat::kMegatron,
-                                  DatasetFormat::kLlmc, DatasetFormat::kTokens}) {
+                                  DatasetFormat::kImageFolder, DatasetFormat::kWebDataset,
+                                  DatasetFormat::kMegatron, DatasetFormat::kLlmc,
+                                  DatasetFormat::kTokens}) {
     if (name == FormatName(candidate)) {
       *format = candidate;
       return Status::OK();
     }
   }
   return Status::InvalidArgument("unknown format \"" + name +
-                                 "\" (expected auto, recordio, lmdb, caffe_lmdb, imagefolder, megatron, "
-                                 "llmc or tokens)");
+                                 "\" (expected auto, recordio, lmdb, caffe_lmdb, imagefolder, "
+                                 "webdataset, megatron, llmc or tokens)");
 }
 
 Status ResolveInsideDirectory(const std::string& directory, const std::string& name,
@@ -173,9 +175,10 @@ Status LooksLikeCaffe(const std::string& directory, bool* is_caffe) {
   return Status::OK();
 }
 
-Status OpenFromManifest(const std::string& directory, DatasetFormat requested,
-                        bool allow_external_paths, const std::shared_ptr<Store>& store,
-                     std::unique_ptr<Dataset>* dataset) {
+Status OpenFromManifest(const std::string& directory, const DatasetOptions& options,
+                        const std::shared_ptr<Store>& store, std::unique_ptr<Dataset>* dataset) {
+  DatasetFormat requested = options.format;
+  bool allow_external_paths = options.allow_external_paths;
   std::string manifest_path = JoinPath(directory, kManifestName);
   Manifest manifest;
   GPUFEED_RETURN_IF_ERROR(ReadManifest(manifest_path, &manifest));
@@ -217,6 +220,9 @@ Status OpenFromManifest(const std::string& directory, DatasetFormat requested,
     }
     return OpenRecordIODataset(directory, specs, &manifest, store, dataset);
   }
+  if (manifest.format == DatasetFormat::kWebDataset) {
+    return OpenWebDatasetFromManifest(directory, manifest, options, store, dataset);
+  }
   std::vector<std::string> environments;
   for (size_t i = 0; i < manifest.shards.size(); ++i) {
     const ManifestShard& shard = manifest.shards[i];
@@ -235,13 +241,20 @@ Status OpenFromManifest(const std::string& directory, DatasetFormat requested,
   return OpenLmdbDataset(directory, environments, &manifest, store, dataset);
 }
 
-Status OpenDirectory(const std::string& directory, DatasetFormat requested,
-                     bool allow_external_paths, const std::shared_ptr<Store>& store,
-                     std::unique_ptr<Dataset>* dataset) {
+Status OpenDirectory(const std::string& directory, const DatasetOptions& options,
+                     const std::shared_ptr<Store>& store, std::unique_ptr<Dataset>* dataset) {
+  DatasetFormat requested = options.format;
+  bool allow_external_paths = options.allow_external_paths;
   if (PathExists(JoinPath(directory, kManifestName)) && requested != DatasetFormat::kImageFolder &&
       requested != DatasetFormat::kCaffeLmdb) {
-    return OpenFromManifest(directory, requested, allow_external_paths, store, dataset);
+    return OpenFromManifest(directory, options, store, dataset);
   }
+  auto open_webdataset = [&]() -> Status {
+    std::vector<std::string> tars;
+    GPUFEED_RETURN_IF_ERROR(ResolveWebDatasetTars(directory, options, &tars));
+    return OpenWebDatasetDataset(directory, tars, options, store, dataset);
+  };
+  if (requested == DatasetFormat::kWebDataset) return open_webdataset();
   std::vector<std::string> rec_files, lmdb_directories;
   if (requested != DatasetFormat::kImageFolder) {
     GPUFEED_RETURN_IF_ERROR(
@@ -273,6 +286,7 @@ Status OpenDirectory(const std::string& directory, DatasetFormat requested,
       if (!lmdb_here) return Status::NotFound(directory + ": no data.mdb (format=\"caffe_lmdb\")");
       return OpenCaffeLmdbDataset(directory, store, dataset);
     case DatasetFormat::kImageFolder: return OpenImageFolderDataset(directory, store, dataset);
+    case DatasetFormat::kWebDataset: return open_webdataset();
     default: break;
   }
   if (!rec_files.empty()) return open_recordio();
@@ -285,6 +299,9 @@ Status OpenDirectory(const std::string& directory, DatasetFormat requested,
   if (!lmdb_directories.empty()) return open_lmdb();
   std::vector<DirectoryEntry> entries;
   GPUFEED_RETURN_IF_ERROR(ListDirectory(directory, &entries));
+  for (const DirectoryEntry& entry : entries) {
+    if (entry.is_regular_file && IsWebDatasetShardName(entry.name)) return open_webdataset();
+  }
   if (entries.empty()) {
     return Status::InvalidArgument(directory + ": the directory is empty (no dataset here)");
   }
@@ -300,7 +317,16 @@ Status OpenUncached(const std::string& path, const DatasetOptions& options,
                      std::unique_ptr<Dataset>* dataset) {
   if (path.empty()) return Status::InvalidArgument("empty dataset path");
   std::string absolute = AbsolutePath(path);
-  // Token corpora first: a Megatron prefix names no file of its own.
+  // A list of tars, or a brace pattern naming them, is no path to stat.
+  bool any_format = options.format == DatasetFormat::kAuto ||
+                    options.format == DatasetFormat::kWebDataset;
+  if (any_format && (!options.webdataset.tars.empty() ||
+                     (absolute.find('{') != std::string::npos && !PathExists(absolute)))) {
+    std::vector<std::string> tars;
+    GPUFEED_RETURN_IF_ERROR(ResolveWebDatasetTars(absolute, options, &tars));
+    return OpenWebDatasetDataset(absolute, tars, options, store, dataset);
+  }
+  // Then token corpora: a Megatron prefix names no file of its own.
   std::shared_ptr<const TokenCorpus> corpus;
   bool tokens = false;
   GPUFEED_RETURN_IF_ERROR(OpenTokenCorpus(absolute, options, store, &corpus, &tokens));
@@ -312,18 +338,24 @@ Status OpenUncached(const std::string& path, const DatasetOptions& options,
   if (S_ISDIR(st.st_mode)) {
     // Fail early and clearly on a directory we may not list.
     if (::access(absolute.c_str(), R_OK | X_OK) != 0) return Status::FromErrno(errno, absolute);
-    return OpenDirectory(absolute, options.format, options.allow_external_paths, store, dataset);
+    return OpenDirectory(absolute, options, store, dataset);
   }
   std::string name = Basename(absolute);
   if (name == kManifestName || name == "data.mdb") {
-    return OpenDirectory(Dirname(absolute), options.format, options.allow_external_paths, store, dataset);
+    return OpenDirectory(Dirname(absolute), options, store, dataset);
+  }
+  if (options.format == DatasetFormat::kWebDataset ||
+      (options.format == DatasetFormat::kAuto && IsWebDatasetShardName(name))) {
+    std::vector<std::string> tars;
+    GPUFEED_RETURN_IF_ERROR(ResolveWebDatasetTars(absolute, options, &tars));
+    return OpenWebDatasetDataset(absolute, tars, options, store, dataset);
   }
   if (options.format == DatasetFormat::kRecordIO ||
       (options.format == DatasetFormat::kAuto && EndsWith(name, ".rec"))) {
     return OpenRecordIODataset(absolute, {RecordIOShardAt(absolute)}, nullptr, store, dataset);
   }
   return Status::InvalidArgument(absolute + ": cannot tell the dataset format of this file "
-                                 "(expected a .rec file or a directory); pass format=");
+                                 "(expected a .rec or .tar file or a directory); pass format=");
 }
 
 }  // namespace

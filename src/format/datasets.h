@@ -12,6 +12,7 @@
 #include "format/manifest.h"
 #include "gpufeed/dataset.h"
 #include "gpufeed/status.h"
+#include "gpufeed/writer.h"
 #include "storage/store.h"
 
 namespace gpufeed {
@@ -84,6 +85,31 @@ Status OpenCaffeLmdbDataset(const std::string& path, const std::shared_ptr<Store
                             std::unique_ptr<Dataset>* dataset);
 Status OpenImageFolderDataset(const std::string& path, const std::shared_ptr<Store>& store,
                               std::unique_ptr<Dataset>* dataset);
+// WebDataset tar shards (webdataset_dataset.cc): `tars` absolute, in order;
+// `manifest` (or nullptr) gives the class names and each tar's sample count.
+Status OpenWebDatasetDataset(const std::string& path, const std::vector<std::string>& tars,
+                             const DatasetOptions& options, const std::shared_ptr<Store>& store,
+                             std::unique_ptr<Dataset>* dataset,
+                             const Manifest* manifest = nullptr);
+// The tars `path` names for format webdataset (webdataset_sources.cc): a
+// .tar, a directory of them, a brace pattern, a list file, or options' tars.
+Status ResolveWebDatasetTars(const std::string& path, const DatasetOptions& options,
+                             std::vector<std::string>* tars);
+// The tars a gpufeed.json of format webdataset lists (kept inside `directory`).
+Status OpenWebDatasetFromManifest(const std::string& directory, const Manifest& manifest,
+                                  const DatasetOptions& options,
+                                  const std::shared_ptr<Store>& store,
+                                  std::unique_ptr<Dataset>* dataset);
+// The ShardWriter of ShardFormat::kWebDataset (tar_writer.cc).
+Status NewTarShardWriter(const std::string& path, std::unique_ptr<ShardWriter>* writer);
+// A name auto-detection takes for a WebDataset shard: .tar, or a
+// compressed tar (refused with a message when opened).
+bool IsWebDatasetShardName(const std::string& name);
+// NotSupported, saying to decompress, for a .tar.gz (.tgz, .tar.zst, ...).
+Status CheckNotCompressedTar(const std::string& path);
+// Where a tar's index goes when its directory is not writable, and its name there.
+std::string TarIndexFallbackDirectory(const DatasetOptions& options);
+std::string TarIndexPathInDirectory(const std::string& tar_path, const std::string& directory);
 
 // Calls `visit(offset, payload)` for each record of a .rec file in order;
 // stops at the first framing error or at the first failed visit.

@@ -58,6 +58,8 @@ Status ParseManifest(const std::string& text, const std::string& path, Manifest*
       manifest->format = DatasetFormat::kRecordIO;
     } else if (format == "lmdb") {
       manifest->format = DatasetFormat::kLmdb;
+    } else if (format == "webdataset") {
+      manifest->format = DatasetFormat::kWebDataset;
     } else {
       return bad("unknown format \"" + format + "\"");
     }
@@ -114,7 +116,7 @@ Status ReadManifest(const std::string& path, Manifest* manifest) {
 
 std::string SerializeManifest(const Manifest& manifest) {
   Json json;
-  json["format"] = manifest.format == DatasetFormat::kLmdb ? "lmdb" : "recordio";
+  json["format"] = FormatName(manifest.format);
   json["format_version"] = manifest.format_version;
   json["created_by"] = std::string("gpufeed ") + GetBuildInfo().version;
   json["records"] = manifest.records;

@@ -122,7 +122,7 @@ Status ReadListFile(const std::string& list_path, bool allow_external_paths,
 
 // Names Pack writes: part-NNNNN.rec, part-NNNNN.idx, part-NNNNN/ (LMDB).
 bool IsPackOutputName(const std::string& name) {
-  static const std::regex pattern("part-[0-9]{5,}(\\.rec|\\.idx)?");
+  static const std::regex pattern("part-[0-9]{5,}(\\.rec|\\.idx|\\.tar|\\.tar\\.gpufeed-index)?");
   return std::regex_match(name, pattern);
 }
 
@@ -283,6 +283,8 @@ Status PackInto(const std::vector<PackSource>& sources, const std::string& desti
       current = ManifestShard();
       if (options.format == ShardFormat::kLmdb) {
         current.file = base;
+      } else if (options.format == ShardFormat::kWebDataset) {
+        current.file = base + ".tar";  // its member index is written beside it
       } else {
         current.file = base + ".rec";
         current.index = base + ".idx";
@@ -322,7 +324,9 @@ Status Pack(const std::string& source, const std::string& destination, const Pac
 
   Manifest manifest;
   manifest.format =
-      options.format == ShardFormat::kLmdb ? DatasetFormat::kLmdb : DatasetFormat::kRecordIO;
+      options.format == ShardFormat::kLmdb         ? DatasetFormat::kLmdb
+      : options.format == ShardFormat::kWebDataset ? DatasetFormat::kWebDataset
+                                                   : DatasetFormat::kRecordIO;
   std::vector<PackSource> sources;
   if (IsDirectory(source_path)) {
     std::vector<ImageFolderEntry> entries;

@@ -183,6 +183,7 @@ Status ShardWriter::Open(const std::string& path, ShardFormat format,
     *writer = std::make_unique<RecordIOShardWriter>(path, UniqueFd(raw));
     return Status::OK();
   }
+  if (format == ShardFormat::kWebDataset) return NewTarShardWriter(path, writer);
   if (::mkdir(path.c_str(), 0755) != 0) return Status::FromErrno(errno, path);
   auto lmdb = std::make_unique<LmdbShardWriter>(path);
   GPUFEED_RETURN_IF_ERROR(lmdb->Open());

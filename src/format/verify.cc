@@ -146,6 +146,35 @@ void VerifyLmdbShard(const std::string& directory, bool caffe, int64_t expected_
   }
 }
 
+// WebDataset tars: the headers are walked (Dataset::Open builds or checks
+// each member index), then every sample is read (its image and label
+// members present, the label parsed); with a manifest each tar's xxh64 too.
+void VerifyWebDataset(const std::string& path, const DatasetOptions& options,
+                      const Manifest* manifest, VerifyReport* report) {
+  report->format = DatasetFormat::kWebDataset;
+  DatasetOptions webdataset = options;
+  webdataset.format = DatasetFormat::kWebDataset;
+  std::unique_ptr<Dataset> dataset;
+  Status status = Dataset::Open(path, webdataset, &dataset);
+  if (!status.ok()) {
+    report->problems.push_back(status.ToString());
+    return;
+  }
+  Record record;
+  uint64_t reported = 0;
+  for (uint64_t i = 0; i < dataset->size(); ++i) {
+    Status read = dataset->Read(i, &record);
+    if (!read.ok() && reported++ < 100) report->problems.push_back(read.ToString());
+    report->records_checked += 1;
+  }
+  for (size_t i = 0; i < dataset->shards().size(); ++i) {
+    report->shards_checked += 1;
+    if (manifest != nullptr && i < manifest->shards.size()) {
+      CheckChecksum(dataset->shards()[i].path, manifest->shards[i].xxh64, report);
+    }
+  }
+}
+
 }  // namespace
 
 Status Verify(const std::string& path, const DatasetOptions& options, VerifyReport* report) {
@@ -164,6 +193,10 @@ Status Verify(const std::string& path, const DatasetOptions& options, VerifyRepo
       return Status::OK();
     }
     report->format = manifest.format;
+    if (manifest.format == DatasetFormat::kWebDataset) {
+      VerifyWebDataset(absolute, options, &manifest, report);
+      return Status::OK();
+    }
     for (size_t i = 0; i < manifest.shards.size(); ++i) {
       const ManifestShard& shard = manifest.shards[i];
       const std::string named_by = manifest_path + " shard " + std::to_string(i);
@@ -205,6 +238,11 @@ Status Verify(const std::string& path, const DatasetOptions& options, VerifyRepo
     return status;
   }
   report->format = dataset->format();
+  if (dataset->format() == DatasetFormat::kWebDataset) {
+    dataset.reset();
+    VerifyWebDataset(absolute, options, nullptr, report);
+    return Status::OK();
+  }
   for (const ShardInfo& shard : dataset->shards()) {
     switch (dataset->format()) {
       case DatasetFormat::kRecordIO:

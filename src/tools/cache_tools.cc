@@ -181,8 +181,9 @@ Status CacheWarm(const std::string& source, const CacheOptions& options,
   }
   // The files the store reads: .rec files, or each environment's data.mdb.
   auto file_of = [&](const ShardInfo& shard) {
-    return dataset->format() == DatasetFormat::kRecordIO ? shard.path
-                                                         : JoinPath(shard.path, "data.mdb");
+    bool file = dataset->format() == DatasetFormat::kRecordIO ||
+                dataset->format() == DatasetFormat::kWebDataset;
+    return file ? shard.path : JoinPath(shard.path, "data.mdb");
   };
   std::shared_ptr<CacheDirectory> directory;
   bool unsafe = false;

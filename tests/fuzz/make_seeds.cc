@@ -7,6 +7,7 @@
 #include <png.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -16,6 +17,7 @@
 #include "format/manifest.h"
 #include "format/recordio.h"
 #include "format/irheader.h"
+#include "format/tar_index.h"
 #include "format/token_corpus.h"
 #include "jpeg_test_util.h"
 #include "protobuf_test_util.h"
@@ -68,6 +70,26 @@ std::string Png(int width, int height, uint32_t format) {
   return png;
 }
 
+
+// A tar header block (ustar magic, valid checksum) followed by `data`
+// padded to whole blocks.
+std::string TarBlocks(const std::string& name, char typeflag, const std::string& data,
+                      bool gnu = false) {
+  std::string block(512, '\0');
+  std::memcpy(&block[0], name.data(), std::min<size_t>(name.size(), 100));
+  std::snprintf(&block[100], 8, "%07o", 0644);
+  std::snprintf(&block[124], 12, "%011llo", static_cast<unsigned long long>(data.size()));
+  std::snprintf(&block[136], 12, "%011o", 1700000000);
+  block[156] = typeflag;
+  std::memcpy(&block[257], gnu ? "ustar  " : "ustar\0" "00", 8);
+  std::memset(&block[148], ' ', 8);
+  unsigned sum = 0;
+  for (char c : block) sum += static_cast<unsigned char>(c);
+  std::snprintf(&block[148], 8, "%06o", sum);
+  std::string padded = data;
+  padded.resize((data.size() + 511) / 512 * 512, '\0');
+  return block + padded;
+}
 
 }  // namespace
 
@@ -171,6 +193,30 @@ int main(int argc, char** argv) {
   Write("caffe_datum", field(1, 0) + Varint(1) + field(2, 0) + Varint(1) + field(3, 0) + Varint(2) +
                            field(6, 2) + Varint(8) + std::string(8, '\0') + field(99, 1) +
                            std::string(8, 'z'));
+
+  // Tars: ustar, a GNU long name, a pax path record, a directory entry,
+  // the end marker; and a saved member index.
+  std::string end(1024, '\0');
+  std::string ustar = TarBlocks("a/x.jpg", '0', "\xFF\xD8jpeg") +
+                      TarBlocks("a/x.cls", '0', "3\n") +
+                      TarBlocks("a/y.jpg", '0', std::string(700, 'y')) +
+                      TarBlocks("a/y.cls", '0', "4");
+  Write("tar_index", ustar + end);
+  std::string long_name = std::string(150, 'd') + "/k.seg.png";
+  Write("tar_index", TarBlocks("dir/", '5', "") +
+                         TarBlocks("././@LongLink", 'L', long_name + std::string(1, '\0'), true) +
+                         TarBlocks(long_name.substr(0, 100), '0', "png", true) + end);
+  Write("tar_index", TarBlocks("PaxHeaders/k", 'x', "27 path=some/long/key.json\n" "10 size=2\n") +
+                         TarBlocks("short", '0', "{}") + TarBlocks("README", '0', "no dot") + end);
+  Write("tar_index", ustar.substr(0, 1000));  // truncated inside a member
+  TarIndex tar_index;
+  tar_index.tar_size = 4096;
+  tar_index.extensions = {"jpg", "cls"};
+  tar_index.members = {{0, 512, 6, 0}, {1, 1536, 2, 1024}};
+  tar_index.samples = {{"a/x", 0, 2}};
+  std::string encoded;
+  EncodeTarIndex(tar_index, &encoded);
+  Write("tar_index", encoded);
 
   // Images: the last byte of each seed is the fuzzer's control byte.
   std::vector<std::string> images = {

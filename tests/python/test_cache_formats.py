@@ -1,5 +1,5 @@
 """The node-local cache serves every format through the storage layer
-(src/storage): RecordIO, gpufeed LMDB, Caffe LMDB and ImageFolder (its files
+(src/storage): RecordIO, gpufeed LMDB, Caffe LMDB, WebDataset tars and ImageFolder (its files
 in bundles of 256, one cache entry each). For each, a first
 epoch in one process reads the source about once (reads of a file being
 copied are served from the copy's written part), and a second epoch in a
@@ -99,7 +99,7 @@ def _epoch(path, cache_dir, epoch):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("kind", ["recordio", "lmdb", "caffe_lmdb", "imagefolder"])
+@pytest.mark.parametrize("kind", ["recordio", "lmdb", "caffe_lmdb", "imagefolder", "webdataset"])
 def test_every_format_is_cached_and_a_new_process_reads_the_copies(kind, tmp_path):
     path = _make(kind, tmp_path)
     cache_dir = tmp_path / "cache"

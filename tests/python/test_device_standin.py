@@ -270,3 +270,31 @@ def test_token_windows_through_the_device_stage(tmp_path):
     finally:
         device.close()
         cuda.cudaStreamDestroy(stream)
+
+
+def test_webdataset_tars_through_the_device_stage(packed, tmp_path):
+    # The same JPEGs as WebDataset tar shards: the device batches equal the
+    # RecordIO host batches byte for byte.
+    tars = tmp_path / "wds"
+    gpufeed.pack(packed.parent / "folder", tars, format="webdataset", progress=False)
+    reference_loader = native_loaders(packed)[0]  # kept alive: its __del__ closes it
+    reference = reference_loader._native
+    _, device = native_loaders(tars)
+    batches = 0
+    try:
+        while True:
+            want, got = reference.next(), device.next()
+            assert (want is None) == (got is None)
+            if got is None:
+                break
+            for expected, tensor in zip(want[:2], got[:2]):
+                assert tensor.__dlpack_device__() == (KDL_CUDA, 0)
+                consumed = Consumed(tensor.__dlpack__())
+                out = ctypes.create_string_buffer(consumed.nbytes)
+                assert cuda.cudaMemcpy(out, consumed.data, consumed.nbytes, DEVICE_TO_HOST) == 0
+                consumed.delete()
+                assert out.raw == host_bytes(expected)
+            batches += 1
+        assert batches == 6
+    finally:
+        device.close()

@@ -50,9 +50,11 @@ TEST_P(PackTest, PackedDatasetReadsBackLikeTheFolder) {
 
   std::unique_ptr<Dataset> folder, packed;
   ASSERT_TRUE(Dataset::Open(source_, {}, &folder).ok());
-  ASSERT_TRUE(Dataset::Open(destination_, {}, &packed).ok());
-  EXPECT_EQ(packed->format(),
-            GetParam() == ShardFormat::kLmdb ? DatasetFormat::kLmdb : DatasetFormat::kRecordIO);
+  status = Dataset::Open(destination_, {}, &packed);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(packed->format(), GetParam() == ShardFormat::kLmdb         ? DatasetFormat::kLmdb
+                              : GetParam() == ShardFormat::kWebDataset ? DatasetFormat::kWebDataset
+                                                                       : DatasetFormat::kRecordIO);
   EXPECT_EQ(packed->classes(), folder->classes());
   EXPECT_TRUE(packed->integer_labels());
   EXPECT_EQ(packed->shards().size(), summary.shards);
@@ -91,7 +93,9 @@ TEST_P(PackTest, FlippedByteIsCaughtByVerify) {
   ASSERT_TRUE(Pack(source_, destination_, options, &summary).ok());
   std::string file = GetParam() == ShardFormat::kLmdb
                          ? JoinPath(destination_, "part-00000/data.mdb")
-                         : JoinPath(destination_, "part-00000.rec");
+                         : JoinPath(destination_, GetParam() == ShardFormat::kWebDataset
+                                                      ? "part-00000.tar"
+                                                      : "part-00000.rec");
   std::string bytes = ReadBytes(file);
   // A byte in the middle of a JPEG payload: framing stays valid.
   size_t at = bytes.find("img3.jpgdddd");
@@ -106,9 +110,12 @@ TEST_P(PackTest, FlippedByteIsCaughtByVerify) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, PackTest,
-                         ::testing::Values(ShardFormat::kRecordIO, ShardFormat::kLmdb),
+                         ::testing::Values(ShardFormat::kRecordIO, ShardFormat::kLmdb,
+                                           ShardFormat::kWebDataset),
                          [](const auto& info) {
-                           return info.param == ShardFormat::kLmdb ? "Lmdb" : "RecordIO";
+                           return info.param == ShardFormat::kLmdb         ? "Lmdb"
+                                  : info.param == ShardFormat::kWebDataset ? "WebDataset"
+                                                                           : "RecordIO";
                          });
 
 TEST(PackListTest, ListFileWithMultiLabelsAndMissingShardOrIndex) {
