@@ -22,6 +22,13 @@ inline uint8_t Clip8(int32_t value) {
   return static_cast<uint8_t>(value < 0 ? 0 : value > 255 ? 255 : value);
 }
 
+// Two int16 halves of weights, packed as pmaddwd reads a tap pair: k =
+// high * 2^11 + low with 0 <= low < 2^11, so both halves fit int16.
+uint32_t HalfPair(int32_t a, int32_t b) {
+  return static_cast<uint32_t>(static_cast<uint16_t>(a)) |
+         static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16;
+}
+
 }  // namespace
 
 void PrecomputeCoefficients(int in_size, double box0, double box1, int out_size,
@@ -76,16 +83,38 @@ void PrecomputeTapPairs(const Coefficients& coefficients, TapPairs* out) {
     const int count = coefficients.count[i];
     for (int t = 0; t < count; t += 2) {
       int32_t k0 = k[t], k1 = t + 1 < count ? k[t + 1] : 0;
-      // k = high * 2^11 + low, 0 <= low < 2^11: both halves fit int16.
-      auto half_pair = [](int32_t a, int32_t b) {
-        return static_cast<uint32_t>(static_cast<uint16_t>(a)) |
-               static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16;
-      };
-      out->low.push_back(half_pair(k0 & 2047, k1 & 2047));
-      out->high.push_back(half_pair(k0 >> 11, k1 >> 11));
+      out->low.push_back(HalfPair(k0 & 2047, k1 & 2047));
+      out->high.push_back(HalfPair(k0 >> 11, k1 >> 11));
     }
   }
   out->offset[outputs] = static_cast<int>(out->low.size());
+}
+
+void PrecomputeUniformTaps(const Coefficients& coefficients, int in_size, UniformTaps* out) {
+  const int outputs = static_cast<int>(coefficients.first.size());
+  int pairs = 0;
+  for (int count : coefficients.count) pairs = std::max(pairs, (count + 1) / 2);
+  out->start.resize(outputs);
+  out->low.assign(static_cast<size_t>(outputs) * pairs, 0);
+  out->high.assign(static_cast<size_t>(outputs) * pairs, 0);
+  if (2 * pairs > in_size) {
+    out->pairs = 0;
+    return;
+  }
+  out->pairs = pairs;
+  thread_local std::vector<int32_t> taps;
+  for (int i = 0; i < outputs; ++i) {
+    const int first = coefficients.first[i];
+    const int start = std::min(first, in_size - 2 * pairs);
+    taps.assign(2 * pairs, 0);
+    const int32_t* k = &coefficients.weights[static_cast<size_t>(i) * coefficients.stride];
+    for (int t = 0; t < coefficients.count[i]; ++t) taps[first - start + t] = k[t];
+    out->start[i] = start;
+    for (int j = 0; j < pairs; ++j) {
+      out->low[static_cast<size_t>(i) * pairs + j] = HalfPair(taps[2 * j] & 2047, taps[2 * j + 1] & 2047);
+      out->high[static_cast<size_t>(i) * pairs + j] = HalfPair(taps[2 * j] >> 11, taps[2 * j + 1] >> 11);
+    }
+  }
 }
 
 void HorizontalScalar(const HorizontalPass& pass, const uint8_t* in, size_t in_stride, int rows,
@@ -237,9 +266,11 @@ void ResampleBilinear(const Image& source, double box_x0, double box_y0, double 
   const PathFunctions functions = FunctionsFor(ActiveResamplePath());
   thread_local Coefficients horizontal_coefficients, vertical_coefficients;
   thread_local TapPairs horizontal_pairs, vertical_pairs;
+  thread_local UniformTaps uniform;
   PrecomputeCoefficients(source.width, box_x0, box_x1, out_width, &horizontal_coefficients);
   PrecomputeCoefficients(source.height, box_y0, box_y1, out_height, &vertical_coefficients);
   PrecomputeTapPairs(horizontal_coefficients, &horizontal_pairs);
+  PrecomputeUniformTaps(horizontal_coefficients, source.width, &uniform);
   PrecomputeTapPairs(vertical_coefficients, &vertical_pairs);
   // The rows the vertical pass reads; its indexes become relative to them.
   const int first_row = vertical_coefficients.first[0];
@@ -253,7 +284,8 @@ void ResampleBilinear(const Image& source, double box_x0, double box_y0, double 
   horizontal->pixels.resize(static_cast<size_t>(out_width) * rows * 3);
   const size_t in_stride = static_cast<size_t>(source.width) * 3;
   const size_t out_stride = static_cast<size_t>(out_width) * 3;
-  const HorizontalPass pass{&horizontal_coefficients, &horizontal_pairs, out_width, mirror};
+  const HorizontalPass pass{&horizontal_coefficients, &horizontal_pairs, &uniform, out_width,
+                            mirror};
   // The SIMD paths load 8 bytes at a tap pair's first pixel: up to 5 bytes
   // past the end of a row. Rows followed by that much of the image are read
   // in place; the others (the last one or two) from a padded copy.

@@ -81,6 +81,20 @@ struct TapPairs {
 };
 void PrecomputeTapPairs(const Coefficients& coefficients, TapPairs* out);
 
+// The horizontal pass's weights with the same number of tap pairs for every
+// output, so its inner loop has a fixed trip count (no mispredicted exits):
+// taps past an output's last get weight 0, and outputs whose pairs would
+// run past the row start earlier, with leading zero weights instead.
+// pairs == 0 when the row is narrower than the pairs need (the pass then
+// reads TapPairs).
+struct UniformTaps {
+  int pairs = 0;
+  std::vector<int> start;     // first source pixel per output
+  std::vector<uint32_t> low;  // `pairs` per output, as TapPairs
+  std::vector<uint32_t> high;
+};
+void PrecomputeUniformTaps(const Coefficients& coefficients, int in_size, UniformTaps* out);
+
 // A pass over rows. Horizontal: `rows` rows of `in` (`in_stride` bytes
 // apart, each readable for 8 bytes past the last pixel a tap reads) to
 // `out` (out_stride apart, out_width pixels, each row writable for 1 byte
@@ -89,6 +103,7 @@ void PrecomputeTapPairs(const Coefficients& coefficients, TapPairs* out);
 struct HorizontalPass {
   const Coefficients* coefficients;
   const TapPairs* pairs;
+  const UniformTaps* uniform;
   int out_width;
   bool mirror;
 };

@@ -52,11 +52,11 @@ GPUFEED_SSE41 inline __m128i TapPairMask() {
   return _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
 }
 
-}  // namespace
-
+// Outputs with their own number of tap pairs (TapPairs): rows too narrow
+// for UniformTaps.
 GPUFEED_SSE41
-void HorizontalSse41(const HorizontalPass& pass, const uint8_t* in, size_t in_stride, int rows,
-                     uint8_t* out, size_t out_stride) {
+void HorizontalVariableSse41(const HorizontalPass& pass, const uint8_t* in, size_t in_stride,
+                             int rows, uint8_t* out, size_t out_stride) {
   const Coefficients& c = *pass.coefficients;
   const TapPairs& p = *pass.pairs;
   const __m128i mask = TapPairMask();
@@ -85,8 +85,8 @@ void HorizontalSse41(const HorizontalPass& pass, const uint8_t* in, size_t in_st
 }
 
 GPUFEED_AVX2
-void HorizontalAvx2(const HorizontalPass& pass, const uint8_t* in, size_t in_stride, int rows,
-                    uint8_t* out, size_t out_stride) {
+void HorizontalVariableAvx2(const HorizontalPass& pass, const uint8_t* in, size_t in_stride,
+                            int rows, uint8_t* out, size_t out_stride) {
   const Coefficients& c = *pass.coefficients;
   const TapPairs& p = *pass.pairs;
   const __m256i mask = _mm256_broadcastsi128_si256(TapPairMask());
@@ -126,8 +126,119 @@ void HorizontalAvx2(const HorizontalPass& pass, const uint8_t* in, size_t in_str
                  last);
     }
   }
-  if (r < rows) HorizontalSse41(pass, in + r * in_stride, in_stride, 1, out + r * out_stride,
-                                out_stride);
+  if (r < rows) {
+    HorizontalVariableSse41(pass, in + r * in_stride, in_stride, 1, out + r * out_stride,
+                            out_stride);
+  }
+}
+
+// The same number of tap pairs for every output (UniformTaps): kPairs when
+// it is one of the common counts (the loop then unrolls), else at run time.
+template <int kPairs>
+GPUFEED_SSE41 void HorizontalUniformSse41(const HorizontalPass& pass, const uint8_t* in,
+                                          size_t in_stride, int rows, uint8_t* out,
+                                          size_t out_stride) {
+  const UniformTaps& u = *pass.uniform;
+  const int pairs = kPairs > 0 ? kPairs : u.pairs;
+  const __m128i mask = TapPairMask();
+  const int width = pass.out_width;
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t* row = in + r * in_stride;
+    uint8_t* target = out + r * out_stride;
+    for (int d = 0; d < width; ++d) {
+      const int xx = pass.mirror ? width - 1 - d : d;
+      const uint8_t* pixel = row + 3 * u.start[xx];
+      const uint32_t* low_weights = &u.low[static_cast<size_t>(xx) * pairs];
+      const uint32_t* high_weights = &u.high[static_cast<size_t>(xx) * pairs];
+      __m128i low = _mm_setzero_si128(), high = _mm_setzero_si128();
+      for (int j = 0; j < pairs; ++j) {
+        __m128i taps = _mm_shuffle_epi8(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pixel + 6 * j)), mask);
+        low = _mm_add_epi32(
+            low, _mm_madd_epi16(taps, _mm_set1_epi32(static_cast<int>(low_weights[j]))));
+        high = _mm_add_epi32(
+            high, _mm_madd_epi16(taps, _mm_set1_epi32(static_cast<int>(high_weights[j]))));
+      }
+      __m128i sum = CombineSse41(low, high);
+      __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(sum, sum), sum);
+      StorePixel(target + 3 * d, static_cast<uint32_t>(_mm_cvtsi128_si32(bytes)), d == width - 1);
+    }
+  }
+}
+
+template <int kPairs>
+GPUFEED_AVX2 void HorizontalUniformAvx2(const HorizontalPass& pass, const uint8_t* in,
+                                        size_t in_stride, int rows, uint8_t* out,
+                                        size_t out_stride) {
+  const UniformTaps& u = *pass.uniform;
+  const int pairs = kPairs > 0 ? kPairs : u.pairs;
+  const __m256i mask = _mm256_broadcastsi128_si256(TapPairMask());
+  const int width = pass.out_width;
+  int r = 0;
+  for (; r + 1 < rows; r += 2) {  // row r in the low lane, r + 1 in the high one
+    const uint8_t* row0 = in + r * in_stride;
+    const uint8_t* row1 = row0 + in_stride;
+    uint8_t* target0 = out + r * out_stride;
+    uint8_t* target1 = target0 + out_stride;
+    for (int d = 0; d < width; ++d) {
+      const int xx = pass.mirror ? width - 1 - d : d;
+      const size_t at = 3 * static_cast<size_t>(u.start[xx]);
+      const uint8_t* pixel0 = row0 + at;
+      const uint8_t* pixel1 = row1 + at;
+      const uint32_t* low_weights = &u.low[static_cast<size_t>(xx) * pairs];
+      const uint32_t* high_weights = &u.high[static_cast<size_t>(xx) * pairs];
+      __m256i low = _mm256_setzero_si256(), high = _mm256_setzero_si256();
+      for (int j = 0; j < pairs; ++j) {
+        __m256i both = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(
+                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pixel0 + 6 * j))),
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pixel1 + 6 * j)), 1);
+        __m256i taps = _mm256_shuffle_epi8(both, mask);
+        low = _mm256_add_epi32(
+            low, _mm256_madd_epi16(taps, _mm256_set1_epi32(static_cast<int>(low_weights[j]))));
+        high = _mm256_add_epi32(
+            high, _mm256_madd_epi16(taps, _mm256_set1_epi32(static_cast<int>(high_weights[j]))));
+      }
+      __m256i sum = CombineAvx2(low, high);
+      __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(sum, sum), sum);
+      const bool last = d == width - 1;
+      StorePixel(target0 + 3 * d,
+                 static_cast<uint32_t>(_mm_cvtsi128_si32(_mm256_castsi256_si128(bytes))), last);
+      StorePixel(target1 + 3 * d,
+                 static_cast<uint32_t>(_mm_cvtsi128_si32(_mm256_extracti128_si256(bytes, 1))),
+                 last);
+    }
+  }
+  if (r < rows) {
+    HorizontalUniformSse41<kPairs>(pass, in + r * in_stride, in_stride, 1, out + r * out_stride,
+                                   out_stride);
+  }
+}
+
+}  // namespace
+
+void HorizontalSse41(const HorizontalPass& pass, const uint8_t* in, size_t in_stride, int rows,
+                     uint8_t* out, size_t out_stride) {
+  switch (pass.uniform->pairs) {
+    case 0: return HorizontalVariableSse41(pass, in, in_stride, rows, out, out_stride);
+    case 1: return HorizontalUniformSse41<1>(pass, in, in_stride, rows, out, out_stride);
+    case 2: return HorizontalUniformSse41<2>(pass, in, in_stride, rows, out, out_stride);
+    case 3: return HorizontalUniformSse41<3>(pass, in, in_stride, rows, out, out_stride);
+    case 4: return HorizontalUniformSse41<4>(pass, in, in_stride, rows, out, out_stride);
+    default: return HorizontalUniformSse41<0>(pass, in, in_stride, rows, out, out_stride);
+  }
+}
+
+void HorizontalAvx2(const HorizontalPass& pass, const uint8_t* in, size_t in_stride, int rows,
+                    uint8_t* out, size_t out_stride) {
+  switch (pass.uniform->pairs) {
+    case 0: return HorizontalVariableAvx2(pass, in, in_stride, rows, out, out_stride);
+    case 1: return HorizontalUniformAvx2<1>(pass, in, in_stride, rows, out, out_stride);
+    case 2: return HorizontalUniformAvx2<2>(pass, in, in_stride, rows, out, out_stride);
+    case 3: return HorizontalUniformAvx2<3>(pass, in, in_stride, rows, out, out_stride);
+    case 4: return HorizontalUniformAvx2<4>(pass, in, in_stride, rows, out, out_stride);
+    default: return HorizontalUniformAvx2<0>(pass, in, in_stride, rows, out, out_stride);
+  }
 }
 
 GPUFEED_SSE41

@@ -16,8 +16,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "decode/image_decoder.h"
+#include "decode/jpeg_decoder.h"
 #include "decode/output.h"    // WriteOutput, NormalizeTable
 #include "decode/resample.h"  // ResampleBilinear
 #include "gpufeed/options.h"
@@ -41,8 +43,9 @@ CropParameters RandomResizedCropParameters(int width, int height,
 // Resize(round(size / crop_fraction)) + CenterCrop(size), as a source box.
 CropParameters CenterCropParameters(int width, int height, const ImageTransformOptions& options);
 
-// Nanoseconds spent per stage, summed over calls (benchmarks/transform_bench.cc
-// prints them per image). Costs three clock reads per image when set.
+// Thread CPU nanoseconds spent per stage, summed over calls
+// (benchmarks/transform_bench.cc prints them per image). Costs three clock
+// reads per image when set.
 struct TransformStageTimes {
   uint64_t decode_ns = 0;    // header, crop parameters, region decode
   uint64_t resample_ns = 0;  // both passes of ResampleBilinear (and the flip)
@@ -51,6 +54,7 @@ struct TransformStageTimes {
 };
 struct TransformScratch {
   TransformStageTimes* times = nullptr;  // optional: not owned
+  std::unique_ptr<JpegDecoder> jpeg;     // created on the first JPEG
   Image decoded;
   Image horizontal;  // after the horizontal pass
   Image resized;     // size x size, flipped when drawn so
