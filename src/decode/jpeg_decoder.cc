@@ -114,7 +114,8 @@ Status JpegDecoder::Start(const uint8_t* data, size_t size, ImageHeader* header)
 }
 
 Status JpegDecoder::DecodeRegion(const CropRect& requested, int min_width, int min_height,
-                                 Image* out, int* scale_denominator, uint64_t max_pixels) {
+                                 Image* out, int* scale_denominator, uint64_t max_pixels,
+                                 DecodedColumns* decoded_columns) {
   State* s = state_.get();
   if (!s->started) return Status::Internal("JpegDecoder::DecodeRegion without a parsed header");
   s->started = false;
@@ -161,28 +162,38 @@ Status JpegDecoder::DecodeRegion(const CropRect& requested, int min_width, int m
   if (columns < info->output_width) jpeg_crop_scanline(info, &column, &columns);
   const int skip_x = x0 - static_cast<int>(column);
   if (y0 > 0) jpeg_skip_scanlines(info, static_cast<JDIMENSION>(y0));
-  out->width = x1 - x0;
+  const int requested_width = x1 - x0;
+  // Straight into *out, whole rows as decoded, when the caller takes the
+  // extra columns (RGB only: CMYK is converted row by row).
+  const bool in_place = decoded_columns != nullptr && !cmyk;
+  out->width = in_place ? static_cast<int>(info->output_width) : requested_width;
   out->height = y1 - y0;
+  if (decoded_columns != nullptr) *decoded_columns = {in_place ? skip_x : 0, requested_width};
   const size_t row_bytes = static_cast<size_t>(info->output_width) * info->output_components;
   const size_t out_bytes = static_cast<size_t>(out->width) * out->height * 3;
-  if (!TryResize(&out->pixels, out_bytes) || !TryResize(&s->rows, row_bytes * kRowsPerRead)) {
+  if (!TryResize(&out->pixels, out_bytes) ||
+      (!in_place && !TryResize(&s->rows, row_bytes * kRowsPerRead))) {
     jpeg_abort_decompress(info);
     return OutOfMemory("decoded pixels", out_bytes, out->width, out->height);
   }
   JSAMPROW rows[kRowsPerRead];
-  for (int i = 0; i < kRowsPerRead; ++i) rows[i] = s->rows.data() + i * row_bytes;
   const bool adobe = info->saw_Adobe_marker;
   for (int y = 0; y < out->height;) {
-    const JDIMENSION wanted = static_cast<JDIMENSION>(std::min(kRowsPerRead, out->height - y));
-    const int got = static_cast<int>(jpeg_read_scanlines(info, rows, wanted));
+    const int wanted = std::min(kRowsPerRead, out->height - y);
+    for (int i = 0; i < wanted; ++i) {
+      rows[i] = in_place ? out->row(y + i) : s->rows.data() + i * row_bytes;
+    }
+    const int got =
+        static_cast<int>(jpeg_read_scanlines(info, rows, static_cast<JDIMENSION>(wanted)));
     if (got == 0) break;
-    for (int i = 0; i < got; ++i, ++y) {
+    for (int i = 0; !in_place && i < got; ++i) {
       if (cmyk) {
-        CmykToRgb(rows[i] + 4 * skip_x, out->row(y), out->width, adobe);
+        CmykToRgb(rows[i] + 4 * skip_x, out->row(y + i), out->width, adobe);
       } else {
-        std::memcpy(out->row(y), rows[i] + 3 * skip_x, static_cast<size_t>(out->width) * 3);
+        std::memcpy(out->row(y + i), rows[i] + 3 * skip_x, static_cast<size_t>(out->width) * 3);
       }
     }
+    y += got;
   }
   const bool truncated = s->error.truncated;
   if (info->output_scanline < info->output_height) {

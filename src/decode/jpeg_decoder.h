@@ -24,6 +24,13 @@
 
 namespace gpufeed {
 
+// Where the requested columns lie in an image decoded with whole iMCU
+// columns (DecodeRegion's `columns`): out columns [skipped, skipped + width).
+struct DecodedColumns {
+  int skipped = 0;
+  int width = 0;
+};
+
 class JpegDecoder {
  public:
   JpegDecoder();
@@ -38,8 +45,12 @@ class JpegDecoder {
   // Decodes `crop` of the image Start parsed, as DecodeRegion does
   // (image_decoder.h: clamping, DCT scaling, max_pixels). REQUIRES: Start
   // returned OK and DecodeRegion was not called since.
+  // With `columns`, the rows are decoded straight into *out with the whole
+  // iMCU columns libjpeg-turbo decodes (no copy to cut them), and *columns
+  // says where the requested ones are; without, *out is exactly the crop.
   [[nodiscard]] Status DecodeRegion(const CropRect& crop, int min_width, int min_height,
-                                    Image* out, int* scale_denominator, uint64_t max_pixels);
+                                    Image* out, int* scale_denominator, uint64_t max_pixels,
+                                    DecodedColumns* columns = nullptr);
 
  private:
   struct State;

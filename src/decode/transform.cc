@@ -161,17 +161,24 @@ Status TransformImage(const uint8_t* data, size_t size, const ImageTransformOpti
   int wanted_w = static_cast<int>(std::ceil(2.0 * options.size * region.width / crop.width));
   int wanted_h = static_cast<int>(std::ceil(2.0 * options.size * region.height / crop.height));
   int denominator = 1;
-  GPUFEED_RETURN_IF_ERROR(
-      jpeg ? scratch->jpeg->DecodeRegion(region, wanted_w, wanted_h, &scratch->decoded,
-                                         &denominator, options.max_pixels)
-           : DecodeRegion(data, size, region, wanted_w, wanted_h, &scratch->decoded, &denominator,
-                          options.max_pixels));
-  // The crop box in the decoded region's (scaled) coordinates.
-  double x0 = (crop.x - region.x) / denominator;
+  DecodedColumns columns;
+  if (jpeg) {
+    GPUFEED_RETURN_IF_ERROR(scratch->jpeg->DecodeRegion(region, wanted_w, wanted_h,
+                                                        &scratch->decoded, &denominator,
+                                                        options.max_pixels, &columns));
+  } else {
+    GPUFEED_RETURN_IF_ERROR(DecodeRegion(data, size, region, wanted_w, wanted_h, &scratch->decoded,
+                                         &denominator, options.max_pixels));
+    columns = {0, scratch->decoded.width};
+  }
+  // The crop box in the decoded region's (scaled) coordinates; the decoded
+  // image may hold extra columns left and right of the region (columns).
+  // Integers are subtracted before the division, as exact as can be.
+  double x0 = (crop.x - (region.x - columns.skipped * denominator)) / denominator;
   double y0 = (crop.y - region.y) / denominator;
   double x1 = x0 + crop.width / denominator;
   double y1 = y0 + crop.height / denominator;
-  x1 = std::min(x1, static_cast<double>(scratch->decoded.width));
+  x1 = std::min(x1, static_cast<double>(columns.skipped + columns.width));
   y1 = std::min(y1, static_cast<double>(scratch->decoded.height));
   if (scratch->times != nullptr) {
     scratch->times->decode_ns += ThreadCpuNanoseconds() - started;

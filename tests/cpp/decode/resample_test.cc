@@ -131,6 +131,40 @@ TEST_P(ResamplePathTest, Uint8PlanarOutputMatchesScalar) {
   }
 }
 
+TEST_P(ResamplePathTest, NormalizedOutputsMatchScalar) {
+  std::mt19937 rng(11);
+  for (OutputDtype dtype : {OutputDtype::kFloat32, OutputDtype::kFloat16, OutputDtype::kBfloat16}) {
+    for (OutputLayout layout : {OutputLayout::kNCHW, OutputLayout::kNHWC}) {
+      for (int size : {1, 7, 8, 17, 224}) {
+        Image image = RandomImage(&rng, size, size);
+        ImageTransformOptions options;
+        options.size = size;
+        options.dtype = dtype;
+        options.layout = layout;
+        const size_t bytes = static_cast<size_t>(size) * size * 3 * TensorDtypeSize(dtype);
+        std::vector<uint8_t> expected(bytes), actual(bytes, 0xAB);
+        ASSERT_TRUE(SetResamplePathForTesting(ResamplePath::kScalar));
+        WriteOutput(image, options, expected.data());
+        ASSERT_TRUE(SetResamplePathForTesting(GetParam()));
+        WriteOutput(image, options, actual.data());
+        ASSERT_TRUE(expected == actual) << TensorDtypeName(dtype) << " size " << size
+                                        << (layout == OutputLayout::kNCHW ? " NCHW" : " NHWC");
+        // And the scalar writer gives the normalize table's entries.
+        std::vector<uint8_t> table(768 * TensorDtypeSize(dtype));
+        NormalizeTable(options, dtype, table.data());
+        const size_t plane = static_cast<size_t>(size) * size, width = TensorDtypeSize(dtype);
+        for (size_t at = 0; at < plane; ++at) {
+          for (int c = 0; c < 3; ++c) {
+            size_t index = layout == OutputLayout::kNCHW ? c * plane + at : at * 3 + c;
+            ASSERT_EQ(0, std::memcmp(&expected[index * width],
+                                     &table[(c * 256 + image.pixels[3 * at + c]) * width], width));
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllPaths, ResamplePathTest,
                          ::testing::Values(ResamplePath::kScalar, ResamplePath::kSse41,
                                            ResamplePath::kAvx2),
