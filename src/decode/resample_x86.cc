@@ -52,6 +52,11 @@ GPUFEED_SSE41 inline __m128i TapPairMask() {
   return _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
 }
 
+// Two saturated pixels R G B x R G B x -> R G B R G B.
+GPUFEED_SSE41 inline __m128i CompactPairMask() {
+  return _mm_setr_epi8(0, 1, 2, 4, 5, 6, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+}
+
 // Outputs with their own number of tap pairs (TapPairs): rows too narrow
 // for UniformTaps.
 GPUFEED_SSE41
@@ -166,6 +171,30 @@ GPUFEED_SSE41 void HorizontalUniformSse41(const HorizontalPass& pass, const uint
   }
 }
 
+// Output pixel xx of rows row0 (low lane) and row1 (high lane): R G B x
+// as int32, combined and shifted, not yet saturated.
+template <int kPairs>
+GPUFEED_AVX2 inline __m256i UniformPixelAvx2(const UniformTaps& u, int pairs, __m256i mask,
+                                             const uint8_t* row0, const uint8_t* row1, int xx) {
+  const size_t at = 3 * static_cast<size_t>(u.start[xx]);
+  const uint8_t* pixel0 = row0 + at;
+  const uint8_t* pixel1 = row1 + at;
+  const uint32_t* low_weights = &u.low[static_cast<size_t>(xx) * pairs];
+  const uint32_t* high_weights = &u.high[static_cast<size_t>(xx) * pairs];
+  __m256i low = _mm256_setzero_si256(), high = _mm256_setzero_si256();
+  for (int j = 0; j < pairs; ++j) {
+    __m256i both = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pixel0 + 6 * j))),
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pixel1 + 6 * j)), 1);
+    __m256i taps = _mm256_shuffle_epi8(both, mask);
+    low = _mm256_add_epi32(
+        low, _mm256_madd_epi16(taps, _mm256_set1_epi32(static_cast<int>(low_weights[j]))));
+    high = _mm256_add_epi32(
+        high, _mm256_madd_epi16(taps, _mm256_set1_epi32(static_cast<int>(high_weights[j]))));
+  }
+  return CombineAvx2(low, high);
+}
+
 template <int kPairs>
 GPUFEED_AVX2 void HorizontalUniformAvx2(const HorizontalPass& pass, const uint8_t* in,
                                         size_t in_stride, int rows, uint8_t* out,
@@ -180,33 +209,36 @@ GPUFEED_AVX2 void HorizontalUniformAvx2(const HorizontalPass& pass, const uint8_
     const uint8_t* row1 = row0 + in_stride;
     uint8_t* target0 = out + r * out_stride;
     uint8_t* target1 = target0 + out_stride;
-    for (int d = 0; d < width; ++d) {
-      const int xx = pass.mirror ? width - 1 - d : d;
-      const size_t at = 3 * static_cast<size_t>(u.start[xx]);
-      const uint8_t* pixel0 = row0 + at;
-      const uint8_t* pixel1 = row1 + at;
-      const uint32_t* low_weights = &u.low[static_cast<size_t>(xx) * pairs];
-      const uint32_t* high_weights = &u.high[static_cast<size_t>(xx) * pairs];
-      __m256i low = _mm256_setzero_si256(), high = _mm256_setzero_si256();
-      for (int j = 0; j < pairs; ++j) {
-        __m256i both = _mm256_inserti128_si256(
-            _mm256_castsi128_si256(
-                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pixel0 + 6 * j))),
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pixel1 + 6 * j)), 1);
-        __m256i taps = _mm256_shuffle_epi8(both, mask);
-        low = _mm256_add_epi32(
-            low, _mm256_madd_epi16(taps, _mm256_set1_epi32(static_cast<int>(low_weights[j]))));
-        high = _mm256_add_epi32(
-            high, _mm256_madd_epi16(taps, _mm256_set1_epi32(static_cast<int>(high_weights[j]))));
-      }
-      __m256i sum = CombineAvx2(low, high);
+    // Two output pixels per step: their sums are packed together and each
+    // row gets one 8-byte store (6 bytes of pixels; the spare 2 are
+    // rewritten by the next step, or not written at the row's end).
+    int d = 0;
+    for (; d + 1 < width; d += 2) {
+      const __m256i first = UniformPixelAvx2<kPairs>(u, pairs, mask, row0, row1,
+                                                     pass.mirror ? width - 1 - d : d);
+      const __m256i second = UniformPixelAvx2<kPairs>(u, pairs, mask, row0, row1,
+                                                      pass.mirror ? width - 2 - d : d + 1);
+      __m256i words = _mm256_packs_epi32(first, second);
+      // Per lane: R G B x R G B x (pixel d, then d + 1) -> R G B R G B.
+      __m256i bytes = _mm256_shuffle_epi8(_mm256_packus_epi16(words, words),
+                                          _mm256_broadcastsi128_si256(CompactPairMask()));
+      const uint64_t pair0 =
+          static_cast<uint64_t>(_mm_cvtsi128_si64(_mm256_castsi256_si128(bytes)));
+      const uint64_t pair1 =
+          static_cast<uint64_t>(_mm_cvtsi128_si64(_mm256_extracti128_si256(bytes, 1)));
+      const bool last = d + 2 == width;
+      std::memcpy(target0 + 3 * d, &pair0, last ? 6 : 8);
+      std::memcpy(target1 + 3 * d, &pair1, last ? 6 : 8);
+    }
+    if (d < width) {  // an odd width's last pixel
+      __m256i sum = UniformPixelAvx2<kPairs>(u, pairs, mask, row0, row1,
+                                             pass.mirror ? width - 1 - d : d);
       __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(sum, sum), sum);
-      const bool last = d == width - 1;
       StorePixel(target0 + 3 * d,
-                 static_cast<uint32_t>(_mm_cvtsi128_si32(_mm256_castsi256_si128(bytes))), last);
+                 static_cast<uint32_t>(_mm_cvtsi128_si32(_mm256_castsi256_si128(bytes))), true);
       StorePixel(target1 + 3 * d,
                  static_cast<uint32_t>(_mm_cvtsi128_si32(_mm256_extracti128_si256(bytes, 1))),
-                 last);
+                 true);
     }
   }
   if (r < rows) {
