@@ -9,8 +9,8 @@ RandomHorizontalFlip + ToTensor + Normalize, num_workers = cores,
 persistent_workers=True. gpufeed: the packed RecordIO of the same images, the
 same transform in C++ (float32 NCHW normalized), num_threads = cores. Both
 give batches of 128 on the CPU, page cache warm; one warm-up epoch each, then
-the median images/s over the measured epochs. The target of the Python
-DataLoader issue: gpufeed >= 3x torch on this machine.
+the median images/s over the measured epochs. The targets (--target): gpufeed
+>= 3x torch on the photo set, >= 4x on the demo set.
 """
 
 import argparse
@@ -58,6 +58,9 @@ def main():
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--label", default="demo", help="the dataset's name in the output")
+    parser.add_argument("--target", type=float, default=3.0,
+                        help="the ratio to meet (the decode-speed issue: 3 on photos, 4 on the demo)")
     args = parser.parse_args()
     try:
         import torch
@@ -85,15 +88,17 @@ def main():
     our_rate = measure(ours, args.epochs, ours.set_epoch, desc="gpufeed.DataLoader")
     stats = ours.stats()
     ratio = our_rate / torch_rate
-    print(f"{'loader':<58} {'images/s':>9}")
+    print(f"{'loader (' + args.label + ')':<58} {'images/s':>9}")
     print(f"{'torch DataLoader (ImageFolder, %d workers)' % cores:<58} {torch_rate:>9.0f}")
     print(f"{'gpufeed.DataLoader (packed RecordIO, %d threads)' % cores:<58} {our_rate:>9.0f}")
-    print(f"ratio gpufeed / torch: {ratio:.2f}x (target >= 3x: {'met' if ratio >= 3 else 'MISSED'})")
+    print(f"ratio gpufeed / torch ({args.label}): {ratio:.2f}x (target >= {args.target:g}x: "
+          f"{'met' if ratio >= args.target else 'MISSED'})")
     print(f"gpufeed verdict: {stats['verdict']}")
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as out:
-            json.dump({"cores": cores, "batch": args.batch, "torch_images_per_s": torch_rate,
+            json.dump({"dataset": args.label, "target": args.target,
+                       "cores": cores, "batch": args.batch, "torch_images_per_s": torch_rate,
                        "gpufeed_images_per_s": our_rate, "ratio": ratio,
                        "verdict": stats["verdict"]}, out, indent=2)
     return 0

@@ -5,9 +5,11 @@ JSON (summary.json) and one chart (summary.png) from the per-step JSON files.
     report.py --results benchmarks/results [--since EPOCH_SECONDS] [--seconds RUN_SECONDS]
               [--quick]
 
-Reads read.json (small files vs packed shards), loader.json (the C++ loader
-vs a decode-only ceiling), torch.json (gpufeed.DataLoader vs torch's),
-io.json (read engine vs fio), and, when their steps ran, cache.json and
+Reads read.json (small files vs packed shards), transform.json (the
+transform's µs per image vs a plain full decode, photos and demo),
+loader.json and loader_photos.json (the C++ loader vs a decode-only
+ceiling, demo and photo sets), torch.json and torch_photos.json
+(gpufeed.DataLoader vs torch's, demo and photos), io.json (read engine vs fio), and, when their steps ran, cache.json and
 gpu.json. With --since, a file older than that moment is left out (it is
 from an earlier run, not this one) and the table says so.
 
@@ -23,7 +25,8 @@ import platform
 import sys
 import time
 
-STEPS = ("read", "webdataset", "loader", "torch", "io", "cache", "verdict", "gpu", "tokens")
+STEPS = ("read", "webdataset", "transform", "loader", "loader_photos", "torch", "torch_photos",
+         "io", "cache", "verdict", "gpu", "tokens")
 
 
 def machine():
@@ -101,20 +104,44 @@ def headline_rows(data):
                          row["tar_per_s"], unit))
             rows.append(("tar vs rec", f"{row['figure']} {row['cache']}: tar / recordio "
                          "(target >= 0.9x)", row["ratio"], "x"))
-    loader = data.get("loader")
-    if loader:
-        rows.append(("loader (C++)", "decode-only ceiling, 1 thread", loader["ceiling_one_thread"],
-                     "images/s"))
+    transform = data.get("transform")
+    if transform:
+        # benchmarks/transform_compare.py: one thread, µs per image, vs a full decode.
+        for entry in transform["sets"]:
+            for row in entry["rows"]:
+                section = f"transform, 1 thread ({entry['dataset']})"
+                if row["case"] == "full_decode":
+                    rows.append((section, "plain libjpeg-turbo full decode", row["us_per_image"],
+                                 "us/image"))
+                    continue
+                target = transform.get("targets", {}).get(row["case"])
+                rows.append((section, f"{row['case']} (decode {row['decode_us']:.0f} + resample "
+                             f"{row['resample_us']:.0f} + write {row['write_us']:.0f} us)",
+                             row["us_per_image"], "us/image"))
+                rows.append((section, f"{row['case']} rate / full-decode rate"
+                             + (f" (target >= {target:g}x)" if target else ""),
+                             row["vs_full_decode"], "x"))
+    for step, label in (("loader", ""), ("loader_photos", " (photos)")):
+        loader = data.get(step)
+        if not loader:
+            continue
+        rows.append((f"loader (C++){label}", "decode-only ceiling, 1 thread",
+                     loader["ceiling_one_thread"], "images/s"))
         for row in loader["rows"]:
-            rows.append(("loader (C++)", f"RandomResizedCrop 224, {row['dtype']}, "
+            rows.append((f"loader (C++){label}", f"RandomResizedCrop 224, {row['dtype']}, "
                          f"{row['threads']} thread(s)", row["images_per_s"], "images/s"))
-    torch = data.get("torch")
-    if torch:
-        rows.append(("vs torch", f"torch DataLoader, ImageFolder, {torch['cores']} workers",
+    for step in ("torch", "torch_photos"):
+        torch = data.get(step)
+        if not torch:
+            continue
+        section = "vs torch" + (f" ({torch['dataset']})" if "dataset" in torch else "")
+        rows.append((section, f"torch DataLoader, ImageFolder, {torch['cores']} workers",
                      torch["torch_images_per_s"], "images/s"))
-        rows.append(("vs torch", f"gpufeed.DataLoader, RecordIO, {torch['cores']} threads",
+        rows.append((section, f"gpufeed.DataLoader, RecordIO, {torch['cores']} threads",
                      torch["gpufeed_images_per_s"], "images/s"))
-        rows.append(("vs torch", "ratio gpufeed / torch", torch["ratio"], "x"))
+        rows.append((section, "ratio gpufeed / torch"
+                     + (f" (target >= {torch['target']:g}x)" if "target" in torch else ""),
+                     torch["ratio"], "x"))
     io = data.get("io")
     if io:
         for case in io["cases"]:

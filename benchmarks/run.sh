@@ -5,8 +5,11 @@
 #      cold (page cache dropped, when root) and warm; then WebDataset tar
 #      shards vs RecordIO shards of the same images (read and loader, cold
 #      and warm, same run; target: tar within 10 %)
-#   2. the loader end to end vs a decode-only ceiling, and gpufeed.DataLoader
-#      vs torch's DataLoader on the same images and cores
+#   2. the transform's µs per image vs a plain full decode (one thread), the
+#      loader end to end vs a decode-only ceiling, and gpufeed.DataLoader vs
+#      torch's DataLoader on the same images and cores: on the demo set and
+#      on a set of real photographs (make_photo_dataset.py, from Debian's
+#      plasma-workspace-wallpapers)
 #   3. the read engine vs fio
 #   4. the node-local cache over a simulated busy filesystem, for RecordIO,
 #      LMDB and Caffe LMDB: epoch 1 from a cold cache, epoch 2 in a new process
@@ -17,7 +20,7 @@
 # then one results table on stdout, benchmarks/results/summary.json and the
 # chart benchmarks/results/summary.png (per-step JSON files beside them).
 #
-#   ./benchmarks/run.sh            about 2,000 ImageNet-shaped JPEGs, a 1 GiB raw file
+#   ./benchmarks/run.sh            about 2,000 ImageNet-shaped JPEGs (and 2,000 photographs), a 1 GiB raw file
 #   ./benchmarks/run.sh --quick    500 images, a 256 MiB raw file, one run per case (~1 min
 #                                  once built and the demo dataset exists)
 #
@@ -45,7 +48,8 @@ run_started=$EPOCHREALTIME
 heading() { echo "== $* [at $(( ${EPOCHREALTIME%.*} - ${run_started%.*} )) s]"; }
 # shellcheck source=tests/deps.sh
 source "$ROOT/tests/deps.sh"
-gpufeed_install_packages fio
+# fio for step 3; the photographs of plasma-workspace-wallpapers for the photo set.
+gpufeed_install_packages fio plasma-workspace-wallpapers
 heading "build ($BUILD_DIR)"
 mkdir -p "$BUILD_DIR"
 # A child bash: errexit holds inside it although its exit status is tested here.
@@ -74,6 +78,11 @@ for fmt in recordio lmdb webdataset; do
   PACK_SECONDS[$fmt]=$("$PY" -c "print(round($EPOCHREALTIME - $start, 3))")
   "$VENV/bin/gpufeed" verify "$out" | tail -1
 done
+heading "photo dataset ($images JPEGs cut from real photographs)"
+PHOTOS=$DATA/photo-imagefolder-$images
+"$PY" "$ROOT/benchmarks/make_photo_dataset.py" "$PHOTOS" --images "$images" --classes 10 --seed 0
+"$VENV/bin/gpufeed" pack "$PHOTOS" "$DATA/photo-recordio-$images" --format recordio \
+  --shard-size 64MiB --overwrite
 # The same images as Caffe's convert_imageset --encoded writes them (one LMDB
 # of caffe.Datum values), for steps 1 and 4.
 "$PY" "$ROOT/benchmarks/make_caffe_lmdb.py" "$FOLDER" "$DATA/demo-caffe_lmdb-$images"
@@ -160,15 +169,32 @@ heading "[1/5] WebDataset tar shards vs RecordIO shards of the same images (cold
   --rounds "$((passes * 3))" --json "$RESULTS/webdataset.json" 2> >(grep -v '\[gpufeed\] \[info\]' >&2)
 
 echo
-heading "[2/5] loader: images/s end to end (RandomResizedCrop 224 + flip) vs a decode-only ceiling"
-"$PY" "$ROOT/benchmarks/loader_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" \
-  --dataset "$DATA/demo-recordio-$images" --epochs "$([ ${#quick[@]} -gt 0 ] && echo 2 || echo 3)" \
-  --json "$RESULTS/loader.json"
+heading "[2/5] transform: us per image on one thread vs a plain full decode (photos and demo)"
+"$PY" "$ROOT/benchmarks/transform_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_transform_bench" \
+  --dataset "photos=$DATA/photo-recordio-$images" --dataset "demo=$DATA/demo-recordio-$images" \
+  --rounds "$([ ${#quick[@]} -gt 0 ] && echo 3 || echo 5)" --json "$RESULTS/transform.json"
 
 echo
-heading "[2/5] gpufeed.DataLoader vs torch.utils.data.DataLoader (same images, same cores)"
+loader_epochs=$([ ${#quick[@]} -gt 0 ] && echo 2 || echo 3)
+heading "[2/5] loader: images/s end to end (RandomResizedCrop 224 + flip) vs a decode-only ceiling (demo)"
+"$PY" "$ROOT/benchmarks/loader_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" \
+  --dataset "$DATA/demo-recordio-$images" --epochs "$loader_epochs" --json "$RESULTS/loader.json"
+echo
+heading "[2/5] loader: the same on the photo set"
+"$PY" "$ROOT/benchmarks/loader_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" \
+  --dataset "$DATA/photo-recordio-$images" --epochs "$loader_epochs" --json "$RESULTS/loader_photos.json"
+
+torch_epochs=$([ ${#quick[@]} -gt 0 ] && echo 1 || echo 2)
+echo
+heading "[2/5] gpufeed.DataLoader vs torch.utils.data.DataLoader (same images, same cores): photos"
+"$PY" "$ROOT/benchmarks/compare_torch.py" --folder "$PHOTOS" --packed "$DATA/photo-recordio-$images" \
+  --label photos --target 3 --epochs "$torch_epochs" --json "$RESULTS/torch_photos.json" \
+  2> >(grep -v '\[gpufeed\] \[info\]' >&2)
+echo
+heading "[2/5] gpufeed.DataLoader vs torch.utils.data.DataLoader (same images, same cores): demo"
 "$PY" "$ROOT/benchmarks/compare_torch.py" --folder "$FOLDER" --packed "$DATA/demo-recordio-$images" \
-  --epochs "$([ ${#quick[@]} -gt 0 ] && echo 1 || echo 2)" --json "$RESULTS/torch.json" 2> >(grep -v '\[gpufeed\] \[info\]' >&2)
+  --label demo --target 4 --epochs "$torch_epochs" --json "$RESULTS/torch.json" \
+  2> >(grep -v '\[gpufeed\] \[info\]' >&2)
 
 echo
 heading "[3/5] read engine vs fio (io_uring and pread backends, buffered and O_DIRECT)"

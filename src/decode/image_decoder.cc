@@ -1,7 +1,6 @@
 #include "decode/image_decoder.h"
 
 #include <png.h>
-#include <setjmp.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -10,45 +9,11 @@
 #include <stdexcept>
 #include <string>
 
-// jpeglib.h needs FILE and size_t declared first.
-#include <jpeglib.h>
-#include <jerror.h>
+#include "decode/jpeg_decoder.h"
 
 namespace gpufeed {
 
-namespace {
-
-// libjpeg reports errors through a longjmp out of the library; nothing with
-// a destructor lives between setjmp and the library calls.
-struct JpegError {
-  jpeg_error_mgr manager;
-  jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-  bool truncated = false;
-};
-
-void JpegErrorExit(j_common_ptr info) {
-  JpegError* error = reinterpret_cast<JpegError*>(info->err);
-  (*info->err->format_message)(info, error->message);
-  longjmp(error->jump, 1);
-}
-
-void JpegEmitMessage(j_common_ptr info, int level) {
-  JpegError* error = reinterpret_cast<JpegError*>(info->err);
-  // Warnings are how libjpeg reports a truncated file (it pads with gray
-  // and goes on): that is silently wrong data, so it becomes an error.
-  // Other warnings (extraneous bytes before a marker, ...) are harmless and
-  // ignored, as PIL ignores them.
-  if (level == -1 && info->err->msg_code == JWRN_JPEG_EOF) error->truncated = true;
-}
-
-// Errors longjmp to the setjmp of the caller (which must stay in the frame
-// that calls into libjpeg, so only this part of the set-up is shared).
-void AttachJpegError(jpeg_decompress_struct* info, JpegError* error) {
-  info->err = jpeg_std_error(&error->manager);
-  error->manager.error_exit = JpegErrorExit;
-  error->manager.emit_message = JpegEmitMessage;
-}
+namespace decode_internal {
 
 // Buffers sized from a header (within max_pixels) can still be more than
 // the memory left to the process (a container's limit, RLIMIT_AS, many
@@ -71,27 +36,7 @@ Status OutOfMemory(const char* what, uint64_t bytes, int width, int height) {
                           std::to_string(height) + " image");
 }
 
-Status JpegFailure(const JpegError& error, const char* during) {
-  return Status::Corruption(std::string("JPEG ") + during + ": " + error.message);
-}
-
-void CmykToRgb(const uint8_t* cmyk, uint8_t* rgb, int width, bool adobe_inverted) {
-  for (int x = 0; x < width; ++x) {
-    int c = cmyk[4 * x], m = cmyk[4 * x + 1], y = cmyk[4 * x + 2], k = cmyk[4 * x + 3];
-    if (!adobe_inverted) {
-      c = 255 - c;
-      m = 255 - m;
-      y = 255 - y;
-      k = 255 - k;
-    }
-    // Adobe JPEGs store inverted CMYK: R = C * K / 255 (as PIL converts).
-    rgb[3 * x] = static_cast<uint8_t>(c * k / 255);
-    rgb[3 * x + 1] = static_cast<uint8_t>(m * k / 255);
-    rgb[3 * x + 2] = static_cast<uint8_t>(y * k / 255);
-  }
-}
-
-CropRect Clamp(const CropRect& crop, int width, int height) {
+CropRect ClampCrop(const CropRect& crop, int width, int height) {
   CropRect out = crop;
   if (out.width <= 0 || out.height <= 0) out = {0, 0, width, height};
   out.x = std::clamp(out.x, 0, width - 1);
@@ -101,96 +46,13 @@ CropRect Clamp(const CropRect& crop, int width, int height) {
   return out;
 }
 
-Status DecodeJpeg(const uint8_t* data, size_t size, const CropRect& requested, int min_width,
-                  int min_height, Image* out, int* scale_denominator, uint64_t max_pixels) {
-  jpeg_decompress_struct info;
-  JpegError error;
-  AttachJpegError(&info, &error);
-  // Scratch state that must survive a longjmp is kept in plain values.
-  volatile bool created = false;
-  if (setjmp(error.jump)) {
-    if (created) jpeg_destroy_decompress(&info);
-    return JpegFailure(error, "decode");
-  }
-  jpeg_create_decompress(&info);
-  created = true;
-  jpeg_mem_src(&info, data, static_cast<unsigned long>(size));
-  jpeg_read_header(&info, TRUE);
-  if (static_cast<uint64_t>(info.image_width) * info.image_height > max_pixels) {
-    uint64_t pixels = static_cast<uint64_t>(info.image_width) * info.image_height;
-    jpeg_destroy_decompress(&info);
-    return Status::Corruption("JPEG header declares " + std::to_string(pixels) +
-                              " pixels, more than the limit of " + std::to_string(max_pixels) +
-                              " (a decompression bomb?)");
-  }
-  CropRect crop = Clamp(requested, static_cast<int>(info.image_width),
-                        static_cast<int>(info.image_height));
-  // The largest DCT downscale that keeps the crop at least the wanted size.
-  int denominator = 1;
-  for (int candidate : {8, 4, 2}) {
-    if (min_width > 0 && min_height > 0 && crop.width / candidate >= min_width &&
-        crop.height / candidate >= min_height) {
-      denominator = candidate;
-      break;
-    }
-  }
-  info.scale_num = 1;
-  info.scale_denom = static_cast<unsigned>(denominator);
-  bool cmyk = info.jpeg_color_space == JCS_CMYK || info.jpeg_color_space == JCS_YCCK;
-  info.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-  info.dct_method = JDCT_ISLOW;  // the same IDCT as PIL / torchvision's decode
-  jpeg_start_decompress(&info);
-  // The crop in scaled coordinates.
-  int full_width = static_cast<int>(info.output_width);
-  int full_height = static_cast<int>(info.output_height);
-  int x0 = crop.x / denominator;
-  int y0 = crop.y / denominator;
-  int x1 = std::min(full_width, (crop.x + crop.width + denominator - 1) / denominator);
-  int y1 = std::min(full_height, (crop.y + crop.height + denominator - 1) / denominator);
-  x1 = std::max(x1, x0 + 1);
-  y1 = std::max(y1, y0 + 1);
-  JDIMENSION column = static_cast<JDIMENSION>(x0);
-  JDIMENSION columns = static_cast<JDIMENSION>(x1 - x0);
-  if (columns < info.output_width) jpeg_crop_scanline(&info, &column, &columns);
-  int skip_x = x0 - static_cast<int>(column);
-  if (y0 > 0) jpeg_skip_scanlines(&info, static_cast<JDIMENSION>(y0));
-  out->width = x1 - x0;
-  out->height = y1 - y0;
-  // One decoded row (cropped columns, RGB or CMYK). Thread-local: nothing
-  // with a destructor may sit on the stack across a longjmp.
-  thread_local std::vector<uint8_t> row_buffer;
-  size_t out_bytes = static_cast<size_t>(out->width) * out->height * 3;
-  if (!TryResize(&out->pixels, out_bytes) ||
-      !TryResize(&row_buffer, static_cast<size_t>(info.output_width) * info.output_components)) {
-    jpeg_destroy_decompress(&info);
-    created = false;
-    return OutOfMemory("decoded pixels", out_bytes, out->width, out->height);
-  }
-  std::vector<uint8_t>* scratch = &row_buffer;
-  bool adobe = info.saw_Adobe_marker;
-  for (int y = 0; y < out->height; ++y) {
-    JSAMPROW row = scratch->data();
-    if (jpeg_read_scanlines(&info, &row, 1) != 1) break;
-    if (cmyk) {
-      CmykToRgb(scratch->data() + 4 * skip_x, out->row(y), out->width, adobe);
-    } else {
-      std::memcpy(out->row(y), scratch->data() + 3 * skip_x, static_cast<size_t>(out->width) * 3);
-    }
-  }
-  bool truncated = error.truncated;
-  if (info.output_scanline < info.output_height) {
-    jpeg_abort_decompress(&info);  // rows below the crop are not needed
-  } else {
-    jpeg_finish_decompress(&info);
-  }
-  jpeg_destroy_decompress(&info);
-  created = false;
-  if (truncated) {
-    return Status::Corruption("JPEG decode: premature end of data (the file is truncated)");
-  }
-  if (scale_denominator != nullptr) *scale_denominator = denominator;
-  return Status::OK();
-}
+}  // namespace decode_internal
+
+namespace {
+
+using decode_internal::ClampCrop;
+using decode_internal::OutOfMemory;
+using decode_internal::TryResize;
 
 Status DecodePng(const uint8_t* data, size_t size, const CropRect& requested, Image* out,
                  uint64_t max_pixels) {
@@ -222,7 +84,7 @@ Status DecodePng(const uint8_t* data, size_t size, const CropRect& requested, Im
     return Status::Corruption("PNG decode: " + message);
   }
   int width = static_cast<int>(image.width), height = static_cast<int>(image.height);
-  CropRect crop = Clamp(requested, width, height);
+  CropRect crop = ClampCrop(requested, width, height);
   out->width = crop.width;
   out->height = crop.height;
   if (!TryResize(&out->pixels, static_cast<size_t>(crop.width) * crop.height * 3)) {
@@ -253,22 +115,8 @@ ImageFormat SniffImageFormat(const uint8_t* data, size_t size) {
 Status ReadImageHeader(const uint8_t* data, size_t size, ImageHeader* header) {
   header->format = SniffImageFormat(data, size);
   if (header->format == ImageFormat::kJpeg) {
-    jpeg_decompress_struct info;
-    JpegError error;
-    AttachJpegError(&info, &error);
-    volatile bool created = false;
-    if (setjmp(error.jump)) {
-      if (created) jpeg_destroy_decompress(&info);
-      return JpegFailure(error, "header");
-    }
-    jpeg_create_decompress(&info);
-    created = true;
-    jpeg_mem_src(&info, data, static_cast<unsigned long>(size));
-    jpeg_read_header(&info, TRUE);
-    header->width = static_cast<int>(info.image_width);
-    header->height = static_cast<int>(info.image_height);
-    jpeg_destroy_decompress(&info);
-    return Status::OK();
+    JpegDecoder decoder;
+    return decoder.Start(data, size, header);
   }
   if (header->format == ImageFormat::kPng) {
     png_image image;
@@ -288,9 +136,15 @@ Status ReadImageHeader(const uint8_t* data, size_t size, ImageHeader* header) {
 Status DecodeRegion(const uint8_t* data, size_t size, const CropRect& crop, int min_width,
                     int min_height, Image* out, int* scale_denominator, uint64_t max_pixels) {
   switch (SniffImageFormat(data, size)) {
-    case ImageFormat::kJpeg:
-      return DecodeJpeg(data, size, crop, min_width, min_height, out, scale_denominator,
-                        max_pixels);
+    case ImageFormat::kJpeg: {
+      // A plain decode: a decompressor of its own (the transform keeps one
+      // per thread instead, TransformScratch).
+      JpegDecoder decoder;
+      ImageHeader header;
+      GPUFEED_RETURN_IF_ERROR(decoder.Start(data, size, &header));
+      return decoder.DecodeRegion(crop, min_width, min_height, out, scale_denominator,
+                                  max_pixels);
+    }
     case ImageFormat::kPng:
       if (scale_denominator != nullptr) *scale_denominator = 1;
       return DecodePng(data, size, crop, out, max_pixels);

@@ -63,6 +63,19 @@ Status DecodeRegion(const uint8_t* data, size_t size, const CropRect& crop, int 
                     int min_height, Image* out, int* scale_denominator = nullptr,
                     uint64_t max_pixels = 178956970);
 
+namespace decode_internal {
+
+// `crop` within a width x height image (an empty crop: all of it).
+CropRect ClampCrop(const CropRect& crop, int width, int height);
+// Resizes, or returns false when the memory is not there (a container's
+// limit, many decode threads at once): the sample then fails with a Status
+// instead of std::bad_alloc ending a decode thread and the process.
+bool TryResize(std::vector<uint8_t>* buffer, size_t size);
+// Internal, naming what could not be allocated for which image.
+Status OutOfMemory(const char* what, uint64_t bytes, int width, int height);
+
+}  // namespace decode_internal
+
 }  // namespace gpufeed
 
 #endif  // GPUFEED_DECODE_IMAGE_DECODER_H_

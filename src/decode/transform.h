@@ -7,16 +7,21 @@
 //
 // Random parameters come from (seed, epoch, sample id) only, so a sample's
 // output does not depend on thread count or timing. The crop is decoded as
-// a region (DCT-scaled when much larger than the output, image_decoder.h)
-// and resampled with PIL's antialiased bilinear filter over the exact,
-// fractional source box.
+// a region (DCT-scaled when much larger than the output, image_decoder.h),
+// resampled with PIL's antialiased bilinear filter over the exact,
+// fractional source box (resample.h; the flip folded into its horizontal
+// pass) and written in the batch's layout and dtype (output.h).
 #ifndef GPUFEED_DECODE_TRANSFORM_H_
 #define GPUFEED_DECODE_TRANSFORM_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "decode/image_decoder.h"
+#include "decode/jpeg_decoder.h"
+#include "decode/output.h"    // WriteOutput, NormalizeTable
+#include "decode/resample.h"  // ResampleBilinear
 #include "gpufeed/options.h"
 #include "gpufeed/status.h"
 
@@ -38,14 +43,25 @@ CropParameters RandomResizedCropParameters(int width, int height,
 // Resize(round(size / crop_fraction)) + CenterCrop(size), as a source box.
 CropParameters CenterCropParameters(int width, int height, const ImageTransformOptions& options);
 
+// Thread CPU nanoseconds spent per stage, summed over calls
+// (benchmarks/transform_bench.cc prints them per image). Costs three clock
+// reads per image when set.
+struct TransformStageTimes {
+  uint64_t decode_ns = 0;    // header, crop parameters, region decode
+  uint64_t resample_ns = 0;  // both passes of ResampleBilinear (and the flip)
+  uint64_t write_ns = 0;     // WriteOutput: layout and dtype
+  uint64_t images = 0;
+};
+struct TransformScratch {
+  TransformStageTimes* times = nullptr;  // optional: not owned
+  std::unique_ptr<JpegDecoder> jpeg;     // created on the first JPEG
+  Image decoded;
+  Image horizontal;  // after the horizontal pass
+  Image resized;     // size x size, flipped when drawn so
+};
 // Decodes `data`, applies the transform and writes size x size x 3 values
 // of options.dtype at `destination` in options.layout. *parameters
 // (optional) gets what was drawn. Reuses `scratch` between calls.
-struct TransformScratch {
-  Image decoded;
-  Image horizontal;  // after the horizontal pass
-  Image resized;     // size x size
-};
 Status TransformImage(const uint8_t* data, size_t size, const ImageTransformOptions& options,
                       uint64_t seed, uint64_t epoch, uint64_t sample_id, void* destination,
                       TransformScratch* scratch, CropParameters* parameters = nullptr);
@@ -54,21 +70,6 @@ Status TransformImage(const uint8_t* data, size_t size, const ImageTransformOpti
 Status TransformDecoded(const Image& image, const ImageTransformOptions& options, uint64_t seed,
                         uint64_t epoch, uint64_t sample_id, void* destination,
                         TransformScratch* scratch, CropParameters* parameters = nullptr);
-
-// The 3 x 256 output values of ToTensor + Normalize for `dtype` (float32,
-// or float16/bfloat16 bits), channel-major: what the CPU path writes for
-// value v of channel c is table[c * 256 + v]. The GPU normalize kernel
-// gathers from the same table, so both paths agree bit for bit.
-// `table` holds 768 elements of TensorDtypeSize(dtype) bytes.
-void NormalizeTable(const ImageTransformOptions& options, OutputDtype dtype, void* table);
-
-// PIL's Image.resize(size, BILINEAR, box) for 8-bit RGB: antialiased (the
-// filter widens when downscaling), horizontal pass then vertical pass, 22-bit
-// fixed-point weights, rounding to uint8 after each pass, as
-// libImaging/Resample.c does, so outputs match PIL's bit for bit.
-void ResampleBilinear(const Image& source, double box_x0, double box_y0, double box_x1,
-                      double box_y1, int out_width, int out_height, Image* output,
-                      Image* horizontal);
 
 }  // namespace gpufeed
 

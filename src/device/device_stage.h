@@ -57,7 +57,7 @@ struct DeviceStageOptions {
   // the device batch as `normalize_dtype` (float32, float16 or bfloat16), in
   // NCHW when `normalize_nchw` (else NHWC), gathering each value from
   // `normalize_table`: 3 x 256 elements of that dtype, channel-major, the
-  // table the CPU path uses (NormalizeTable in decode/transform.h), so both
+  // table the CPU path uses (NormalizeTable in decode/output.h), so both
   // agree bit for bit.
   bool normalize = false;
   TensorDtype normalize_dtype = TensorDtype::kFloat32;

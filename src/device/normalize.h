@@ -1,6 +1,6 @@
 // The device-side ToTensor + Normalize: uint8 HWC images -> float32 /
 // float16 / bfloat16, NCHW or NHWC, by gathering from the same 3 x 256 table
-// the CPU path uses (decode/transform.h NormalizeTable), so both agree bit
+// the CPU path uses (decode/output.h NormalizeTable), so both agree bit
 // for bit.
 #ifndef GPUFEED_DEVICE_NORMALIZE_H_
 #define GPUFEED_DEVICE_NORMALIZE_H_

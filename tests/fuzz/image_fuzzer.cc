@@ -1,12 +1,16 @@
 // Fuzz target: JPEG/PNG header reading, region decode and the full image
 // transform of the decode threads (random-resized crop, flip, resample,
 // normalize). The last byte picks the mode and the seed, so both the train
-// and the eval path and every output dtype/layout are reached.
+// and the eval path, every output dtype/layout and every resampling path the
+// CPU has are reached. The transform's scratch (its JPEG decompressor
+// included) lives across inputs, as in a decode thread: a decoder left by a
+// broken file must serve the next one.
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
 
 #include "decode/image_decoder.h"
+#include "decode/resample.h"
 #include "decode/transform.h"
 #include "fuzz_util.h"
 
@@ -41,7 +45,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.layout = (control & 0x20) ? OutputLayout::kNHWC : OutputLayout::kNCHW;
   std::vector<uint8_t> out(static_cast<size_t>(options.size) * options.size * 3 *
                            TensorDtypeSize(options.dtype));
-  TransformScratch scratch;
+  // Unsupported paths are refused and leave the last one in place.
+  (void)SetResamplePathForTesting(static_cast<ResamplePath>((control >> 2) % 3));
+  static TransformScratch scratch;
   CropParameters parameters;
   status = TransformImage(data, size, options, control, 1, control, out.data(), &scratch,
                           &parameters);

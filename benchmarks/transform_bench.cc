@@ -1,0 +1,154 @@
+// gpufeed_transform_bench: the per-image cost of the decode pool's transform
+// on one thread, against a plain full decode of the same files measured in
+// the same run (the "decode ceiling": libjpeg-turbo, decode to RGB, no crop,
+// no resize).
+//
+//   gpufeed_transform_bench PATH [--rounds 5] [--size 224] [--path auto|scalar|sse41|avx2]
+//
+// Each round times, over every record (read into memory first): the full
+// decode, then the train transform (RandomResizedCrop + flip, NCHW) in uint8
+// and float32, then the eval transform in uint8. Rounds interleave the cases
+// so a busy machine slows them alike; the figures are medians over rounds
+// of this thread's CPU time (not wall time, which counts waits for a core).
+// Prints one RESULT line per case with µs per image, its breakdown (decode:
+// header + region decode; resample: both passes; write: layout, flip, dtype)
+// and the rate relative to the full decode:
+//   RESULT case=train_uint8 us_per_image=... decode_us=... resample_us=... write_us=...
+//          vs_full_decode=1.23 path=avx2
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "decode/image_decoder.h"
+#include "decode/resample.h"
+#include "decode/transform.h"
+#include "gpufeed/dataset.h"
+
+using namespace gpufeed;
+
+namespace {
+
+struct Case {
+  std::string name;
+  bool full_decode = false;
+  bool train = true;
+  OutputDtype dtype = OutputDtype::kUint8;
+};
+
+struct Figures {
+  std::vector<double> total, decode, resample, write;
+};
+
+// CPU time of this thread, not wall time: the machine may be shared with
+// other work, and this counts only what decoding costs this thread.
+double ThreadCpuMicroseconds() {
+  timespec now;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return now.tv_sec * 1e6 + now.tv_nsec / 1e3;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s PATH [--rounds R] [--size S] [--path auto|scalar|sse41|avx2]\n",
+                 argv[0]);
+    return 2;
+  }
+  int rounds = 5, size = 224;
+  std::string path_name = "auto";
+  for (int i = 2; i < argc; ++i) {
+    std::string flag = argv[i];
+    auto value = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (flag == "--rounds") rounds = std::max(1, std::atoi(value().c_str()));
+    else if (flag == "--size") size = std::atoi(value().c_str());
+    else if (flag == "--path") path_name = value();
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  if (path_name != "auto") {
+    ResamplePath path;
+    if (!ParseResamplePath(path_name, &path) || !SetResamplePathForTesting(path)) {
+      std::fprintf(stderr, "resample path %s is unknown or not supported by this CPU\n",
+                   path_name.c_str());
+      return 2;
+    }
+  }
+  std::unique_ptr<Dataset> dataset;
+  Status status = Dataset::Open(argv[1], {}, &dataset);
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s\n", status.ToString().c_str());
+    return 1;
+  }
+  std::vector<std::string> records(dataset->size());
+  Record record;
+  for (uint64_t i = 0; i < dataset->size(); ++i) {
+    status = dataset->Read(i, &record);
+    if (!status.ok()) {
+      std::fprintf(stderr, "%s\n", status.ToString().c_str());
+      return 1;
+    }
+    records[i] = record.data;
+  }
+  const std::vector<Case> cases = {{"full_decode", true},
+                                   {"train_uint8", false, true, OutputDtype::kUint8},
+                                   {"train_float32", false, true, OutputDtype::kFloat32},
+                                   {"eval_uint8", false, false, OutputDtype::kUint8}};
+  std::map<std::string, Figures> figures;
+  std::vector<uint8_t> output(static_cast<size_t>(size) * size * 3 * 4);
+  Image image;
+  TransformScratch scratch;
+  for (int round = 0; round < rounds; ++round) {
+    for (const Case& c : cases) {
+      TransformStageTimes times;
+      scratch.times = &times;
+      ImageTransformOptions options;
+      options.size = size;
+      options.train = c.train;
+      options.dtype = c.dtype;
+      const double started = ThreadCpuMicroseconds();
+      for (size_t i = 0; i < records.size(); ++i) {
+        const auto* data = reinterpret_cast<const uint8_t*>(records[i].data());
+        status = c.full_decode ? DecodeRegion(data, records[i].size(), {}, 0, 0, &image)
+                               : TransformImage(data, records[i].size(), options, 0, round, i,
+                                                output.data(), &scratch);
+        if (!status.ok()) {
+          std::fprintf(stderr, "record %zu: %s\n", i, status.ToString().c_str());
+          return 1;
+        }
+      }
+      double us = ThreadCpuMicroseconds() - started;
+      double n = static_cast<double>(records.size());
+      Figures& f = figures[c.name];
+      f.total.push_back(us / n);
+      f.decode.push_back(times.decode_ns / 1e3 / n);
+      f.resample.push_back(times.resample_ns / 1e3 / n);
+      f.write.push_back(times.write_ns / 1e3 / n);
+    }
+  }
+  const double full = Median(figures["full_decode"].total);
+  std::printf("%zu images, %d rounds, one thread, resample path %s; medians of thread CPU us per image\n",
+              records.size(), rounds, ResamplePathName(ActiveResamplePath()));
+  for (const Case& c : cases) {
+    const Figures& f = figures[c.name];
+    double total = Median(f.total);
+    std::printf("RESULT case=%s us_per_image=%.1f decode_us=%.1f resample_us=%.1f write_us=%.1f "
+                "vs_full_decode=%.3f path=%s images=%zu rounds=%d\n",
+                c.name.c_str(), total, Median(f.decode), Median(f.resample), Median(f.write),
+                full / total, ResamplePathName(ActiveResamplePath()), records.size(), rounds);
+  }
+  return 0;
+}

@@ -1,0 +1,211 @@
+#include "decode/jpeg_decoder.h"
+
+#include <setjmp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+// jpeglib.h needs FILE and size_t declared first.
+#include <jpeglib.h>
+#include <jerror.h>
+
+namespace gpufeed {
+
+namespace {
+
+using decode_internal::ClampCrop;
+using decode_internal::OutOfMemory;
+using decode_internal::TryResize;
+
+// Rows per jpeg_read_scanlines call: libjpeg-turbo then works on whole row
+// groups (16 rows for 4:2:0) instead of handing out one row per call.
+constexpr int kRowsPerRead = 16;
+
+// libjpeg reports errors through a longjmp out of the library; nothing with
+// a destructor lives between setjmp and the library calls.
+struct JpegError {
+  jpeg_error_mgr manager;
+  jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+  bool truncated = false;
+};
+
+void JpegErrorExit(j_common_ptr info) {
+  JpegError* error = reinterpret_cast<JpegError*>(info->err);
+  (*info->err->format_message)(info, error->message);
+  longjmp(error->jump, 1);
+}
+
+void JpegEmitMessage(j_common_ptr info, int level) {
+  JpegError* error = reinterpret_cast<JpegError*>(info->err);
+  // Warnings are how libjpeg reports a truncated file (it pads with gray
+  // and goes on): that is silently wrong data, so it becomes an error.
+  // Other warnings (extraneous bytes before a marker, ...) are harmless and
+  // ignored, as PIL ignores them.
+  if (level == -1 && info->err->msg_code == JWRN_JPEG_EOF) error->truncated = true;
+}
+
+Status JpegFailure(const JpegError& error, const char* during) {
+  return Status::Corruption(std::string("JPEG ") + during + ": " + error.message);
+}
+
+void CmykToRgb(const uint8_t* cmyk, uint8_t* rgb, int width, bool adobe_inverted) {
+  for (int x = 0; x < width; ++x) {
+    int c = cmyk[4 * x], m = cmyk[4 * x + 1], y = cmyk[4 * x + 2], k = cmyk[4 * x + 3];
+    if (!adobe_inverted) {
+      c = 255 - c;
+      m = 255 - m;
+      y = 255 - y;
+      k = 255 - k;
+    }
+    // Adobe JPEGs store inverted CMYK: R = C * K / 255 (as PIL converts).
+    rgb[3 * x] = static_cast<uint8_t>(c * k / 255);
+    rgb[3 * x + 1] = static_cast<uint8_t>(m * k / 255);
+    rgb[3 * x + 2] = static_cast<uint8_t>(y * k / 255);
+  }
+}
+
+}  // namespace
+
+struct JpegDecoder::State {
+  jpeg_decompress_struct info;
+  JpegError error;
+  bool created = false;
+  bool started = false;       // a header parsed; its pixels not decoded yet
+  std::vector<uint8_t> rows;  // kRowsPerRead decoded rows (cropped columns)
+};
+
+JpegDecoder::JpegDecoder() : state_(new State) {
+  State* s = state_.get();
+  s->info.err = jpeg_std_error(&s->error.manager);
+  s->error.manager.error_exit = JpegErrorExit;
+  s->error.manager.emit_message = JpegEmitMessage;
+  if (setjmp(s->error.jump)) return;  // out of memory: Start reports it
+  jpeg_create_decompress(&s->info);
+  s->created = true;
+}
+
+JpegDecoder::~JpegDecoder() {
+  if (state_->created) jpeg_destroy_decompress(&state_->info);
+}
+
+Status JpegDecoder::Start(const uint8_t* data, size_t size, ImageHeader* header) {
+  State* s = state_.get();
+  if (!s->created) return Status::Internal("out of memory: cannot create a JPEG decompressor");
+  // Back to idle whatever the last image left (a header parsed and its
+  // pixels never asked for, say); cheap when already idle.
+  jpeg_abort_decompress(&s->info);
+  s->started = false;
+  s->error.truncated = false;
+  if (setjmp(s->error.jump)) {
+    jpeg_abort_decompress(&s->info);  // back to idle, ready for the next image
+    return JpegFailure(s->error, "header");
+  }
+  jpeg_mem_src(&s->info, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&s->info, TRUE);
+  header->format = ImageFormat::kJpeg;
+  header->width = static_cast<int>(s->info.image_width);
+  header->height = static_cast<int>(s->info.image_height);
+  s->started = true;
+  return Status::OK();
+}
+
+Status JpegDecoder::DecodeRegion(const CropRect& requested, int min_width, int min_height,
+                                 Image* out, int* scale_denominator, uint64_t max_pixels,
+                                 DecodedColumns* decoded_columns) {
+  State* s = state_.get();
+  if (!s->started) return Status::Internal("JpegDecoder::DecodeRegion without a parsed header");
+  s->started = false;
+  jpeg_decompress_struct* info = &s->info;
+  const uint64_t pixels = static_cast<uint64_t>(info->image_width) * info->image_height;
+  if (pixels > max_pixels) {
+    jpeg_abort_decompress(info);
+    return Status::Corruption("JPEG header declares " + std::to_string(pixels) +
+                              " pixels, more than the limit of " + std::to_string(max_pixels) +
+                              " (a decompression bomb?)");
+  }
+  if (setjmp(s->error.jump)) {
+    jpeg_abort_decompress(info);
+    return JpegFailure(s->error, "decode");
+  }
+  CropRect crop = ClampCrop(requested, static_cast<int>(info->image_width),
+                            static_cast<int>(info->image_height));
+  // The largest DCT downscale that keeps the crop at least the wanted size.
+  int denominator = 1;
+  for (int candidate : {8, 4, 2}) {
+    if (min_width > 0 && min_height > 0 && crop.width / candidate >= min_width &&
+        crop.height / candidate >= min_height) {
+      denominator = candidate;
+      break;
+    }
+  }
+  info->scale_num = 1;
+  info->scale_denom = static_cast<unsigned>(denominator);
+  const bool cmyk = info->jpeg_color_space == JCS_CMYK || info->jpeg_color_space == JCS_YCCK;
+  info->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  info->dct_method = JDCT_ISLOW;  // the same IDCT as PIL / torchvision's decode
+  jpeg_start_decompress(info);
+  // The crop in scaled coordinates.
+  const int full_width = static_cast<int>(info->output_width);
+  const int full_height = static_cast<int>(info->output_height);
+  const int x0 = crop.x / denominator;
+  const int y0 = crop.y / denominator;
+  int x1 = std::min(full_width, (crop.x + crop.width + denominator - 1) / denominator);
+  int y1 = std::min(full_height, (crop.y + crop.height + denominator - 1) / denominator);
+  x1 = std::max(x1, x0 + 1);
+  y1 = std::max(y1, y0 + 1);
+  JDIMENSION column = static_cast<JDIMENSION>(x0);
+  JDIMENSION columns = static_cast<JDIMENSION>(x1 - x0);
+  if (columns < info->output_width) jpeg_crop_scanline(info, &column, &columns);
+  const int skip_x = x0 - static_cast<int>(column);
+  if (y0 > 0) jpeg_skip_scanlines(info, static_cast<JDIMENSION>(y0));
+  const int requested_width = x1 - x0;
+  // Straight into *out, whole rows as decoded, when the caller takes the
+  // extra columns (RGB only: CMYK is converted row by row).
+  const bool in_place = decoded_columns != nullptr && !cmyk;
+  out->width = in_place ? static_cast<int>(info->output_width) : requested_width;
+  out->height = y1 - y0;
+  if (decoded_columns != nullptr) *decoded_columns = {in_place ? skip_x : 0, requested_width};
+  const size_t row_bytes = static_cast<size_t>(info->output_width) * info->output_components;
+  const size_t out_bytes = static_cast<size_t>(out->width) * out->height * 3;
+  if (!TryResize(&out->pixels, out_bytes) ||
+      (!in_place && !TryResize(&s->rows, row_bytes * kRowsPerRead))) {
+    jpeg_abort_decompress(info);
+    return OutOfMemory("decoded pixels", out_bytes, out->width, out->height);
+  }
+  JSAMPROW rows[kRowsPerRead];
+  const bool adobe = info->saw_Adobe_marker;
+  for (int y = 0; y < out->height;) {
+    const int wanted = std::min(kRowsPerRead, out->height - y);
+    for (int i = 0; i < wanted; ++i) {
+      rows[i] = in_place ? out->row(y + i) : s->rows.data() + i * row_bytes;
+    }
+    const int got =
+        static_cast<int>(jpeg_read_scanlines(info, rows, static_cast<JDIMENSION>(wanted)));
+    if (got == 0) break;
+    for (int i = 0; !in_place && i < got; ++i) {
+      if (cmyk) {
+        CmykToRgb(rows[i] + 4 * skip_x, out->row(y + i), out->width, adobe);
+      } else {
+        std::memcpy(out->row(y + i), rows[i] + 3 * skip_x, static_cast<size_t>(out->width) * 3);
+      }
+    }
+    y += got;
+  }
+  const bool truncated = s->error.truncated;
+  if (info->output_scanline < info->output_height) {
+    jpeg_abort_decompress(info);  // rows below the crop are not needed
+  } else {
+    jpeg_finish_decompress(info);
+  }
+  if (truncated) {
+    return Status::Corruption("JPEG decode: premature end of data (the file is truncated)");
+  }
+  if (scale_denominator != nullptr) *scale_denominator = denominator;
+  return Status::OK();
+}
+
+}  // namespace gpufeed

@@ -1,0 +1,62 @@
+// A libjpeg-turbo decompressor kept between images: one per decode thread.
+//
+// A plain decode creates a decompressor, parses the header, decodes and
+// destroys it; the transform used to do that twice per image (once for the
+// dimensions, once for the pixels). A JpegDecoder is created once; per
+// image, Start parses the header once and DecodeRegion decodes the crop
+// from that parse, reading many rows per libjpeg call. Results are those of
+// DecodeRegion (image_decoder.h), byte for byte.
+//
+// Errors: Corruption naming the libjpeg message (truncated files included,
+// which libjpeg would otherwise pad with gray); the decoder is reset and
+// usable for the next image after any error.
+//
+// Thread safety: one thread at a time per JpegDecoder.
+#ifndef GPUFEED_DECODE_JPEG_DECODER_H_
+#define GPUFEED_DECODE_JPEG_DECODER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "decode/image_decoder.h"
+#include "gpufeed/status.h"
+
+namespace gpufeed {
+
+// Where the requested columns lie in an image decoded with whole iMCU
+// columns (DecodeRegion's `columns`): out columns [skipped, skipped + width).
+struct DecodedColumns {
+  int skipped = 0;
+  int width = 0;
+};
+
+class JpegDecoder {
+ public:
+  JpegDecoder();
+  ~JpegDecoder();
+  JpegDecoder(const JpegDecoder&) = delete;
+  JpegDecoder& operator=(const JpegDecoder&) = delete;
+
+  // Parses the header of the JPEG in `data`. REQUIRES: data stays valid
+  // until DecodeRegion returns or the next Start.
+  [[nodiscard]] Status Start(const uint8_t* data, size_t size, ImageHeader* header);
+
+  // Decodes `crop` of the image Start parsed, as DecodeRegion does
+  // (image_decoder.h: clamping, DCT scaling, max_pixels). REQUIRES: Start
+  // returned OK and DecodeRegion was not called since.
+  // With `columns`, the rows are decoded straight into *out with the whole
+  // iMCU columns libjpeg-turbo decodes (no copy to cut them), and *columns
+  // says where the requested ones are; without, *out is exactly the crop.
+  [[nodiscard]] Status DecodeRegion(const CropRect& crop, int min_width, int min_height,
+                                    Image* out, int* scale_denominator, uint64_t max_pixels,
+                                    DecodedColumns* columns = nullptr);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_DECODE_JPEG_DECODER_H_
