@@ -88,7 +88,11 @@ HostStage::~HostStage() {
 // REQUIRES: the lock; no worker is processing a sample (see Quiesce).
 void HostStage::StartRun(uint64_t epoch, uint64_t consumed) {
   SamplerOptions sampler = SamplerOptionsFor(options_);
-  std::vector<uint64_t> order = EpochOrder(shard_sizes_, sampler, epoch);
+  std::vector<uint64_t> order;
+  const bool resumed = !earlier_.empty() && earlier_epoch_ == epoch && consumed >= earlier_.back().until;
+  // SetEarlierSplits checked the history; the options were checked by Open.
+  (void)EpochOrderAfter(shard_sizes_, sampler, epoch,
+                        resumed ? earlier_ : std::vector<NodeSplitSegment>{}, &order);
   epoch_size_ = order.size();
   // It fails only for options Loader::Open has already refused.
   (void)RankSamples(order, consumed, sampler, &samples_);
@@ -119,6 +123,26 @@ Status HostStage::Seek(const BatchCursor& cursor) {
   lock.unlock();
   ring_->changed.notify_all();
   return Status::OK();
+}
+
+Status HostStage::SetEarlierSplits(uint64_t epoch, std::vector<NodeSplitSegment> earlier) {
+  if (!earlier.empty()) {
+    std::vector<uint64_t> order;
+    GPUFEED_RETURN_IF_ERROR(
+        EpochOrderAfter(shard_sizes_, SamplerOptionsFor(options_), epoch, earlier, &order));
+  }
+  std::lock_guard<std::mutex> lock(ring_->mutex);
+  earlier_ = std::move(earlier);
+  earlier_epoch_ = epoch;
+  return Status::OK();
+}
+
+std::vector<NodeSplitSegment> HostStage::EarlierSplitsAt(const BatchCursor& cursor) const {
+  std::lock_guard<std::mutex> lock(ring_->mutex);
+  if (earlier_.empty() || cursor.epoch != earlier_epoch_ || cursor.consumed < earlier_.back().until) {
+    return {};
+  }
+  return earlier_;
 }
 
 BatchCursor HostStage::Position() const {
