@@ -22,20 +22,32 @@ std::vector<uint64_t> NodeTail(const std::vector<uint64_t>& shard_sizes, uint64_
   const uint64_t world = split.world_size;
   const uint64_t ranks_per_node = world / nodes;
   std::vector<uint32_t> node_of = AssignShardsToNodes(shard_sizes, seed, nodes);
-  std::vector<std::vector<uint64_t>> lists(nodes);
-  uint64_t first = 0, remaining = 0;
+  std::vector<uint64_t> first(shard_sizes.size());
+  std::exclusive_scan(shard_sizes.begin(), shard_sizes.end(), first.begin(), uint64_t{0});
+  std::vector<std::vector<uint64_t>> node_shards(nodes);
   for (size_t shard = 0; shard < shard_sizes.size(); ++shard) {
-    std::vector<uint64_t>& list = lists[node_of[shard]];
-    for (uint64_t id = first; id < first + shard_sizes[shard]; ++id) {
-      if (!used[id]) list.push_back(id);
-    }
-    first += shard_sizes[shard];
+    node_shards[node_of[shard]].push_back(shard);
   }
+  std::vector<SampleRng> rngs;
+  std::vector<std::vector<uint64_t>> lists(nodes);
+  uint64_t remaining = 0;
   for (uint32_t node = 0; node < nodes; ++node) {
-    SampleRng rng(SplitMix64(seed ^ kPartitionSalt) + node, epoch);
+    rngs.emplace_back(SplitMix64(seed ^ kPartitionSalt) + node, epoch);
+    SampleRng& rng = rngs.back();
+    // The node's shards in an order of this epoch, each shard's samples
+    // shuffled: what a full node gives away (or drop_last drops) is the tail
+    // of this list, one or two shards' worth, a different one every epoch.
+    std::vector<uint64_t>& shards = node_shards[node];
+    if (!shards.empty()) ShuffleRange(shards.data(), shards.data() + shards.size(), &rng);
     std::vector<uint64_t>& list = lists[node];
+    for (uint64_t shard : shards) {
+      size_t begin = list.size();
+      for (uint64_t id = first[shard]; id < first[shard] + shard_sizes[shard]; ++id) {
+        if (!used[id]) list.push_back(id);
+      }
+      if (list.size() > begin) ShuffleRange(list.data() + begin, list.data() + list.size(), &rng);
+    }
     remaining += list.size();
-    if (!list.empty()) ShuffleRange(list.data(), list.data() + list.size(), &rng);
   }
   SamplerOptions per_rank;
   per_rank.world_size = split.world_size;
@@ -54,11 +66,18 @@ std::vector<uint64_t> NodeTail(const std::vector<uint64_t>& shard_sizes, uint64_
     }
   }
   size_t next_surplus = 0;
-  std::vector<uint64_t> everything;  // padding for a node with no sample at all
   for (std::vector<uint64_t>& list : lists) {
     while (list.size() < target && next_surplus < surplus.size()) {
       list.push_back(surplus[next_surplus++]);
     }
+  }
+  // The epoch's order within each node (what it kept and what it received).
+  for (uint32_t node = 0; node < nodes; ++node) {
+    std::vector<uint64_t>& list = lists[node];
+    if (!list.empty()) ShuffleRange(list.data(), list.data() + list.size(), &rngs[node]);
+  }
+  std::vector<uint64_t> everything;  // padding for a node with no sample at all
+  for (std::vector<uint64_t>& list : lists) {
     if (list.size() < target && list.empty() && everything.empty()) {
       for (const std::vector<uint64_t>& other : lists) {
         everything.insert(everything.end(), other.begin(), other.end());

@@ -8,16 +8,18 @@
 //    (shuffle with SampleRng(seed ^ kPartitionSalt, num_nodes)), stably
 //    sorted by size, largest first, each given to the node with the fewest
 //    samples so far (lowest index on ties).
-// 2. Per epoch, each node's samples are shuffled with
-//    SampleRng(SplitMix64(seed ^ kPartitionSalt) + node, epoch) (a global
-//    shuffle within the node's shards; kPartitionSalt = 0x6e6f64652d706172,
-//    "node-par").
+// 2. Per epoch, node n draws from SampleRng(SplitMix64(seed ^ kPartitionSalt)
+//    + n, epoch) (kPartitionSalt = 0x6e6f64652d706172, "node-par"): its
+//    shards in a shuffled order, each shard's samples shuffled, one list.
 // 3. Each rank gets S = SamplesPerRank(total) samples, so node n needs
-//    L * S (L = world_size / num_nodes ranks per node). Nodes with more give
-//    the tail of their shuffled list to those with fewer, in node order (a
-//    few reads of another node's shards when shards differ in size); what
-//    no node needs (drop_last) is dropped. A node still short pads by
-//    wrapping around its own list (no drop_last, as DistributedSampler).
+//    L * S (L = world_size / num_nodes ranks per node). A node with more
+//    gives the tail of its list (the samples of its last one or two shards
+//    of this epoch's order) to the nodes with fewer, in node order: a few
+//    shards read by another node when shards differ in size or a resume left
+//    the partition uneven. What no node needs (drop_last) is dropped, a
+//    different part every epoch. Then each node's list (kept + received) is
+//    shuffled, and a node still short pads by wrapping around its own list
+//    (no drop_last, as DistributedSampler).
 // 4. Interleaving: position j * w + n * L + l holds node n's sample
 //    j * L + l. RankSamples' split (rank r takes r, r + w, ...) then hands
 //    the ranks of node n only node n's samples, and each global step of w
