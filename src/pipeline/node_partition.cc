@@ -91,8 +91,7 @@ std::vector<uint64_t> NodeTail(const std::vector<uint64_t>& shard_sizes, uint64_
   for (uint64_t j = 0; j < samples_per_rank; ++j) {
     for (uint32_t node = 0; node < nodes; ++node) {
       for (uint64_t local = 0; local < ranks_per_node; ++local) {
-        tail[j * world + node * ranks_per_node + local] =
-            lists[node][j * ranks_per_node + local];
+        tail[j * world + node * ranks_per_node + local] = lists[node][j * ranks_per_node + local];
       }
     }
   }
@@ -112,20 +111,19 @@ Status CheckNodeSplit(const NodeSplit& split) {
   return Status::OK();
 }
 
-std::vector<uint32_t> AssignShardsToNodes(const std::vector<uint64_t>& shard_sizes,
-                                          uint64_t seed, uint32_t num_nodes) {
+std::vector<uint32_t> AssignShardsToNodes(const std::vector<uint64_t>& shard_sizes, uint64_t seed,
+                                          uint32_t num_nodes) {
   std::vector<uint64_t> shards(shard_sizes.size());
   std::iota(shards.begin(), shards.end(), uint64_t{0});
   SampleRng rng(seed ^ kPartitionSalt, num_nodes);
   if (!shards.empty()) ShuffleRange(shards.data(), shards.data() + shards.size(), &rng);
-  std::stable_sort(shards.begin(), shards.end(), [&](uint64_t a, uint64_t b) {
-    return shard_sizes[a] > shard_sizes[b];
-  });
+  std::stable_sort(shards.begin(), shards.end(),
+                   [&](uint64_t a, uint64_t b) { return shard_sizes[a] > shard_sizes[b]; });
   std::vector<uint64_t> load(num_nodes, 0);
   std::vector<uint32_t> node_of(shard_sizes.size(), 0);
   for (uint64_t shard : shards) {
-    uint32_t lightest = static_cast<uint32_t>(
-        std::min_element(load.begin(), load.end()) - load.begin());
+    uint32_t lightest =
+        static_cast<uint32_t>(std::min_element(load.begin(), load.end()) - load.begin());
     node_of[shard] = lightest;
     load[lightest] += shard_sizes[shard];
   }
@@ -140,8 +138,7 @@ Status NodeEpochOrder(const std::vector<uint64_t>& shard_sizes, uint64_t seed, u
   for (const NodeSplitSegment& segment : earlier) {
     GPUFEED_RETURN_IF_ERROR(CheckNodeSplit(segment.split));
   }
-  const uint64_t total =
-      std::accumulate(shard_sizes.begin(), shard_sizes.end(), uint64_t{0});
+  const uint64_t total = std::accumulate(shard_sizes.begin(), shard_sizes.end(), uint64_t{0});
   std::vector<bool> used(total, false);
   for (const NodeSplitSegment& segment : earlier) {
     std::vector<uint64_t> tail = NodeTail(shard_sizes, seed, epoch, segment.split, used);

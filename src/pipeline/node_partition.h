@@ -45,8 +45,8 @@ namespace gpufeed {
 
 // The node of each shard (in storage order) under (seed, num_nodes).
 // REQUIRES: num_nodes > 0.
-std::vector<uint32_t> AssignShardsToNodes(const std::vector<uint64_t>& shard_sizes,
-                                          uint64_t seed, uint32_t num_nodes);
+std::vector<uint32_t> AssignShardsToNodes(const std::vector<uint64_t>& shard_sizes, uint64_t seed,
+                                          uint32_t num_nodes);
 
 // The node-partitioned order of an epoch. `earlier` are the splits the
 // epoch was drawn under before `split` (empty for a fresh epoch), with

@@ -15,8 +15,8 @@
 namespace gpufeed {
 namespace {
 
-SamplerOptions NodeOptions(uint32_t nodes, uint32_t ranks_per_node, uint32_t batch,
-                           bool drop_last, uint64_t seed) {
+SamplerOptions NodeOptions(uint32_t nodes, uint32_t ranks_per_node, uint32_t batch, bool drop_last,
+                           uint64_t seed) {
   SamplerOptions options;
   options.shuffle = ShuffleMode::kNode;
   options.num_nodes = nodes;
@@ -40,7 +40,8 @@ std::vector<std::vector<uint64_t>> SplitByRank(const std::vector<uint64_t>& orde
 
 std::vector<uint64_t> ShardOf(const std::vector<uint64_t>& sizes) {
   std::vector<uint64_t> shard_of;
-  for (size_t shard = 0; shard < sizes.size(); ++shard) shard_of.insert(shard_of.end(), sizes[shard], shard);
+  for (size_t shard = 0; shard < sizes.size(); ++shard)
+    shard_of.insert(shard_of.end(), sizes[shard], shard);
   return shard_of;
 }
 
