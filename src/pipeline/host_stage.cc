@@ -89,10 +89,13 @@ HostStage::~HostStage() {
 void HostStage::StartRun(uint64_t epoch, uint64_t consumed) {
   SamplerOptions sampler = SamplerOptionsFor(options_);
   std::vector<uint64_t> order;
-  const bool resumed = !earlier_.empty() && earlier_epoch_ == epoch && consumed >= earlier_.back().until;
+  // A run of another epoch, or from before the history's end (SetEpoch),
+  // draws a fresh order: the history no longer describes where we stand.
+  if (earlier_epoch_ != epoch || earlier_.empty() || consumed < earlier_.back().until) {
+    earlier_.clear();
+  }
   // SetEarlierSplits checked the history; the options were checked by Open.
-  (void)EpochOrderAfter(shard_sizes_, sampler, epoch,
-                        resumed ? earlier_ : std::vector<NodeSplitSegment>{}, &order);
+  (void)EpochOrderAfter(shard_sizes_, sampler, epoch, earlier_, &order);
   epoch_size_ = order.size();
   // It fails only for options Loader::Open has already refused.
   (void)RankSamples(order, consumed, sampler, &samples_);
@@ -139,9 +142,7 @@ Status HostStage::SetEarlierSplits(uint64_t epoch, std::vector<NodeSplitSegment>
 
 std::vector<NodeSplitSegment> HostStage::EarlierSplitsAt(const BatchCursor& cursor) const {
   std::lock_guard<std::mutex> lock(ring_->mutex);
-  if (earlier_.empty() || cursor.epoch != earlier_epoch_ || cursor.consumed < earlier_.back().until) {
-    return {};
-  }
+  if (earlier_.empty() || cursor.epoch != earlier_epoch_) return {};
   return earlier_;
 }
 

@@ -56,8 +56,8 @@ class HostStage final : public BatchSource {
   // segment's end on rebuild the order from them. InvalidArgument when they
   // do not fit the dataset (nothing changes then). Call before Seek.
   Status SetEarlierSplits(uint64_t epoch, std::vector<NodeSplitSegment> earlier);
-  // Those splits when `cursor` lies in the epoch they were set for and past
-  // them; empty otherwise.
+  // Those splits when the current run uses them and `cursor` lies in their
+  // epoch; empty otherwise.
   std::vector<NodeSplitSegment> EarlierSplitsAt(const BatchCursor& cursor) const;
   // Bytes of one slot's data and labels (the device buffers' sizes).
   size_t data_bytes() const { return ring_->data_bytes(); }

@@ -16,11 +16,13 @@ import pytest
 
 import gpufeed
 
-dist = pytest.importorskip("torch.distributed")
-if not dist.is_available() or not dist.is_gloo_available():
-    pytest.skip("torch.distributed with the gloo backend is not available", allow_module_level=True)
+import scaleout_job  # tests/python is on sys.path under pytest
 
-import scaleout_job  # noqa: E402  (tests/python is on sys.path under pytest)
+
+def _needs_gloo():
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with the gloo backend is not available")
 
 
 def _epoch_ids(reports, epoch):
@@ -30,7 +32,29 @@ def _epoch_ids(reports, epoch):
     return ids
 
 
+def test_node_count_from_torchrun_environment_and_bad_splits(tmp_path, monkeypatch):
+    dataset = scaleout_job.make_dataset(tmp_path / "data", records=64, shards=8)
+    for name, value in dict(WORLD_SIZE="8", RANK="5", LOCAL_WORLD_SIZE="2",
+                            GROUP_RANK="2").items():
+        monkeypatch.setenv(name, value)
+    raw = gpufeed.RawTransform(shape=(8,))
+    loader = gpufeed.DataLoader(dataset, batch_size=2, shuffle="node", transform=raw)
+    state = loader.state_dict()
+    assert (state["num_nodes"], state["world_size"], state["earlier_splits"]) == (4, 8, [])
+    assert len(loader) == 4  # 64 samples over 8 ranks in batches of 2
+    ids = [int(i) for _, labels in loader for i in labels.tolist()]
+    assert len(ids) == 8
+    loader.close()
+    with pytest.raises(ValueError, match="contiguous"):
+        gpufeed.DataLoader(dataset, batch_size=2, shuffle="node", transform=raw, node_rank=1)
+    with pytest.raises(ValueError, match="multiple of num_nodes"):
+        gpufeed.DataLoader(dataset, batch_size=2, shuffle="node", transform=raw, num_nodes=3)
+    with pytest.raises(ValueError, match="shuffle must be"):
+        gpufeed.DataLoader(dataset, shuffle="nodes", transform=raw)
+
+
 def test_four_nodes_then_resume_on_two(tmp_path):
+    _needs_gloo()
     dataset = scaleout_job.make_dataset(tmp_path / "data")
     manifest = json.loads((dataset / "gpufeed.json").read_text())
     shards = manifest["shards"]

@@ -111,6 +111,13 @@ TEST_F(NodeLoaderTest, ResumeUnderAnotherNodeCountThenExactly) {
     EXPECT_EQ(Take(again.get()), rest) << "rank " << rank;
     for (const auto& ids : rest) delivered.insert(ids.begin(), ids.end());
   }
+  // Starting the epoch over draws a fresh order: the history is gone.
+  std::unique_ptr<Loader> fresh = Open(Options(3, 3, 0));
+  ASSERT_TRUE(fresh->Restore(second_state).ok());
+  ASSERT_TRUE(fresh->SetEpoch(second_state.epoch).ok());
+  Take(fresh.get(), 4);
+  EXPECT_EQ(fresh->State().consumed, 48u);
+  EXPECT_TRUE(fresh->State().earlier_splits.empty());
   // 60 samples: 32 + 12, then 16 over 3 ranks (6 each: 2 of padding).
   EXPECT_EQ(std::set<uint64_t>(delivered.begin(), delivered.end()).size(),
             static_cast<size_t>(kImages));
