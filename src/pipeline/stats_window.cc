@@ -91,6 +91,10 @@ StatsWindow::StatsWindow(const BatchSource& chain, const std::string& dataset_pa
     : window_seconds_(window_seconds > 0 ? window_seconds : 10), cores_(AvailableCores()) {
   disk_ = BlockDeviceForPath(dataset_path, &disk_note_);
   open_ = Take(chain);
+  // The stages started working when they were created, before this point:
+  // "since open" counts their figures from zero (a sample skipped at once
+  // is in the skipped count, not in the base).
+  open_.stages = StageStats();
 }
 
 StatsPoint StatsWindow::Take(const BatchSource& chain) const {
