@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gpufeed/batch.h"
 #include "gpufeed/dataset.h"
@@ -84,6 +85,13 @@ struct LoaderOptions {
   bool drop_last = false;
   uint32_t rank = 0;
   uint32_t world_size = 1;
+  // kNode: the nodes of the job and this process's node. The ranks of a
+  // node are contiguous (rank = node_rank * world_size / num_nodes +
+  // local rank, as torchrun and Slurm assign them), so world_size must be a
+  // multiple of num_nodes and node_rank == rank / (world_size / num_nodes);
+  // Open refuses anything else. Ignored by the other shuffle modes.
+  uint32_t num_nodes = 1;
+  uint32_t node_rank = 0;
   // Decode threads; 0: the cores this process may use.
   int num_threads = 0;
   // Batches prepared ahead of the consumer (1..8). Deeper only costs
@@ -243,6 +251,27 @@ struct GPUFEED_EXPORT LoaderStats {
   std::string ToString() const;
 };
 
+// How a node-partitioned (kNode) order splits an epoch: the order depends
+// on it (the interleaving of the nodes, the samples each rank gets).
+struct NodeSplit {
+  uint32_t num_nodes = 1;
+  uint32_t world_size = 1;
+  uint32_t batch_size = 1;  // matters with drop_last only
+  bool drop_last = false;
+  bool operator==(const NodeSplit& other) const {
+    return num_nodes == other.num_nodes && world_size == other.world_size &&
+           drop_last == other.drop_last && (!drop_last || batch_size == other.batch_size);
+  }
+  bool operator!=(const NodeSplit& other) const { return !(*this == other); }
+};
+
+// Positions [previous segment's `until`, `until`) of an epoch were drawn
+// from the order of `split`: what a resume with another split leaves behind.
+struct NodeSplitSegment {
+  uint64_t until = 0;
+  NodeSplit split;
+};
+
 // Where a loader stands in its epochs (see Loader::State).
 struct LoaderState {
   uint64_t seed = 0;
@@ -251,6 +280,13 @@ struct LoaderState {
   uint64_t consumed = 0;
   ShuffleMode shuffle = ShuffleMode::kGlobal;
   uint32_t shuffle_window_shards = 4;
+  // kNode only. `split`: the split of the loader that saved the state.
+  // `earlier_splits`: the splits this epoch was drawn under before (empty
+  // unless the epoch was resumed with another node count or world size):
+  // Restore rebuilds the same order from them, and a restore under another
+  // split re-partitions the positions not yet consumed.
+  NodeSplit split;
+  std::vector<NodeSplitSegment> earlier_splits;
 };
 
 class GPUFEED_EXPORT Loader {
@@ -281,6 +317,10 @@ class GPUFEED_EXPORT Loader {
   // {seed, epoch, samples consumed by all ranks, shuffle}: Restore continues
   // exactly there, with this loader's rank and world size (which may differ
   // from the one that saved it). Assumes the ranks advance together.
+  // kNode: with the same split (num_nodes, world_size) the order goes on
+  // exactly; with another split the samples not yet consumed are
+  // re-partitioned over the new nodes for the rest of the epoch (every
+  // sample still once), and the next epochs use the new partition.
   LoaderState State() const;
   Status Restore(const LoaderState& state);
 

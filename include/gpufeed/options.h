@@ -56,6 +56,8 @@ enum class ShuffleMode : int {
   kNone = 0,    // storage order
   kGlobal = 1,  // one permutation of all samples: the best statistics, random reads
   kBlock = 2,   // shuffle shards, then samples within windows of shards: mostly sequential reads
+  kNode = 3,    // shards partitioned over the nodes once, global shuffle within each node's
+                // shards per epoch: a node cache holds 1/num_nodes of the data (docs/scaling.md)
 };
 
 // The element type of every tensor gpufeed makes: batches, labels, and

@@ -174,6 +174,29 @@ def _default_rank_world(rank, world_size):
             env_world if world_size is None else int(world_size))
 
 
+def _default_nodes(num_nodes, node_rank, rank, world_size):
+    """shuffle="node"'s node count and node: the arguments, else torchrun's
+    environment (WORLD_SIZE / LOCAL_WORLD_SIZE nodes; GROUP_RANK or
+    NODE_RANK), else one node. The ranks of a node are contiguous, so a
+    missing node_rank is rank // (world_size // num_nodes)."""
+    if num_nodes is None:
+        local_world = os.environ.get("LOCAL_WORLD_SIZE")
+        env_world = os.environ.get("WORLD_SIZE")
+        num_nodes = 1
+        if local_world and env_world and int(local_world) > 0:
+            num_nodes = max(1, int(env_world) // int(local_world))
+    num_nodes = int(num_nodes)
+    if num_nodes < 1:
+        raise ValueError(f"num_nodes must be at least 1, not {num_nodes}")
+    if world_size % num_nodes != 0:
+        raise ValueError(f"world_size {world_size} is not a multiple of num_nodes {num_nodes}: "
+                         "every node must run the same number of ranks")
+    if node_rank is None:
+        env_node = os.environ.get("GROUP_RANK", os.environ.get("NODE_RANK"))
+        node_rank = int(env_node) if env_node is not None else rank // (world_size // num_nodes)
+    return num_nodes, int(node_rank)
+
+
 def _parse_device(device) -> Tuple[str, int]:
     """"cpu", "cuda", "cuda:1" or a torch.device -> ("cpu" | "cuda", index)."""
     text = str(device)
@@ -244,6 +267,13 @@ class DataLoader:
     batch may take: RuntimeError after it, as torch). sampler, batch_sampler,
     collate_fn, worker_init_fn and multiprocessing_context raise a TypeError
     saying what to do instead.
+
+    shuffle="node" (multi-node jobs): shards are partitioned over the nodes
+    once (by seed and num_nodes), each node's ranks shuffle within its
+    shards, every sample is still seen once per epoch across the job, and a
+    node cache (cache_dir) holds only its node's share. num_nodes and
+    node_rank default from torchrun's environment (WORLD_SIZE /
+    LOCAL_WORLD_SIZE, GROUP_RANK or NODE_RANK); see docs/scaling.md.
     """
 
     def __init__(self, source, batch_size: int = 1, shuffle: Union[bool, str] = True,
@@ -252,6 +282,7 @@ class DataLoader:
                  device: str = "cpu", num_threads: Optional[int] = None,
                  prefetch: Optional[int] = None,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
+                 num_nodes: Optional[int] = None, node_rank: Optional[int] = None,
                  io_backend: str = "auto", direct_io: bool = False, on_error: str = "raise",
                  label_dtype: str = "int64", cache_dir=None, cache_capacity=None,
                  shuffle_window_shards: int = 4, format: str = "auto",
@@ -304,8 +335,9 @@ class DataLoader:
         self.persistent_workers = bool(persistent_workers)
         if isinstance(shuffle, bool):
             shuffle = "global" if shuffle else "none"
-        if shuffle not in ("global", "block", "none"):
-            raise ValueError(f'shuffle must be True, False, "global", "block" or "none", not {shuffle!r}')
+        if shuffle not in ("global", "block", "node", "none"):
+            raise ValueError('shuffle must be True, False, "global", "block", "node" or "none", '
+                             f'not {shuffle!r}')
         if on_error not in ("raise", "skip"):
             raise ValueError(f'on_error must be "raise" or "skip", not {on_error!r}')
         if label_dtype not in ("int64", "float32"):
@@ -379,11 +411,13 @@ class DataLoader:
         elif label_count < 1:
             raise ValueError("label_count must be at least 1")
         rank, world_size = _default_rank_world(rank, world_size)
+        num_nodes, node_rank = (_default_nodes(num_nodes, node_rank, rank, world_size)
+                                if shuffle == "node" else (1, 0))
         self.batch_size = batch_size
         self._options = dict(
             batch_size=int(batch_size), shuffle=shuffle, seed=int(seed),
             shuffle_window_shards=int(shuffle_window_shards), drop_last=bool(drop_last),
-            rank=rank, world_size=world_size,
+            rank=rank, world_size=world_size, num_nodes=num_nodes, node_rank=node_rank,
             num_threads=int(num_threads or 0), prefetch=int(prefetch), on_error=on_error,
             label_dtype=label_dtype, label_count=int(label_count), io_backend=io_backend,
             label_lengths=bool(label_lengths), label_pad=float(label_pad),
@@ -461,6 +495,10 @@ class DataLoader:
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         native = {k: state[k] for k in ("seed", "epoch", "consumed", "shuffle",
                                         "shuffle_window_shards")}
+        # shuffle="node": the split the state was drawn under (absent from
+        # older states: this loader's own is assumed).
+        native.update({k: state[k] for k in ("num_nodes", "world_size", "split_batch_size",
+                                             "drop_last", "earlier_splits") if k in state})
         self._native.restore(native)
         self._epoch = int(state["epoch"])
         self._epoch_set = True

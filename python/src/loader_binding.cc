@@ -174,12 +174,15 @@ class PyLoader {
     std::string shuffle = options["shuffle"].cast<std::string>();
     o.shuffle = shuffle == "global" ? ShuffleMode::kGlobal
                 : shuffle == "block" ? ShuffleMode::kBlock
+                : shuffle == "node"  ? ShuffleMode::kNode
                                      : ShuffleMode::kNone;
     o.seed = options["seed"].cast<uint64_t>();
     o.shuffle_window_shards = options["shuffle_window_shards"].cast<uint32_t>();
     o.drop_last = options["drop_last"].cast<bool>();
     o.rank = options["rank"].cast<uint32_t>();
     o.world_size = options["world_size"].cast<uint32_t>();
+    if (options.contains("num_nodes")) o.num_nodes = options["num_nodes"].cast<uint32_t>();
+    if (options.contains("node_rank")) o.node_rank = options["node_rank"].cast<uint32_t>();
     o.num_threads = options["num_threads"].cast<int>();
     o.prefetch = options["prefetch"].cast<int>();
     if (options.contains("stats_window_seconds") && !options["stats_window_seconds"].is_none()) {
@@ -332,6 +335,17 @@ class PyLoader {
     out["consumed"] = state.consumed;
     out["shuffle"] = static_cast<int>(state.shuffle);
     out["shuffle_window_shards"] = state.shuffle_window_shards;
+    out["num_nodes"] = state.split.num_nodes;
+    out["world_size"] = state.split.world_size;
+    out["split_batch_size"] = state.split.batch_size;
+    out["drop_last"] = state.split.drop_last;
+    py::list earlier;
+    for (const NodeSplitSegment& segment : state.earlier_splits) {
+      earlier.append(py::make_tuple(segment.until, segment.split.num_nodes,
+                                    segment.split.world_size, segment.split.batch_size,
+                                    segment.split.drop_last));
+    }
+    out["earlier_splits"] = earlier;
     return out;
   }
 
@@ -342,6 +356,28 @@ class PyLoader {
     restored.consumed = state["consumed"].cast<uint64_t>();
     restored.shuffle = static_cast<ShuffleMode>(state["shuffle"].cast<int>());
     restored.shuffle_window_shards = state["shuffle_window_shards"].cast<uint32_t>();
+    // States from before node-partitioned shuffle lack the split: this
+    // loader's own (only kNode orders depend on it).
+    restored.split = Native().State().split;
+    if (state.contains("num_nodes")) {
+      restored.split.num_nodes = state["num_nodes"].cast<uint32_t>();
+      restored.split.world_size = state["world_size"].cast<uint32_t>();
+      restored.split.batch_size = state["split_batch_size"].cast<uint32_t>();
+      restored.split.drop_last = state["drop_last"].cast<bool>();
+    }
+    if (state.contains("earlier_splits")) {
+      for (py::handle item : state["earlier_splits"]) {
+        py::sequence segment = item.cast<py::sequence>();
+        if (segment.size() != 5) throw py::value_error("earlier_splits entries have 5 fields");
+        NodeSplitSegment parsed;
+        parsed.until = segment[0].cast<uint64_t>();
+        parsed.split.num_nodes = segment[1].cast<uint32_t>();
+        parsed.split.world_size = segment[2].cast<uint32_t>();
+        parsed.split.batch_size = segment[3].cast<uint32_t>();
+        parsed.split.drop_last = segment[4].cast<bool>();
+        restored.earlier_splits.push_back(parsed);
+      }
+    }
     Status status;
     {
       py::gil_scoped_release release;

@@ -201,21 +201,10 @@ Status OpenFromManifest(const std::string& directory, const DatasetOptions& opti
       spec.idx_required = true;
       spec.expected_records = static_cast<int64_t>(shard.records);
       spec.xxh64 = shard.xxh64;
-      if (!PathExists(spec.rec_path)) {
-        return Status::NotFound(spec.rec_path + ": shard listed in the manifest " + manifest_path +
-                                " does not exist");
-      }
-      // The size the manifest recorded is checked before the .idx is
-      // trusted: a shard truncated or replaced since packing fails here,
-      // by name, rather than at some record later.
-      uint64_t size = 0;
-      GPUFEED_RETURN_IF_ERROR(FileSizeOf(spec.rec_path, &size));
-      if (shard.bytes != 0 && size != shard.bytes) {
-        return Status::Corruption(spec.rec_path + ": the file ends at byte offset " +
-                                  std::to_string(size) + " but the manifest " + manifest_path +
-                                  " says it holds " + std::to_string(shard.bytes) +
-                                  " bytes (truncated or replaced since it was packed?)");
-      }
+      // Existence and the recorded size are checked when the store opens
+      // the shard (RecordIODataset::AddShard): no separate stat per shard.
+      spec.expected_bytes = shard.bytes;
+      spec.manifest_path = manifest_path;
       specs.push_back(std::move(spec));
     }
     return OpenRecordIODataset(directory, specs, &manifest, store, dataset);

@@ -55,6 +55,11 @@ struct RecordIOShardSpec {
   bool idx_required = false;     // from a manifest: a missing .idx is an error
   int64_t expected_records = -1;  // from a manifest: the count must match
   std::string xxh64;
+  // From a manifest: the .rec's size must match (0: not recorded), and the
+  // manifest's path for the errors. Checked on the store's own open, so a
+  // shard costs one open + fstat of the .rec and one of the .idx.
+  uint64_t expected_bytes = 0;
+  std::string manifest_path;
 };
 
 inline RecordIOShardSpec RecordIOShardAt(std::string rec_path) {

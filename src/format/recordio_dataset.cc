@@ -82,13 +82,32 @@ class RecordIODataset final : public DatasetBase {
 Status RecordIODataset::AddShard(const RecordIOShardSpec& spec) {
   auto shard = std::make_unique<RecordIOShard>();
   shard->rec_path = spec.rec_path;
-  GPUFEED_RETURN_IF_ERROR(store_->Open(spec.rec_path, spec.xxh64, &shard->file));
+  Status opened = store_->Open(spec.rec_path, spec.xxh64, &shard->file);
+  if (opened.IsNotFound() && !spec.manifest_path.empty()) {
+    return Status::NotFound(spec.rec_path + ": shard listed in the manifest " +
+                            spec.manifest_path + " does not exist");
+  }
+  GPUFEED_RETURN_IF_ERROR(opened);
   shard->file_size = shard->file->size();
+  // The size the manifest recorded is checked before the .idx is trusted: a
+  // shard truncated or replaced since packing fails here, by name, rather
+  // than at some record later.
+  if (spec.expected_bytes != 0 && shard->file_size != spec.expected_bytes) {
+    return Status::Corruption(spec.rec_path + ": the file ends at byte offset " +
+                              std::to_string(shard->file_size) + " but the manifest " +
+                              spec.manifest_path + " says it holds " +
+                              std::to_string(spec.expected_bytes) +
+                              " bytes (truncated or replaced since it was packed?)");
+  }
   std::string idx_path = spec.idx_path.empty() ? IndexPathFor(spec.rec_path) : spec.idx_path;
-  if (PathExists(idx_path)) {
+  // Through the store (counted as a source open), without a stat first.
+  std::string index_text;
+  Status index = store_->ReadWholeFile(idx_path, &index_text, nullptr);
+  if (!index.ok() && !index.IsNotFound()) return index;
+  if (index.ok()) {
     shard->idx_path = idx_path;
-    GPUFEED_RETURN_IF_ERROR(
-        ReadRecordIOIndex(idx_path, shard->file_size, &shard->offsets, &shard->keys));
+    GPUFEED_RETURN_IF_ERROR(ParseRecordIOIndex(index_text, idx_path, shard->file_size,
+                                               &shard->offsets, &shard->keys));
   } else if (spec.idx_required) {
     return Status::NotFound(idx_path + ": the index named by the manifest does not exist "
                             "(write it with `gpufeed index " + spec.rec_path + "`)");

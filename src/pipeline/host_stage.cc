@@ -97,7 +97,14 @@ HostStage::~HostStage() {
 // REQUIRES: the lock; no worker is processing a sample (see Quiesce).
 void HostStage::StartRun(uint64_t epoch, uint64_t consumed) {
   SamplerOptions sampler = SamplerOptionsFor(options_);
-  std::vector<uint64_t> order = EpochOrder(shard_sizes_, sampler, epoch);
+  std::vector<uint64_t> order;
+  // A run of another epoch, or from before the history's end (SetEpoch),
+  // draws a fresh order: the history no longer describes where we stand.
+  if (earlier_epoch_ != epoch || earlier_.empty() || consumed < earlier_.back().until) {
+    earlier_.clear();
+  }
+  // SetEarlierSplits checked the history; the options were checked by Open.
+  (void)EpochOrderAfter(shard_sizes_, sampler, epoch, earlier_, &order);
   epoch_size_ = order.size();
   // It fails only for options Loader::Open has already refused.
   (void)RankSamples(order, consumed, sampler, &samples_);
@@ -128,6 +135,24 @@ Status HostStage::Seek(const BatchCursor& cursor) {
   lock.unlock();
   ring_->changed.notify_all();
   return Status::OK();
+}
+
+Status HostStage::SetEarlierSplits(uint64_t epoch, std::vector<NodeSplitSegment> earlier) {
+  if (!earlier.empty()) {
+    std::vector<uint64_t> order;
+    GPUFEED_RETURN_IF_ERROR(
+        EpochOrderAfter(shard_sizes_, SamplerOptionsFor(options_), epoch, earlier, &order));
+  }
+  std::lock_guard<std::mutex> lock(ring_->mutex);
+  earlier_ = std::move(earlier);
+  earlier_epoch_ = epoch;
+  return Status::OK();
+}
+
+std::vector<NodeSplitSegment> HostStage::EarlierSplitsAt(const BatchCursor& cursor) const {
+  std::lock_guard<std::mutex> lock(ring_->mutex);
+  if (earlier_.empty() || cursor.epoch != earlier_epoch_) return {};
+  return earlier_;
 }
 
 BatchCursor HostStage::Position() const {

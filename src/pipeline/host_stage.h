@@ -51,6 +51,14 @@ class HostStage final : public BatchSource {
 
   // The epoch the workers are in.
   uint64_t epoch() const;
+  // kNode: the splits `epoch` was drawn under before this loader's (see
+  // LoaderState::earlier_splits); the runs of that epoch from the last
+  // segment's end on rebuild the order from them. InvalidArgument when they
+  // do not fit the dataset (nothing changes then). Call before Seek.
+  Status SetEarlierSplits(uint64_t epoch, std::vector<NodeSplitSegment> earlier);
+  // Those splits when the current run uses them and `cursor` lies in their
+  // epoch; empty otherwise.
+  std::vector<NodeSplitSegment> EarlierSplitsAt(const BatchCursor& cursor) const;
   // Bytes of one slot's data and labels (the device buffers' sizes).
   size_t data_bytes() const { return ring_->data_bytes(); }
   size_t label_bytes() const { return ring_->label_bytes(); }
@@ -104,6 +112,9 @@ class HostStage final : public BatchSource {
   uint64_t delivered_ = 0;
   uint64_t delivered_samples_ = 0;
   bool end_signalled_ = false;
+  // SetEarlierSplits' history, for the epoch earlier_epoch_.
+  std::vector<NodeSplitSegment> earlier_;
+  uint64_t earlier_epoch_ = 0;
   bool stopping_ = false;
   bool accepting_ = true;
   int active_ = 0;

@@ -24,6 +24,7 @@
 #include "device/pinned_host.h"
 #include "format/token_corpus.h"
 #include "pipeline/host_stage.h"
+#include "pipeline/node_partition.h"
 #include "pipeline/sampler.h"
 #include "pipeline/stats_window.h"
 #include "pipeline/verdict.h"
@@ -44,14 +45,33 @@ class Loader::Impl {
     state.shuffle_window_shards = options.shuffle_window_shards;
     state.epoch = cursor.epoch;
     state.consumed = cursor.consumed;
+    state.split = NodeSplitOf(SamplerOptionsFor(options));
+    state.earlier_splits = host->EarlierSplitsAt(cursor);
     return state;
   }
-  Status CursorFor(const LoaderState& state, BatchCursor* cursor) const {
+  // *earlier: the splits the epoch was drawn under before this loader's
+  // (kNode): the state's own history, plus the state's split when it differs.
+  Status CursorFor(const LoaderState& state, BatchCursor* cursor,
+                   std::vector<NodeSplitSegment>* earlier) const {
     if (state.seed != options.seed || state.shuffle != options.shuffle ||
         state.shuffle_window_shards != options.shuffle_window_shards) {
       return Status::InvalidArgument("the state was saved with other seed or shuffle settings");
     }
     *cursor = BatchCursor{state.epoch, state.consumed};
+    earlier->clear();
+    if (options.shuffle == ShuffleMode::kNode && state.consumed > 0) {
+      uint64_t until = 0;
+      for (const NodeSplitSegment& segment : state.earlier_splits) {
+        if (segment.until < until || segment.until > state.consumed) {
+          return Status::InvalidArgument("the state's earlier node splits are out of order");
+        }
+        until = segment.until;
+      }
+      *earlier = state.earlier_splits;
+      if (state.split != NodeSplitOf(SamplerOptionsFor(options))) {
+        earlier->push_back(NodeSplitSegment{state.consumed, state.split});
+      }
+    }
     return Status::OK();
   }
 
@@ -69,6 +89,17 @@ Status ValidateOptions(const LoaderOptions& o) {
   if (o.world_size == 0 || o.rank >= o.world_size) {
     return Status::InvalidArgument("rank " + std::to_string(o.rank) + " is not below world_size " +
                                    std::to_string(o.world_size));
+  }
+  if (o.shuffle == ShuffleMode::kNode) {
+    GPUFEED_RETURN_IF_ERROR(CheckNodeSplit(NodeSplitOf(SamplerOptionsFor(o))));
+    const uint32_t ranks_per_node = o.world_size / o.num_nodes;
+    if (o.node_rank >= o.num_nodes || o.node_rank != o.rank / ranks_per_node) {
+      return Status::InvalidArgument(
+          "shuffle=node: rank " + std::to_string(o.rank) + " of " + std::to_string(o.world_size) +
+          " belongs to node " + std::to_string(o.rank / ranks_per_node) + " of " +
+          std::to_string(o.num_nodes) + " (the ranks of a node are contiguous), not node_rank " +
+          std::to_string(o.node_rank));
+    }
   }
   if (o.prefetch < 1 || o.prefetch > 8) {
     return Status::InvalidArgument("prefetch must be between 1 and 8, got " +
@@ -207,7 +238,9 @@ LoaderState Loader::State() const {
 Status Loader::Restore(const LoaderState& state) {
   if (getpid() != owner_process_) return InheritedByFork(owner_process_);
   BatchCursor cursor;
-  GPUFEED_RETURN_IF_ERROR(impl_->CursorFor(state, &cursor));
+  std::vector<NodeSplitSegment> earlier;
+  GPUFEED_RETURN_IF_ERROR(impl_->CursorFor(state, &cursor, &earlier));
+  GPUFEED_RETURN_IF_ERROR(impl_->host->SetEarlierSplits(cursor.epoch, std::move(earlier)));
   impl_->window->RestartEpoch();
   return impl_->chain->Seek(cursor);
 }

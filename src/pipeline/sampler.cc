@@ -4,24 +4,54 @@
 #include <numeric>
 #include <string>
 
+#include "pipeline/node_partition.h"
+
 namespace gpufeed {
 
-namespace {
-template <typename It>
-void Shuffle(It begin, It end, SampleRng* rng) {
+void ShuffleRange(uint64_t* begin, uint64_t* end, SampleRng* rng) {
   uint64_t length = static_cast<uint64_t>(end - begin);
   for (uint64_t i = length; i > 1; --i) {
     uint64_t j = rng->Bounded(i);
     std::swap(begin[i - 1], begin[j]);
   }
 }
+
+namespace {
+void Shuffle(std::vector<uint64_t>::iterator begin, std::vector<uint64_t>::iterator end,
+             SampleRng* rng) {
+  if (begin != end) ShuffleRange(&*begin, &*begin + (end - begin), rng);
+}
 }  // namespace
+
+NodeSplit NodeSplitOf(const SamplerOptions& options) {
+  NodeSplit split;
+  split.num_nodes = options.num_nodes;
+  split.world_size = options.world_size;
+  split.batch_size = options.batch_size;
+  split.drop_last = options.drop_last;
+  return split;
+}
+
+Status EpochOrderAfter(const std::vector<uint64_t>& shard_sizes, const SamplerOptions& options,
+                       uint64_t epoch, const std::vector<NodeSplitSegment>& earlier,
+                       std::vector<uint64_t>* order) {
+  if (options.shuffle != ShuffleMode::kNode) {
+    *order = EpochOrder(shard_sizes, options, epoch);
+    return Status::OK();
+  }
+  return NodeEpochOrder(shard_sizes, options.seed, epoch, earlier, NodeSplitOf(options), order);
+}
 
 std::vector<uint64_t> EpochOrder(const std::vector<uint64_t>& shard_sizes,
                                  const SamplerOptions& options, uint64_t epoch) {
   uint64_t total = std::accumulate(shard_sizes.begin(), shard_sizes.end(), uint64_t{0});
   std::vector<uint64_t> order;
   order.reserve(total);
+  if (options.shuffle == ShuffleMode::kNode) {
+    // A malformed split yields an empty order; Loader::Open refuses it first.
+    (void)NodeEpochOrder(shard_sizes, options.seed, epoch, {}, NodeSplitOf(options), &order);
+    return order;
+  }
   SampleRng rng(options.seed, epoch);
   if (options.shuffle == ShuffleMode::kBlock && shard_sizes.size() > 0) {
     std::vector<uint64_t> first(shard_sizes.size());
@@ -84,6 +114,7 @@ SamplerOptions SamplerOptionsFor(const LoaderOptions& options) {
   sampler.window_shards = options.shuffle_window_shards;
   sampler.rank = options.rank;
   sampler.world_size = options.world_size;
+  sampler.num_nodes = options.num_nodes;
   sampler.batch_size = options.batch_size;
   sampler.drop_last = options.drop_last;
   return sampler;

@@ -14,6 +14,9 @@
 //            windows of `window_shards` consecutive shards of that order:
 //            reads stay within a few shards at a time (spinning disks,
 //            object stores, a cache smaller than the dataset).
+//   kNode    shards partitioned over the nodes of the job once, a global
+//            shuffle within each node's shards per epoch, interleaved so
+//            that each rank gets its node's samples (node_partition.h).
 //
 // Distributed split (as torch's DistributedSampler): rank r of w takes
 // positions r, r + w, r + 2w, ... of the epoch order (from `start`, the
@@ -43,15 +46,31 @@ struct SamplerOptions {
   uint32_t window_shards = 4;
   uint32_t rank = 0;
   uint32_t world_size = 1;
+  // kNode: nodes of the job (world_size is a multiple of it).
+  uint32_t num_nodes = 1;
   uint32_t batch_size = 1;
   bool drop_last = false;
 };
 
-// The epoch order of all samples (before the rank split).
+// Fisher-Yates as specified above, on [begin, end).
+void ShuffleRange(uint64_t* begin, uint64_t* end, SampleRng* rng);
+
+// The epoch order of all samples (before the rank split). kNode: the order
+// of a fresh epoch (node_partition.h; EpochOrderAfter for a resumed one).
 // `shard_sizes` gives the samples per shard in storage order (kBlock uses
 // it; the other modes only need the total).
 std::vector<uint64_t> EpochOrder(const std::vector<uint64_t>& shard_sizes,
                                  const SamplerOptions& options, uint64_t epoch);
+
+// The epoch order when the epoch was drawn under `earlier` splits before
+// (kNode only; the other modes ignore them). InvalidArgument for a
+// malformed split or history (node_partition.h).
+Status EpochOrderAfter(const std::vector<uint64_t>& shard_sizes, const SamplerOptions& options,
+                       uint64_t epoch, const std::vector<NodeSplitSegment>& earlier,
+                       std::vector<uint64_t>* order);
+
+// The split of kNode orders under these options.
+NodeSplit NodeSplitOf(const SamplerOptions& options);
 
 // The sampler settings of a loader's options.
 SamplerOptions SamplerOptionsFor(const LoaderOptions& options);
