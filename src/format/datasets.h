@@ -3,6 +3,7 @@
 #ifndef GPUFEED_FORMAT_DATASETS_H_
 #define GPUFEED_FORMAT_DATASETS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -14,6 +15,17 @@
 #include "gpufeed/status.h"
 #include "gpufeed/writer.h"
 #include "storage/store.h"
+
+namespace gpufeed {
+
+// The shard holding sample `index`, given each shard's first sample id in
+// ascending order (first_records[0] == 0). REQUIRES: index < the total.
+inline size_t ShardContaining(const std::vector<uint64_t>& first_records, uint64_t index) {
+  return static_cast<size_t>(std::upper_bound(first_records.begin(), first_records.end(), index) -
+                             first_records.begin() - 1);
+}
+
+}  // namespace gpufeed
 
 namespace gpufeed {
 

@@ -56,8 +56,7 @@ class LmdbDataset final : public DatasetBase {
 
  private:
   size_t ShardIndexOf(uint64_t index) const {
-    return std::upper_bound(first_records_.begin(), first_records_.end(), index) -
-           first_records_.begin() - 1;
+    return ShardContaining(first_records_, index);
   }
   std::string KeyOf(const LmdbShard& shard, uint64_t local) const {
     char key[32];

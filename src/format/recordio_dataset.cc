@@ -146,8 +146,7 @@ Status RecordIODataset::AddShard(const RecordIOShardSpec& spec) {
 }
 
 size_t RecordIODataset::ShardIndexOf(uint64_t index) const {
-  return std::upper_bound(first_records_.begin(), first_records_.end(), index) -
-         first_records_.begin() - 1;
+  return ShardContaining(first_records_, index);
 }
 
 const RecordIOShard& RecordIODataset::ShardOf(uint64_t index, size_t* local) const {

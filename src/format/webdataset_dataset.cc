@@ -129,8 +129,7 @@ class WebDatasetDataset final : public DatasetBase {
 
  private:
   size_t ShardIndexOf(uint64_t index) const {
-    return std::upper_bound(first_records_.begin(), first_records_.end(), index) -
-           first_records_.begin() - 1;
+    return ShardContaining(first_records_, index);
   }
   // The sample's image and label members; Corruption naming the tar, the
   // sample's first member and its offset when one is missing.
