@@ -241,22 +241,40 @@ def test_a_decode_thread_out_of_memory_is_an_error_not_a_crash(tmp_path, on_erro
         assert "delivered 12 skipped 1" in out, (out, err)
 
 
-def test_cache_directory_removed_underneath_a_running_loader(tokens, tmp_path, capfd):
+def test_cache_directory_removed_underneath_a_running_loader(tmp_path, capfd):
+    # Many small shards, read in order and copied only when reached
+    # (cache_prefetch=0): shards not yet copied remain when the directory goes,
+    # so the fill thread is sure to try again and say what happened. (With a
+    # few shards all copied before the removal there is nothing left to copy,
+    # rightly no message, and the test raced.)
+    small = tmp_path / "small"
+    small.mkdir()
+    lines = []
+    for i in range(90):
+        (small / f"{i:03d}.bin").write_bytes(struct.pack("<4i", i, i, i, i))
+        lines.append(f"{i:03d}.bin\t{i % 3}")
+    (small / "list.txt").write_text("\n".join(lines) + "\n")
+    gpufeed.pack(small / "list.txt", small / "packed", progress=False, shard_size=300)
+    shards = list((small / "packed").glob("*.rec"))
+    assert len(shards) >= 10, shards
     cache = tmp_path / "cache"
-    loader = tokens_loader(tokens, cache_dir=str(cache), seed=5)
+    loader = tokens_loader(small / "packed", cache_dir=str(cache), shuffle=False,
+                           cache_prefetch=0)
     batches = iter(loader)
     taken = ids_of(next(batches))
     assert (cache / "entries").is_dir()
     import shutil
     # `rm -rf` while the cache's fill thread may still be writing into it:
     # repeat until the tree is gone, as a user's rm -rf loop would.
+    # Python 3.11's rmtree raises FileNotFoundError when the fill thread
+    # renames a temporary file into place during the walk, and ENOTEMPTY when
+    # a file appears: both mean "not gone yet", so go round again.
     for _ in range(100):
+        if not cache.exists():
+            break
         try:
             shutil.rmtree(cache)
-            break
-        except FileNotFoundError:
-            break
-        except OSError:  # ENOTEMPTY: a file appeared during the walk
+        except OSError:
             continue
     assert not (cache / "entries").exists()
     # The epoch goes on from the source: nothing lost, nothing twice.
