@@ -48,6 +48,8 @@ void ReadAhead::Submit(std::unique_lock<std::mutex>& lock, const std::vector<uin
   uint64_t run = run_;
   std::vector<uint64_t> tasks;
   std::vector<uint64_t> task_samples;
+  tasks.reserve(end - first);
+  task_samples.reserve(end - first);
   for (uint64_t task = first; task < end; ++task) {
     tasks.push_back(task);
     task_samples.push_back(samples[task]);
@@ -55,9 +57,12 @@ void ReadAhead::Submit(std::unique_lock<std::mutex>& lock, const std::vector<uin
   lock.unlock();
   std::vector<ReadRequest> requests;
   std::vector<std::pair<uint64_t, RecordLocation>> located;
-  std::vector<std::string> keys;  // of `located`, in order
-  std::vector<FileId> files;      // likewise
+  std::vector<RangeKey> keys;  // of `located`, in order (unused for whole files)
+  std::vector<FileId> files;   // likewise
   std::vector<uint64_t> direct;
+  located.reserve(tasks.size());
+  keys.reserve(tasks.size());
+  files.reserve(tasks.size());
   for (size_t i = 0; i < tasks.size(); ++i) {
     RecordLocation location;
     FileId file = 0;
@@ -72,18 +77,16 @@ void ReadAhead::Submit(std::unique_lock<std::mutex>& lock, const std::vector<uin
     location.hold.reset();
     location.fd = -1;
     files.push_back(file);
-    keys.push_back(location.whole_file ? std::string()
-                                       : location.path + '\0' + std::to_string(location.offset) +
-                                             ':' + std::to_string(location.length));
+    keys.push_back(RangeKey{file, location.offset, location.length});
     located.emplace_back(tasks[i], std::move(location));
   }
   lock.lock();
   if (run_ != run) return;  // the run changed meanwhile: nothing to record
   for (uint64_t task : direct) direct_.insert(task);
-  std::vector<std::string> leads;  // ranges this call reads
+  std::vector<RangeKey> leads;  // ranges this call reads
   for (size_t i = 0; i < located.size(); ++i) {
     auto& [task, location] = located[i];
-    if (!keys[i].empty()) {
+    if (!location.whole_file) {
       auto found = shared_reads_.find(keys[i]);
       if (found != shared_reads_.end()) {
         SharedRead& shared = found->second;
@@ -117,7 +120,7 @@ void ReadAhead::Submit(std::unique_lock<std::mutex>& lock, const std::vector<uin
   if (!requests.empty() && !engine_->Submit(std::move(requests), &queue_).ok()) {
     lock.lock();
     for (auto& [task, location] : located) direct_.insert(task);
-    for (const std::string& key : leads) {
+    for (const RangeKey& key : leads) {
       auto found = shared_reads_.find(key);
       if (found == shared_reads_.end()) continue;
       for (auto& follower : found->second.followers) direct_.insert(follower.first);

@@ -120,8 +120,25 @@ class ReadAhead {
     std::weak_ptr<const ReadCompletion> done;
   };
   static constexpr size_t kSharedReadsKept = 1024;  // finished ones pruned past this
-  std::unordered_map<std::string, SharedRead> shared_reads_;
-  std::unordered_map<uint64_t, std::string> lead_keys_;  // tag of the read -> its range
+  // A byte range of an engine file (FileIds are never reused). Integers,
+  // not a formatted string: token windows look one up per window, a
+  // quarter of a million times a second.
+  struct RangeKey {
+    FileId file = 0;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    bool operator==(const RangeKey& other) const {
+      return file == other.file && offset == other.offset && length == other.length;
+    }
+  };
+  struct RangeKeyHash {
+    size_t operator()(const RangeKey& key) const {
+      uint64_t h = key.offset * 0x9E3779B97F4A7C15ull ^ (key.length + 0x632BE59BD9B4E019ull);
+      return static_cast<size_t>(h ^ (uint64_t{key.file} << 47) ^ (h >> 29));
+    }
+  };
+  std::unordered_map<RangeKey, SharedRead, RangeKeyHash> shared_reads_;
+  std::unordered_map<uint64_t, RangeKey> lead_keys_;  // tag of the read -> its range
 };
 
 }  // namespace gpufeed
