@@ -12,6 +12,7 @@
 #include "device/pinned_host.h"
 #include "pipeline/sampler.h"
 #include "util/logging.h"
+#include "util/system_stats.h"
 
 namespace gpufeed {
 
@@ -337,9 +338,22 @@ void HostStage::Work() {
 
     used.assign(count, 0);
     statuses.assign(count, Status::OK());
+    // Token windows take microseconds each: their CPU time is read once per
+    // run (CLOCK_THREAD_CPUTIME_ID is a system call here), not per window
+    // as SampleWriter::Write does for images. Without it every token second
+    // looked like waiting for a CPU.
+    const bool tokens = options_.transform == TransformKind::kTokenWindows;
+    const double cpu_before = tokens ? ThreadCpuSeconds() : 0;
+    const WorkFigures before = figures;
     for (uint64_t i = 0; i < count; ++i) {
       statuses[i] = WriteSample(first + i, epoch, slot, &fetched[i], have_bytes[i] != 0,
                                 &scratch, &figures, &used[i]);
+    }
+    if (tokens) {
+      // Widening, and the CPU of the few windows read directly (spanning
+      // two files), capped by the run's decode wall time.
+      figures.decode_cpu = before.decode_cpu + std::min(figures.decode - before.decode,
+                                                        ThreadCpuSeconds() - cpu_before);
     }
 
     lock.lock();

@@ -22,8 +22,13 @@
 //     otherwise                                     -> kDecode
 //   workers waiting for reads at least as long as
 //   blocked on a full window                        -> kRead
+//   blocked on a full window while the consumer waited >= 50%: the window
+//   is full behind the batch the consumer waits for (batches are delivered
+//   in order), held up by its slowest samples: waiting for their bytes
+//   (read >= 10% of worker time)                    -> kRead
+//   or computing them                               -> kDecode
 //   otherwise (idle on a full window, the consumer
-//   still waits: batches come in bursts)            -> kConsumer
+//   waits now and then: batches come in bursts)     -> kConsumer
 //
 // Thread safety: pure functions of their argument.
 #ifndef GPUFEED_PIPELINE_VERDICT_H_
@@ -41,6 +46,8 @@ constexpr double kCopyBusy = 0.8;
 constexpr double kDecodeBusy = 0.8;
 constexpr double kCpuWaitShare = 0.2;
 constexpr double kExternalCores = 0.5;
+constexpr double kConsumerStarved = 0.5;
+constexpr double kHeadReadShare = 0.1;
 
 // Sets the shares, bottleneck and expected_gain from the figures in *stats
 // (other_seconds is derived when 0), then stats->verdict.

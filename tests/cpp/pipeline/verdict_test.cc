@@ -167,6 +167,18 @@ TEST(VerdictTest, WorkersBlockedOnAFullWindowWhileTheConsumerWaitsIsBursts) {
   EXPECT_TRUE(Has(stats.verdict, "raise prefetch")) << stats.verdict;
 }
 
+// In-order delivery: the window fills behind the batch the consumer waits
+// for, so "blocked" is not the consumer's doing when the consumer starves.
+TEST(VerdictTest, StarvingConsumerWithAFullWindowIsTheHeadBatchsStage) {
+  LoaderStats stats = Figures(4, 6, 6, 9);  // read 20%, decode 30%, blocked 30%, waited 90%
+  JudgeBottleneck(&stats);
+  EXPECT_EQ(stats.bottleneck, Bottleneck::kRead) << stats.verdict;
+  EXPECT_FALSE(Has(stats.verdict, "keeps up")) << stats.verdict;
+  stats = Figures(1, 8, 7, 9);  // read 5%: the head batch is being computed
+  JudgeBottleneck(&stats);
+  EXPECT_EQ(stats.bottleneck, Bottleneck::kDecode) << stats.verdict;
+}
+
 TEST(VerdictTest, BusyCopyStreamIsCopyBound) {
   LoaderStats stats = Figures(4, 6, 0, 7);
   stats.device = "cuda:0";
