@@ -240,6 +240,12 @@ class GPUFEED_EXPORT Dataset {
                               size_t size, Record* record) const;
   // True when Locate gives byte ranges for this dataset's samples.
   virtual bool CanLocate() const;
+  // The read engine read `bytes` of Locate's range once, for every sample
+  // whose location names that range (token windows share their block's
+  // read): a format that counts a located read once per range, not in
+  // ParseLocated per sample, counts it here. The default does nothing.
+  // Safe from many threads.
+  virtual void CountLocatedRead(const RecordLocation& location, uint64_t bytes) const;
   // The samples the caller will read next, in order (a loader's epoch for
   // this rank): a node cache fetches the files ahead of the reads. Safe
   // from many threads; a later call replaces the earlier one.

@@ -33,6 +33,8 @@ bool Dataset::CanLocate() const {
   return size() > 0 && Locate(0, &probe);
 }
 
+void Dataset::CountLocatedRead(const RecordLocation&, uint64_t) const {}
+
 void Dataset::ExpectReads(const std::vector<uint64_t>&) const {}
 
 StorageStats Dataset::storage_stats() const { return StorageStats(); }

@@ -344,19 +344,25 @@ void HostStage::Work() {
     // looked like waiting for a CPU.
     const bool tokens = options_.transform == TransformKind::kTokenWindows;
     const double cpu_before = tokens ? ThreadCpuSeconds() : 0;
+    const auto wall_before = tokens ? Clock::now() : Clock::time_point();
     const WorkFigures before = figures;
     for (uint64_t i = 0; i < count; ++i) {
       statuses[i] = WriteSample(first + i, epoch, slot, &fetched[i], have_bytes[i] != 0,
                                 &scratch, &figures, &used[i]);
     }
     if (tokens) {
-      // Widening, and the CPU of the few windows read directly (spanning
-      // two files), capped by the run's decode wall time.
+      // Widening (and the few windows spanning two files, read directly:
+      // their read time stays read), wall and CPU, the CPU capped by the wall.
+      figures.decode = before.decode + std::max(0.0, Seconds(Clock::now() - wall_before) -
+                                                         (figures.read - before.read));
       figures.decode_cpu = before.decode_cpu + std::min(figures.decode - before.decode,
                                                         ThreadCpuSeconds() - cpu_before);
     }
 
     lock.lock();
+    if (read_ahead_) {
+      for (uint64_t i = 0; i < count; ++i) read_ahead_->Release(&fetched[i]);
+    }
     active_ -= 1;
     stats_.Add(figures);
     for (uint64_t i = 0; i < count; ++i) {
@@ -388,7 +394,9 @@ Status HostStage::WriteSample(uint64_t task, uint64_t epoch, Slot& slot,
     // allocation failure or a library exception is this sample's error.
     status = Status::Internal("sample " + std::to_string(sample) + ": " + e.what());
   }
-  fetched->completion.reset();  // back to the engine's budget (with its last window)
+  // An unshared read goes back to the engine's budget now; a shared one
+  // (a token block) with its last window, in ReadAhead::Release.
+  fetched->completion.reset();
   *used = sample;
   if (!status.ok() && options_.on_error == OnError::kSkip) {
     LogSkip(status);

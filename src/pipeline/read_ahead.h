@@ -39,12 +39,17 @@ namespace gpufeed {
 
 class ReadAhead {
  public:
+  struct SharedRead;
   // The bytes of one task's record. Tasks whose locations name the same
-  // byte range (the windows of one token block) share one read: the
-  // completion is released when the last of them is done with it.
+  // byte range (the windows of one token block) share one read: `shared`
+  // is that read, whose completion the ReadAhead owns until the last of its
+  // tasks is Released; their `completion` then does not own it (no atomic
+  // reference count per window: two workers releasing the windows of one
+  // block made the count's cache line the hottest spot of the loop).
   struct Fetched {
     std::shared_ptr<const ReadCompletion> completion;
     RecordLocation location;
+    SharedRead* shared = nullptr;
   };
 
   // Null (and one log line) when the engine cannot be created: the workers
@@ -70,6 +75,9 @@ class ReadAhead {
   // wait to *waited_seconds. REQUIRES: `lock` held.
   bool Take(std::unique_lock<std::mutex>& lock, uint64_t task, const bool& stopping,
             Fetched* fetched, double* waited_seconds);
+  // The task is done with *fetched's bytes (a shared read's are returned
+  // to the engine with its last task). REQUIRES: the mutex.
+  void Release(Fetched* fetched);
   // The engine's figures. REQUIRES: the mutex.
   void AddStats(StageStats* stats) const;
 
@@ -111,15 +119,6 @@ class ReadAhead {
   std::unordered_map<uint64_t, Fetched> fetched_;          // task -> bytes
   std::unordered_map<uint64_t, RecordLocation> locations_;  // tag -> where
   std::unordered_set<uint64_t> direct_;                     // tasks read by the workers
-  // Ranges read once for several tasks, keyed by file, offset and length:
-  // the tasks waiting for a read in flight, then the completion while some
-  // task still holds it (a later task of the same range takes it at once).
-  struct SharedRead {
-    bool in_flight = true;
-    std::vector<std::pair<uint64_t, RecordLocation>> followers;  // task, where
-    std::weak_ptr<const ReadCompletion> done;
-  };
-  static constexpr size_t kSharedReadsKept = 1024;  // finished ones pruned past this
   // A byte range of an engine file (FileIds are never reused). Integers,
   // not a formatted string: token windows look one up per window, a
   // quarter of a million times a second.
@@ -137,6 +136,22 @@ class ReadAhead {
       return static_cast<size_t>(h ^ (uint64_t{key.file} << 47) ^ (h >> 29));
     }
   };
+
+ public:
+  // Ranges read once for several tasks, keyed by file, offset and length:
+  // the tasks waiting for a read in flight, then the completion until the
+  // last task using it is Released (a later task of the same range takes it
+  // at once). Guarded by the host stage's mutex.
+  struct SharedRead {
+    RangeKey key;
+    bool in_flight = true;
+    uint64_t users = 0;  // tasks given it (or waiting for it), not yet Released
+    std::vector<std::pair<uint64_t, RecordLocation>> followers;  // task, where
+    std::shared_ptr<const ReadCompletion> done;
+  };
+
+ private:
+  // Node-based: Fetched::shared points into it.
   std::unordered_map<RangeKey, SharedRead, RangeKeyHash> shared_reads_;
   std::unordered_map<uint64_t, RangeKey> lead_keys_;  // tag of the read -> its range
 };
