@@ -287,6 +287,13 @@ struct LoaderState {
   // split re-partitions the positions not yet consumed.
   NodeSplit split;
   std::vector<NodeSplitSegment> earlier_splits;
+  // What the positions count, checked by Restore (0: not recorded, as in
+  // states saved before these fields; then unchecked): the dataset's
+  // samples, and for token windows the window length and the block size
+  // (both change which tokens a position names).
+  uint64_t samples = 0;
+  uint32_t seq_len = 0;
+  uint32_t token_block_bytes = 0;
 };
 
 class GPUFEED_EXPORT Loader {

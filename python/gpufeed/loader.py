@@ -498,7 +498,8 @@ class DataLoader:
         # shuffle="node": the split the state was drawn under (absent from
         # older states: this loader's own is assumed).
         native.update({k: state[k] for k in ("num_nodes", "world_size", "split_batch_size",
-                                             "drop_last", "earlier_splits") if k in state})
+                                             "drop_last", "earlier_splits", "samples",
+                                             "seq_len", "token_block_bytes") if k in state})
         self._native.restore(native)
         self._epoch = int(state["epoch"])
         self._epoch_set = True

@@ -346,6 +346,11 @@ class PyLoader {
                                     segment.split.drop_last));
     }
     out["earlier_splits"] = earlier;
+    out["samples"] = state.samples;
+    if (state.seq_len != 0) {
+      out["seq_len"] = state.seq_len;
+      out["token_block_bytes"] = state.token_block_bytes;
+    }
     return out;
   }
 
@@ -356,6 +361,12 @@ class PyLoader {
     restored.consumed = state["consumed"].cast<uint64_t>();
     restored.shuffle = static_cast<ShuffleMode>(state["shuffle"].cast<int>());
     restored.shuffle_window_shards = state["shuffle_window_shards"].cast<uint32_t>();
+    // Absent from older states: unchecked.
+    if (state.contains("samples")) restored.samples = state["samples"].cast<uint64_t>();
+    if (state.contains("seq_len")) {
+      restored.seq_len = state["seq_len"].cast<uint32_t>();
+      restored.token_block_bytes = state["token_block_bytes"].cast<uint32_t>();
+    }
     // States from before node-partitioned shuffle lack the split: this
     // loader's own (only kNode orders depend on it).
     restored.split = Native().State().split;

@@ -47,6 +47,11 @@ class Loader::Impl {
     state.consumed = cursor.consumed;
     state.split = NodeSplitOf(SamplerOptionsFor(options));
     state.earlier_splits = host->EarlierSplitsAt(cursor);
+    state.samples = dataset->size();
+    if (options.transform == TransformKind::kTokenWindows) {
+      state.seq_len = options.tokens.seq_len;
+      state.token_block_bytes = options.tokens.block_bytes;
+    }
     return state;
   }
   // *earlier: the splits the epoch was drawn under before this loader's
@@ -56,6 +61,25 @@ class Loader::Impl {
     if (state.seed != options.seed || state.shuffle != options.shuffle ||
         state.shuffle_window_shards != options.shuffle_window_shards) {
       return Status::InvalidArgument("the state was saved with other seed or shuffle settings");
+    }
+    const bool tokens = options.transform == TransformKind::kTokenWindows;
+    if (state.seq_len != 0 &&
+        (!tokens || state.seq_len != options.tokens.seq_len ||
+         state.token_block_bytes != options.tokens.block_bytes)) {
+      return Status::InvalidArgument(
+          "the state was saved by a token-window loader with seq_len " +
+          std::to_string(state.seq_len) + " and block_bytes " +
+          std::to_string(state.token_block_bytes) + "; this loader has " +
+          (tokens ? "seq_len " + std::to_string(options.tokens.seq_len) + " and block_bytes " +
+                        std::to_string(options.tokens.block_bytes)
+                  : std::string("no token windows")) +
+          ": its positions would name other tokens");
+    }
+    if (state.samples != 0 && state.samples != dataset->size()) {
+      return Status::InvalidArgument(
+          "the state was saved over " + std::to_string(state.samples) + " samples; " +
+          dataset->path() + " has " + std::to_string(dataset->size()) +
+          " (another dataset, or one that changed): its positions would name other samples");
     }
     *cursor = BatchCursor{state.epoch, state.consumed};
     earlier->clear();

@@ -243,6 +243,16 @@ def test_resume_in_a_new_process_with_another_world_size(tmp_path):
         else:
             # Two ranks together cover the rest (the last may be padded).
             assert set(rest) == set(full[20:])
+    # The state says what its positions count; another window length or
+    # block size would name other tokens: refused, not silently followed.
+    assert state["seq_len"] == 25 and state["token_block_bytes"] == 500
+    assert state["samples"] == (len(stream) - 1) // 25
+    for other in (gpufeed.TokenWindows(seq_len=24, block_bytes=500),
+                  gpufeed.TokenWindows(seq_len=25, block_bytes=1000)):
+        wrong = gpufeed.DataLoader(tmp_path / "c", batch_size=4, shuffle="block", seed=11,
+                                   transform=other)
+        with pytest.raises(gpufeed.InvalidArgumentError, match="seq_len 25 and block_bytes 500"):
+            wrong.load_state_dict(state)
 
 
 def corrupt_cases(tmp_path):

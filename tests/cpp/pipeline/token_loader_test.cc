@@ -114,6 +114,30 @@ TEST_F(TokenLoaderTest, ResumesExactlyMidEpoch) {
   EXPECT_EQ(rest, std::vector<uint64_t>(expected.begin() + 5 * 16, expected.end()));
 }
 
+// A position names windows of one length: restoring it under another would
+// silently deliver other tokens.
+TEST_F(TokenLoaderTest, StateOfAnotherWindowLengthIsRefused) {
+  std::unique_ptr<Loader> first;
+  ASSERT_TRUE(Loader::Open(dataset_, Options(ShuffleMode::kBlock), &first).ok());
+  Batch batch;
+  ASSERT_TRUE(first->Next(&batch).ok());
+  LoaderState state = first->State();
+  EXPECT_EQ(state.seq_len, Options(ShuffleMode::kBlock).tokens.seq_len);
+  EXPECT_EQ(state.samples, first->batches_per_epoch() > 0 ? state.samples : 0);
+  LoaderOptions other = Options(ShuffleMode::kBlock);
+  other.tokens.seq_len += 1;
+  std::unique_ptr<Loader> second;
+  ASSERT_TRUE(Loader::Open(dataset_, other, &second).ok());
+  Status status = second->Restore(state);
+  EXPECT_TRUE(status.IsInvalidArgument()) << status.ToString();
+  EXPECT_NE(status.ToString().find("seq_len"), std::string::npos) << status.ToString();
+  // States saved before these fields (0: not recorded) are not checked.
+  state.seq_len = 0;
+  state.token_block_bytes = 0;
+  state.samples = 0;
+  EXPECT_TRUE(second->Restore(state).ok());
+}
+
 TEST_F(TokenLoaderTest, WrongTransformIsRefused) {
   LoaderOptions options = Options(ShuffleMode::kGlobal);
   options.transform = TransformKind::kImage;
