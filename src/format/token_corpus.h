@@ -102,13 +102,21 @@ Status NewTokenWindowDataset(const std::string& path, std::shared_ptr<Store> sto
 Status TokenWindowsOf(const std::shared_ptr<const Dataset>& dataset, uint32_t seq_len,
                       uint32_t block_bytes, std::shared_ptr<const Dataset>* windows);
 
-// The bytes of window `index` (seq_len + 1 tokens) inside `data`, the bytes
-// the read engine fetched for `location` (Locate's range): the same checks and
-// counting as ParseLocated, without the copy into a Record. Corruption when
-// the range came back short; InvalidArgument when `dataset` is not a token
-// corpus.
-Status TokenWindowAt(const Dataset& dataset, uint64_t index, const RecordLocation& location,
-                     const char* data, size_t size, const char** window);
+// What a token-window dataset offers the loader beyond Dataset.
+class TokenWindows {
+ public:
+  virtual ~TokenWindows() = default;
+  // The bytes of window `index` (seq_len + 1 tokens) inside `data`, the
+  // bytes the read engine fetched for `location` (Locate's range): the same
+  // checks as ParseLocated, without the copy into a Record. Corruption when
+  // the range came back short.
+  virtual Status WindowIn(uint64_t index, const RecordLocation& location, const char* data,
+                          size_t size, const char** window) const = 0;
+};
+
+// `dataset` as token windows, or null when it is not a token corpus: look it
+// up once (a dynamic_cast), not per window.
+const TokenWindows* AsTokenWindows(const Dataset& dataset);
 
 // Verify for token corpora: the headers and indexes (as OpenTokenCorpus),
 // then every token byte read. *recognised false: not a token corpus (and

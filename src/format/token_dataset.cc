@@ -22,7 +22,7 @@ namespace {
 
 constexpr uint64_t kDefaultBlockBytes = 4u << 20;
 
-class TokenWindowDataset : public DatasetBase {
+class TokenWindowDataset : public DatasetBase, public TokenWindows {
  public:
   TokenWindowDataset(const std::string& path, std::shared_ptr<Store> store,
                      std::shared_ptr<const TokenCorpus> corpus, uint32_t seq_len,
@@ -40,7 +40,7 @@ class TokenWindowDataset : public DatasetBase {
   const std::shared_ptr<const TokenCorpus>& corpus() const { return corpus_; }
   // ParseLocated without the copy: where the window lies in `data`.
   Status WindowIn(uint64_t index, const RecordLocation& location, const char* data, size_t size,
-                  const char** window) const;
+                  const char** window) const override;
 
  protected:
   const StoreFile* FileOf(uint64_t index) const override {
@@ -265,11 +265,8 @@ Status TokenWindowsOf(const std::shared_ptr<const Dataset>& dataset, uint32_t se
   return Status::OK();
 }
 
-Status TokenWindowAt(const Dataset& dataset, uint64_t index, const RecordLocation& location,
-                     const char* data, size_t size, const char** window) {
-  auto* tokens = dynamic_cast<const TokenWindowDataset*>(&dataset);
-  if (tokens == nullptr) return Status::InvalidArgument(dataset.path() + " is not a token corpus");
-  return tokens->WindowIn(index, location, data, size, window);
+const TokenWindows* AsTokenWindows(const Dataset& dataset) {
+  return dynamic_cast<const TokenWindowDataset*>(&dataset);
 }
 
 Status VerifyTokenCorpus(const std::string& path, const DatasetOptions& options,

@@ -61,7 +61,7 @@ Status BatchLayout::For(const LoaderOptions& o, const Dataset& dataset, BatchLay
 
 SampleWriter::SampleWriter(const Dataset* dataset, const LoaderOptions& options,
                            const BatchLayout& layout)
-    : dataset_(dataset), options_(options), layout_(layout) {}
+    : dataset_(dataset), tokens_(AsTokenWindows(*dataset)), options_(options), layout_(layout) {}
 
 Status SampleWriter::Parse(uint64_t sample, uint64_t epoch, const ReadAhead::Fetched& fetched,
                            Slot& slot, size_t position, Scratch* scratch,
@@ -73,8 +73,10 @@ Status SampleWriter::Parse(uint64_t sample, uint64_t epoch, const ReadAhead::Fet
     // windows): no copy into the Record. The time (wall and CPU) is taken
     // per run of windows by the host stage, not here per window.
     const char* window = nullptr;
-    status = TokenWindowAt(*dataset_, sample, fetched.location, completion.buffer.data(),
-                           completion.buffer.size(), &window);
+    status = tokens_ == nullptr
+                 ? Status::InvalidArgument(dataset_->path() + " is not a token corpus")
+                 : tokens_->WindowIn(sample, fetched.location, completion.buffer.data(),
+                                     completion.buffer.size(), &window);
     if (!status.ok()) return status.WithContext("sample " + std::to_string(sample));
     WriteTokens(window, slot, position);
     figures->bytes += TokenDtypeSize(layout_.token_dtype) * options_.tokens.seq_len;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "decode/transform.h"
+#include "format/token_corpus.h"
 #include "gpufeed/batch.h"
 #include "gpufeed/dataset.h"
 #include "gpufeed/loader.h"
@@ -71,6 +72,7 @@ class SampleWriter {
   Status WriteLabels(uint64_t sample, const Record& record, char* destination) const;
 
   const Dataset* const dataset_;
+  const TokenWindows* const tokens_;  // dataset_ as token windows, or null
   const LoaderOptions options_;
   const BatchLayout layout_;
 };
