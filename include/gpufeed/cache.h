@@ -166,9 +166,10 @@ struct CacheWarmSummary {
 };
 
 // Copies every shard of the dataset at `source` into options.cache_dir
-// (waiting for fills another process runs): the .rec files of RecordIO, the
-// data.mdb of LMDB environments, the bundles of an ImageFolder (counted in
-// `shards`). `progress(done, total)` gets bytes, from the calling thread; for
+// (waiting for fills another process runs): the .rec files of RecordIO (and
+// their .idx files when the manifest records their checksums, copied with
+// their shard and counted as part of it), the data.mdb of LMDB
+// environments, the bundles of an ImageFolder (counted in `shards`). `progress(done, total)` gets bytes, from the calling thread; for
 // an ImageFolder `total` is an estimate (128 KiB a file, never below `done`),
 // since its files are not stat'ed.
 GPUFEED_EXPORT Status CacheWarm(const std::string& source, const CacheOptions& options,
