@@ -41,6 +41,10 @@
 // Layout of a cache directory (docs/architecture.md, "Node-local cache"):
 //   lock                 flock: held briefly for every change of the index
 //   entries/K.data       a complete copy; K = xxh64(source path, size, mtime),
+//                        for a file a manifest identifies (a RecordIO .rec or
+//                        .idx, docs/formats.md "Lazy opens") xxh64(source
+//                        path, size, the manifest's xxh64): no stat of the
+//                        source to find it, the copy's mtime 0;
 //                        for a bundle xxh64(<dataset>/bundle-N, its files' names)
 //   entries/K.meta       JSON: source, size, mtime, xxh64, dataset, policy;
 //                        a bundle's also its file count and names' hash

@@ -7,6 +7,7 @@
 #include "format/datasets.h"
 #include "format/irheader.h"
 #include "format/recordio.h"
+#include "util/checksum.h"
 #include "util/file.h"
 #include "util/logging.h"
 #include "util/path.h"
@@ -148,6 +149,17 @@ Status RecordIODataset::ReadIndex(RecordIOShard* shard) const {
       return Status::Corruption(view.shown + ": ends at byte offset " + std::to_string(done) +
                                 " but the manifest " + shard->manifest_path + " says it holds " +
                                 std::to_string(text.size()) + " bytes");
+    }
+    // The manifest identifies the .idx by its checksum (the key of its
+    // node-cache copy): an index edited since packing would describe other
+    // offsets than the .rec's checksum vouches for.
+    Xxh64 digest;
+    digest.Update(text.data(), text.size());
+    std::string hex = Xxh64Hex(digest.Digest());
+    if (hex != index.xxh64()) {
+      return Status::Corruption(view.shown + ": xxh64 " + hex + " does not match " +
+                                index.xxh64() + " from the manifest " + shard->manifest_path +
+                                " (changed since it was packed?)");
     }
     GPUFEED_RETURN_IF_ERROR(ParseRecordIOIndex(text, shard->idx_path, shard->file_size,
                                                &shard->offsets, &shard->keys));
