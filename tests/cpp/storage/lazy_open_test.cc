@@ -4,6 +4,7 @@
 // and with a node cache reads complete copies without opening the source.
 // Copies are identified by the manifest's size and checksum: a source that
 // changed since the manifest was written is an error, never its bytes.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
