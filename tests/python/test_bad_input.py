@@ -214,10 +214,17 @@ def test_missing_index_named_by_manifest(rec_dataset):
 def test_missing_shard_named_by_manifest(rec_dataset):
     out, rec, idx, offsets = rec_dataset
     rec.unlink()
+    # The manifest identifies the shard's files: the open touches neither,
+    # the shard's first read names the missing one.
+    ds = gpufeed.open_dataset(out)
+    with pytest.raises(FileNotFoundError) as excinfo:
+        ds[0]
+    assert str(rec) in str(excinfo.value)
+    assert "manifest" in str(excinfo.value)
+    forget_index_checksums(out)  # an older manifest: at open, as before
     with pytest.raises(FileNotFoundError) as excinfo:
         gpufeed.open_dataset(out)
     assert str(rec) in str(excinfo.value)
-    assert "manifest" in str(excinfo.value)
 
 
 def test_missing_lmdb_shard(tmp_path, image_folder):
