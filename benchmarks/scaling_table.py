@@ -8,11 +8,19 @@ source per shard: it packs a small RecordIO dataset and runs one epoch of a
 rank of a 2-node x 2-rank job under each setting (global shuffle without and
 with a node cache, node-partitioned with a node cache), reading
 LoaderStats' source_opens, source_stats and source_bytes at open and after
-the epoch, and gpufeed.cache.stat for what the node cache fetched. Then it
-scales those per-process figures to the job: every process opens the
-dataset; per epoch a rank reads its 1/R of the samples; a node cache fetches
-each shard its node reads once (global shuffle: every shard, since a node's
-ranks draw from all of them; node-partitioned: its 1/N share).
+the epoch, and gpufeed.cache.stat for what the node cache fetched; once with
+the manifest `pack` writes (lazy opens: a file is opened at its first read,
+and with a node cache only by the process filling its copy) and once with
+the manifest stripped of index_bytes/index_xxh64 (eager: every process opens
+every shard at open). Then it scales those figures to the job: an eager
+process opens every file; a lazy one opens the files it reads (global, no
+cache: every file, by every rank), or with a node cache its node's fills do
+(global shuffle: every file once per node; node-partitioned: each file once
+per job); per epoch a rank reads its 1/R of the samples; a node cache
+fetches each shard its node reads once. The lazy opens fall at the start of
+epoch 1 (a rank's first reads touch its shards), counted as "at start".
+ImageNet is RecordIO (lazy); the token corpus is read eagerly (token files
+have no manifest: each process opens every file at open).
 
 Assumptions (flags): the processes open their datasets within
 --startup-seconds (60); an epoch lasts samples / (R x per-GPU rate); the
@@ -26,7 +34,9 @@ each, no index; 2,048-token windows).
 """
 
 import argparse
+import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -48,29 +58,45 @@ def measure(work: Path) -> dict:
     packed = work / "packed"
     gpufeed.pack(work / "list.txt", packed, shard_size=32 * (2000 + 32), progress=False)
     shards = len(list(packed.glob("*.rec")))
-    out = {"shards": shards}
-    for name, shuffle, cached in (("global", "global", False), ("global+cache", "global", True),
-                                  ("node+cache", "node", True)):
-        cache_dir = work / f"cache-{name}"
-        loader = gpufeed.DataLoader(packed, batch_size=4, shuffle=shuffle, rank=0, world_size=4,
-                                    num_nodes=2, node_rank=0, num_threads=1,
-                                    transform=gpufeed.RawTransform(shape=(8,)),
-                                    cache_dir=cache_dir if cached else None)
-        at_open = loader.stats()
-        for _ in loader:
-            pass
-        after = loader.stats()
-        loader.close()  # lets its queued copies finish
-        fetched = sum(d["fills"] for d in gpufeed.cache.stat(cache_dir)["datasets"]) \
-            if cached else 0
-        out[name] = {
-            "opens_at_open": int(at_open["source_opens"]),
-            "stats_at_open": int(at_open["source_stats"]),
-            "opens_per_epoch": int(after["source_opens"] - at_open["source_opens"]),
-            "stats_per_epoch": int(after["source_stats"] - at_open["source_stats"]),
-            "shards_fetched": int(fetched),
-        }
+    # The same shards with a manifest of an older pack: opened eagerly.
+    eager = work / "eager"
+    shutil.copytree(packed, eager)
+    manifest = json.loads((eager / "gpufeed.json").read_text())
+    for shard in manifest["shards"]:
+        shard.pop("index_bytes", None)
+        shard.pop("index_xxh64", None)
+    (eager / "gpufeed.json").write_text(json.dumps(manifest))
+    out = {"shards": shards, "nodes": 2, "lazy": {}, "eager": {}}
+    for mode, dataset in (("lazy", packed), ("eager", eager)):
+        for name, shuffle, cached in (("global", "global", False),
+                                      ("global+cache", "global", True),
+                                      ("node+cache", "node", True)):
+            out[mode][name] = _measure_one(dataset, work / f"cache-{mode}-{name}", shuffle,
+                                           cached)
     return out
+
+
+def _measure_one(packed: Path, cache_dir: Path, shuffle: str, cached: bool) -> dict:
+    """One epoch of rank 0 of a 2-node x 2-rank job over `packed`."""
+    import gpufeed
+    loader = gpufeed.DataLoader(packed, batch_size=4, shuffle=shuffle, rank=0, world_size=4,
+                                num_nodes=2, node_rank=0, num_threads=1,
+                                transform=gpufeed.RawTransform(shape=(8,)),
+                                cache_dir=cache_dir if cached else None)
+    at_open = loader.stats()
+    for _ in loader:
+        pass
+    after = loader.stats()
+    loader.close()  # lets its queued copies finish
+    fetched = sum(d["fills"] for d in gpufeed.cache.stat(cache_dir)["datasets"]) \
+        if cached else 0
+    return {
+        "opens_at_open": int(at_open["source_opens"]),
+        "stats_at_open": int(at_open["source_stats"]),
+        "opens_per_epoch": int(after["source_opens"] - at_open["source_opens"]),
+        "stats_per_epoch": int(after["source_stats"] - at_open["source_stats"]),
+        "shards_fetched": int(fetched),
+    }
 
 
 def table(measured: dict, nodes: int, gpus: int, startup: float, fd_cache: int,
@@ -78,30 +104,37 @@ def table(measured: dict, nodes: int, gpus: int, startup: float, fd_cache: int,
     ranks = nodes * gpus
     shards_measured = measured["shards"]
     datasets = [
-        # name, samples per epoch, files, bytes, files per shard (rec + idx), per-GPU rate
-        ("ImageNet 1.28 M images, 1,024 shards", 1.28e6, 1024, 1.28e6 * 110e3, 2, image_rate),
-        ("10 B tokens, 10,000 files", 10e9 / 2048, 10000, 10e9 * 2, 1, token_rate / 2048),
+        # name, samples per epoch, files, bytes, files per shard (rec + idx), per-GPU rate,
+        # opened lazily (a RecordIO manifest that identifies every file)
+        ("ImageNet 1.28 M images, 1,024 shards", 1.28e6, 1024, 1.28e6 * 110e3, 2, image_rate,
+         True),
+        ("10 B tokens, 10,000 files", 10e9 / 2048, 10000, 10e9 * 2, 1, token_rate / 2048,
+         False),
     ]
     rows = []
-    for name, samples, files, size, files_per_shard, rate in datasets:
+    for name, samples, files, size, files_per_shard, rate, lazy in datasets:
         epoch_seconds = samples / (ranks * rate)
         reads_per_rank = samples / ranks
-        for setting in ("global", "global+cache", "node+cache", "node+cache, lazy opens*"):
-            m = measured[setting.split(",")[0]]
-            # Metadata operations one process makes per shard when it opens
-            # the dataset (open + fstat of each file the shard has), scaled
-            # from RecordIO (2 files a shard) to the dataset's files a shard.
-            ops_per_shard = (m["opens_at_open"] + m["stats_at_open"]) / shards_measured
-            ops_per_shard *= files_per_shard / 2
-            startup_ops = ranks * files * ops_per_shard
-            opens_at_start = ranks * files * m["opens_at_open"] / shards_measured * \
-                files_per_shard / 2
-            if setting.endswith("*"):
-                # Projection, not built: a process opens a file on the source
-                # only to fill its node's copy (metadata from the manifest and
-                # the node cache): each file once per job.
-                startup_ops /= ranks
-                opens_at_start /= ranks
+        for setting in ("global", "global+cache", "node+cache"):
+            m = measured["lazy" if lazy else "eager"][setting]
+            # Opens (and open + fstat operations) one measured process made
+            # per shard of the small dataset, at open and in its epoch,
+            # scaled from RecordIO (2 files a shard) to the dataset's files.
+            opens = m["opens_at_open"] + (m["opens_per_epoch"] if lazy else 0)
+            ops = opens + m["stats_at_open"] + (m["stats_per_epoch"] if lazy else 0)
+            per_shard = files_per_shard / 2 / shards_measured
+            if not lazy:
+                openers = ranks  # every process opens every file at open
+            elif setting == "global":
+                openers = ranks  # every rank reads (so opens) every file
+            elif setting == "global+cache":
+                openers = nodes  # the measured process is its node's only filler
+            else:
+                # Its node's share, filled once: the measured nodes together
+                # open each file once, so does the job.
+                openers = measured["nodes"]
+            opens_at_start = openers * files * opens * per_shard
+            startup_ops = openers * files * ops * per_shard
             # Per epoch: reopens when a process reads more files than its
             # descriptor cache holds (without a cache a rank reads from every
             # file; with a node cache a process reads local copies and the
@@ -176,16 +209,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="gpufeed-scaling-") as work:
         measured = measure(Path(work))
     print(f"measured per process over {measured['shards']} RecordIO shards (.rec + .idx):")
-    for setting in ("global", "global+cache", "node+cache"):
-        print(f"  {setting:13s} {measured[setting]}")
+    for mode in ("lazy", "eager"):
+        for setting in ("global", "global+cache", "node+cache"):
+            print(f"  {mode:5s} {setting:13s} {measured[mode][setting]}")
     print(f"\n{args.nodes} nodes x {args.gpus_per_node} GPUs = "
           f"{args.nodes * args.gpus_per_node} ranks; startup window {args.startup_seconds:g} s; "
           f"descriptor cache {args.fd_cache} files per process\n")
     rows = table(measured, args.nodes, args.gpus_per_node, args.startup_seconds, args.fd_cache,
                  args.image_rate, args.token_rate)
     print(_format(rows, args.markdown, args.mds_limit))
-    print("\n* a projection, not what gpufeed does today: today every process opens every "
-          "shard (.rec + .idx) when it opens the dataset, once for the job's life.")
     return 0
 
 

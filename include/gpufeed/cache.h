@@ -41,6 +41,10 @@
 // Layout of a cache directory (docs/architecture.md, "Node-local cache"):
 //   lock                 flock: held briefly for every change of the index
 //   entries/K.data       a complete copy; K = xxh64(source path, size, mtime),
+//                        for a file a manifest identifies (a RecordIO .rec or
+//                        .idx, docs/formats.md "Lazy opens") xxh64(source
+//                        path, size, the manifest's xxh64): no stat of the
+//                        source to find it, the copy's mtime 0;
 //                        for a bundle xxh64(<dataset>/bundle-N, its files' names)
 //   entries/K.meta       JSON: source, size, mtime, xxh64, dataset, policy;
 //                        a bundle's also its file count and names' hash
@@ -166,9 +170,10 @@ struct CacheWarmSummary {
 };
 
 // Copies every shard of the dataset at `source` into options.cache_dir
-// (waiting for fills another process runs): the .rec files of RecordIO, the
-// data.mdb of LMDB environments, the bundles of an ImageFolder (counted in
-// `shards`). `progress(done, total)` gets bytes, from the calling thread; for
+// (waiting for fills another process runs): the .rec files of RecordIO (and
+// their .idx files when the manifest records their checksums, copied with
+// their shard and counted as part of it), the data.mdb of LMDB
+// environments, the bundles of an ImageFolder (counted in `shards`). `progress(done, total)` gets bytes, from the calling thread; for
 // an ImageFolder `total` is an estimate (128 KiB a file, never below `done`),
 // since its files are not stat'ed.
 GPUFEED_EXPORT Status CacheWarm(const std::string& source, const CacheOptions& options,

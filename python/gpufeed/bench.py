@@ -182,11 +182,16 @@ def run_bench(path: str, *, batches: int = 100, warmup: int = 5, batch_size: int
               cache_dir: Optional[str] = None, cache_capacity=None, interval: float = 0.25,
               progress: bool = False, step_time: Optional[float] = None, step_label: str = "",
               au_search: bool = False, au_target: float = 0.9,
-              window_seconds: float = 10.0) -> Dict[str, Any]:
+              window_seconds: float = 10.0, rank: Optional[int] = None,
+              world_size: Optional[int] = None, num_nodes: Optional[int] = None,
+              node_rank: Optional[int] = None) -> Dict[str, Any]:
     """Runs a DataLoader for `warmup` + `batches` batches (epochs wrap
     around) and returns the figures as a dict (the ``--json`` output).
     With `step_time`, the consumer sleeps that long per batch (an emulated
-    training step) and the result has the accelerator utilization (au.py)."""
+    training step) and the result has the accelerator utilization (au.py).
+    `rank`, `world_size`, `num_nodes` and `node_rank` make the loader one
+    rank of a larger job (``shuffle="node"``: its node's shards only); the
+    result's ``storage`` has what it did to the source (opens, stats, bytes)."""
     from .au import Batches, accelerator_utilization, au_search as _au_search
     from .loader import DataLoader
     if batches < 1:
@@ -200,6 +205,10 @@ def run_bench(path: str, *, batches: int = 100, warmup: int = 5, batch_size: int
         extra["cache_dir"] = cache_dir
     if cache_capacity is not None:
         extra["cache_capacity"] = cache_capacity
+    for name, value in (("rank", rank), ("world_size", world_size), ("num_nodes", num_nodes),
+                        ("node_rank", node_rank)):
+        if value is not None:
+            extra[name] = value
     opened = time.monotonic()
     loader = DataLoader(path, batch_size=batch_size, shuffle=shuffle, transform=transform,
                         device=device, num_threads=num_threads, prefetch=prefetch,
@@ -257,7 +266,9 @@ def run_bench(path: str, *, batches: int = 100, warmup: int = 5, batch_size: int
                     "device": device, "io_backend": io_backend, "direct_io": direct_io,
                     "prefetch": prefetch, "shuffle": shuffle, "format": format,
                     "transform": repr(transform), "cache_dir": cache_dir,
-                    "cache_capacity": cache_capacity, "step_time": step_time},
+                    "cache_capacity": cache_capacity, "step_time": step_time,
+                    "rank": rank, "world_size": world_size, "num_nodes": num_nodes,
+                    "node_rank": node_rank},
         "batches": batches,
         "warmup_batches": warmup,
         "epochs_touched": stream.epochs,
@@ -269,6 +280,9 @@ def run_bench(path: str, *, batches: int = 100, warmup: int = 5, batch_size: int
         "batches_per_s": (after["batches"] - before["batches"]) / seconds,
         "mb_per_s": (after["bytes_read"] - before["bytes_read"]) / seconds / 1e6,
         "skipped": after["skipped"],
+        # Since the loader opened (the dataset's opening included).
+        "storage": {name: int(after.get(name, 0))
+                    for name in ("source_opens", "source_stats", "source_bytes", "cache_reads")},
         "stages": shares,
         "io_backend": after.get("io_backend", ""),
         "io_mean_inflight": recent.get("io_mean_inflight", 0.0),
@@ -345,6 +359,11 @@ def format_report(result: Dict[str, Any]) -> str:
     ]
     if result["skipped"]:
         lines.append(f"skipped:    {result['skipped']} bad samples (on_error=skip)")
+    storage = result.get("storage")
+    if storage:
+        lines.append(f"source:     {storage['source_opens']} opens, {storage['source_stats']} stats, "
+                     f"{storage['source_bytes']} bytes since open; {storage['cache_reads']} "
+                     "node-cache reads")
     lines.append(f"bottleneck: {judgement_line(result)}")
     lines.append(f"verdict:    {result['verdict']}")
     au = result.get("au")
@@ -381,7 +400,19 @@ def add_arguments(parser) -> None:
     parser.add_argument("--io-backend", choices=("auto", "io_uring", "pread"), default="auto")
     parser.add_argument("--direct-io", action="store_true", help="O_DIRECT reads")
     parser.add_argument("--prefetch", type=int, default=2)
-    parser.add_argument("--shuffle", choices=("global", "block", "none"), default="global")
+    parser.add_argument("--shuffle", choices=("global", "block", "node", "none"),
+                        default="global",
+                        help='"node": this node\'s shards only (with --num-nodes/--node-rank)')
+    parser.add_argument("--rank", type=int, default=None,
+                        help="this process's rank in the job (default: RANK or 0)")
+    parser.add_argument("--world-size", type=int, default=None,
+                        help="ranks in the job (default: WORLD_SIZE or 1)")
+    parser.add_argument("--num-nodes", type=int, default=None,
+                        help="nodes of the job for --shuffle node (default: from the "
+                             "torchrun environment, else 1)")
+    parser.add_argument("--node-rank", type=int, default=None,
+                        help="this node's index for --shuffle node (default: GROUP_RANK, "
+                             "NODE_RANK, else from the rank)")
     parser.add_argument("--format", default="auto")
     parser.add_argument("--on-error", choices=("raise", "skip"), default="raise")
     parser.add_argument("--cache-dir", default=None, help="node-local cache directory")
@@ -422,7 +453,9 @@ def main_from_args(args) -> int:
                        cache_capacity=args.cache_capacity, interval=args.interval,
                        progress=not (args.quiet or args.json) and sys.stderr.isatty(),
                        step_time=step_time, step_label=step_label, au_search=args.au_search,
-                       au_target=args.au_target, window_seconds=args.window)
+                       au_target=args.au_target, window_seconds=args.window,
+                       rank=args.rank, world_size=args.world_size, num_nodes=args.num_nodes,
+                       node_rank=args.node_rank)
     if args.plot:
         plot_timeline(result, args.plot)
         result["plot"] = os.path.abspath(args.plot)

@@ -191,24 +191,8 @@ Status OpenFromManifest(const std::string& directory, const DatasetOptions& opti
   }
   if (manifest.format == DatasetFormat::kRecordIO) {
     std::vector<RecordIOShardSpec> specs;
-    for (size_t i = 0; i < manifest.shards.size(); ++i) {
-      const ManifestShard& shard = manifest.shards[i];
-      const std::string named_by = manifest_path + " shard " + std::to_string(i);
-      RecordIOShardSpec spec;
-      GPUFEED_RETURN_IF_ERROR(ResolveInsideDirectory(directory, shard.file, allow_external_paths,
-                                                     named_by, &spec.rec_path));
-      GPUFEED_RETURN_IF_ERROR(ResolveInsideDirectory(
-          directory, shard.index.empty() ? IndexPathFor(shard.file) : shard.index,
-          allow_external_paths, named_by + " index", &spec.idx_path));
-      spec.idx_required = true;
-      spec.expected_records = static_cast<int64_t>(shard.records);
-      spec.xxh64 = shard.xxh64;
-      // Existence and the recorded size are checked when the store opens
-      // the shard (RecordIODataset::AddShard): no separate stat per shard.
-      spec.expected_bytes = shard.bytes;
-      spec.manifest_path = manifest_path;
-      specs.push_back(std::move(spec));
-    }
+    GPUFEED_RETURN_IF_ERROR(RecordIOSpecsFromManifest(directory, manifest_path, manifest,
+                                                      allow_external_paths, &specs));
     return OpenRecordIODataset(directory, specs, &manifest, store, dataset);
   }
   if (manifest.format == DatasetFormat::kWebDataset) {
@@ -231,6 +215,40 @@ Status OpenFromManifest(const std::string& directory, const DatasetOptions& opti
   }
   return OpenLmdbDataset(directory, environments, &manifest, store, dataset);
 }
+
+}  // namespace
+
+Status RecordIOSpecsFromManifest(const std::string& directory, const std::string& manifest_path,
+                                 const Manifest& manifest, bool allow_external_paths,
+                                 std::vector<RecordIOShardSpec>* specs) {
+  const bool lazy = ManifestIdentifiesEveryFile(manifest);
+  specs->clear();
+  for (size_t i = 0; i < manifest.shards.size(); ++i) {
+    const ManifestShard& shard = manifest.shards[i];
+    const std::string named_by = manifest_path + " shard " + std::to_string(i);
+    RecordIOShardSpec spec;
+    GPUFEED_RETURN_IF_ERROR(ResolveInsideDirectory(directory, shard.file, allow_external_paths,
+                                                   named_by, &spec.rec_path));
+    GPUFEED_RETURN_IF_ERROR(ResolveInsideDirectory(
+        directory, shard.index.empty() ? IndexPathFor(shard.file) : shard.index,
+        allow_external_paths, named_by + " index", &spec.idx_path));
+    spec.idx_required = true;
+    spec.expected_records = static_cast<int64_t>(shard.records);
+    spec.xxh64 = shard.xxh64;
+    // Existence and the recorded size are checked when the store opens
+    // the shard (at Dataset::Open, or at its first read when lazy): no
+    // separate stat per shard.
+    spec.expected_bytes = shard.bytes;
+    spec.manifest_path = manifest_path;
+    spec.lazy = lazy;
+    spec.index_bytes = shard.index_bytes;
+    spec.index_xxh64 = shard.index_xxh64;
+    specs->push_back(std::move(spec));
+  }
+  return Status::OK();
+}
+
+namespace {
 
 Status OpenDirectory(const std::string& directory, const DatasetOptions& options,
                      const std::shared_ptr<Store>& store, std::unique_ptr<Dataset>* dataset) {

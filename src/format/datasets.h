@@ -72,7 +72,22 @@ struct RecordIOShardSpec {
   // shard costs one open + fstat of the .rec and one of the .idx.
   uint64_t expected_bytes = 0;
   std::string manifest_path;
+  // From a manifest that identifies the .idx too (ManifestIdentifiesEveryFile):
+  // the shard is opened lazily (Store::OpenLazily), nothing is opened or
+  // stat'ed until its first read, and the .idx is read then (its errors
+  // then, naming it).
+  bool lazy = false;
+  uint64_t index_bytes = 0;
+  std::string index_xxh64;
 };
+
+// The shards `manifest` (a RecordIO manifest read from `manifest_path` in
+// `directory`) lists, their names resolved (ResolveInsideDirectory), lazy
+// when the manifest identifies every file. Shared by Dataset::Open and
+// `gpufeed cache warm`, whose copies must have the keys a loader looks up.
+Status RecordIOSpecsFromManifest(const std::string& directory, const std::string& manifest_path,
+                                 const Manifest& manifest, bool allow_external_paths,
+                                 std::vector<RecordIOShardSpec>* specs);
 
 inline RecordIOShardSpec RecordIOShardAt(std::string rec_path) {
   RecordIOShardSpec spec;

@@ -87,12 +87,19 @@ Status ParseManifest(const std::string& text, const std::string& path, Manifest*
       GPUFEED_RETURN_IF_ERROR(count_field(entry, "records", &shard.records));
       if (entry.contains("bytes")) GPUFEED_RETURN_IF_ERROR(count_field(entry, "bytes", &shard.bytes));
       shard.xxh64 = entry.value("xxh64", "");
+      if (entry.contains("index_bytes")) {
+        GPUFEED_RETURN_IF_ERROR(count_field(entry, "index_bytes", &shard.index_bytes));
+      }
+      shard.index_xxh64 = entry.value("index_xxh64", "");
       std::string where = "shard " + std::to_string(i) + " (\"" + shard.file + "\")";
       if (!IsUsableName(shard.file) || (entry.contains("index") && !IsUsableName(shard.index))) {
         return bad(where + ": a shard or index path is empty or has a NUL byte");
       }
       if (!shard.xxh64.empty() && !IsHex16(shard.xxh64)) {
         return bad(where + ": xxh64 must be 16 lowercase hex digits");
+      }
+      if (!shard.index_xxh64.empty() && !IsHex16(shard.index_xxh64)) {
+        return bad(where + ": index_xxh64 must be 16 lowercase hex digits");
       }
       if (shard.records > (uint64_t{1} << 48)) return bad(where + ": implausible record count");
       total += shard.records;
@@ -106,6 +113,19 @@ Status ParseManifest(const std::string& text, const std::string& path, Manifest*
     return bad(error.what());
   }
   return Status::OK();
+}
+
+bool ManifestIdentifiesEveryFile(const Manifest& manifest) {
+  if (manifest.format != DatasetFormat::kRecordIO || manifest.shards.empty()) return false;
+  for (const ManifestShard& shard : manifest.shards) {
+    // A shard of records has at least their framing: 0 bytes means "not
+    // recorded" (hand-written manifests).
+    if (shard.bytes == 0 || shard.xxh64.empty() || shard.index_xxh64.empty() ||
+        (shard.index_bytes == 0 && shard.records != 0)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 Status ReadManifest(const std::string& path, Manifest* manifest) {
@@ -130,6 +150,10 @@ std::string SerializeManifest(const Manifest& manifest) {
     entry["records"] = shard.records;
     entry["bytes"] = shard.bytes;
     entry["xxh64"] = shard.xxh64;
+    if (!shard.index_xxh64.empty()) {
+      entry["index_bytes"] = shard.index_bytes;
+      entry["index_xxh64"] = shard.index_xxh64;
+    }
     shards.push_back(std::move(entry));
   }
   json["shards"] = std::move(shards);

@@ -9,9 +9,17 @@
 //     "classes": ["n01440764", ...],              (may be empty)
 //     "shards": [
 //       {"file": "part-00000.rec", "index": "part-00000.idx",   (lmdb: "file": "part-00000")
-//        "records": 1000, "bytes": 123456789, "xxh64": "0123456789abcdef"}, ...
+//        "records": 1000, "bytes": 123456789, "xxh64": "0123456789abcdef",
+//        "index_bytes": 14000, "index_xxh64": "fedcba9876543210"}, ...   (RecordIO, optional)
 //     ]
 //   }
+//
+// "index_bytes" and "index_xxh64" identify the .idx as "bytes" and "xxh64"
+// identify the .rec. Written by Pack since they were added; a manifest that
+// has them (and "bytes" and "xxh64") for every shard lets Dataset::Open open
+// nothing until a shard is first read, and a node cache identify its copies
+// without a stat of the source (ManifestIdentifiesEveryFile). Manifests
+// without them are read as before: every shard is opened at Dataset::Open.
 //
 // Shard file names are relative to the manifest's directory; Dataset::Open
 // refuses names that lead outside it unless allow_external_paths.
@@ -39,6 +47,10 @@ struct ManifestShard {
   uint64_t records = 0;
   uint64_t bytes = 0;
   std::string xxh64;  // 16 hex digits of the .rec file or data.mdb
+  // RecordIO: the .idx file's size and checksum (0 and empty in manifests
+  // written before they were recorded).
+  uint64_t index_bytes = 0;
+  std::string index_xxh64;
 };
 
 struct Manifest {
@@ -49,6 +61,11 @@ struct Manifest {
   std::vector<std::string> classes;
   std::vector<ManifestShard> shards;
 };
+
+// True for a RecordIO manifest giving the size and checksum of every .rec
+// and .idx: its dataset is opened lazily (recordio_dataset.cc), and a node
+// cache keys its copies on those sizes and checksums.
+bool ManifestIdentifiesEveryFile(const Manifest& manifest);
 
 // Parses and validates (counts add up, names are non-empty, checksums are
 // hex). Corruption naming the file on any problem. Where the names lead is

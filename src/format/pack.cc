@@ -266,6 +266,14 @@ Status PackInto(const std::vector<PackSource>& sources, const std::string& desti
     uint64_t digest = 0;
     GPUFEED_RETURN_IF_ERROR(FileXxh64(data_file, &digest));
     current.xxh64 = Xxh64Hex(digest);
+    if (!current.index.empty()) {
+      // The .idx is identified as the .rec is: a reader of the manifest
+      // then needs to stat neither (manifest.h).
+      std::string index_file = JoinPath(destination_path, current.index);
+      GPUFEED_RETURN_IF_ERROR(FileSizeOf(index_file, &current.index_bytes));
+      GPUFEED_RETURN_IF_ERROR(FileXxh64(index_file, &digest));
+      current.index_xxh64 = Xxh64Hex(digest);
+    }
     manifest.shards.push_back(current);
     writer.reset();
     return Status::OK();

@@ -1,10 +1,13 @@
 // RecordIO datasets: one or more .rec files, each with an .idx (or scanned).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <mutex>
 
 #include "format/datasets.h"
 #include "format/irheader.h"
 #include "format/recordio.h"
+#include "util/checksum.h"
 #include "util/file.h"
 #include "util/logging.h"
 #include "util/path.h"
@@ -13,8 +16,6 @@ namespace gpufeed {
 
 namespace {
 
-// Read-ahead for the scan of a whole file: large sequential reads.
-constexpr size_t kScanReadSize = 4 << 20;
 // Size hint for a record whose end the index does not tell.
 constexpr size_t kDefaultRecordHint = 256 << 10;
 // A hint is only a guess (an index need not be sorted): never read more
@@ -26,6 +27,15 @@ struct RecordIOShard {
   std::string idx_path;  // empty when scanned
   std::shared_ptr<const StoreFile> file;
   uint64_t file_size = 0;
+  // Opened lazily (RecordIOShardSpec::lazy): the .idx, read and parsed at
+  // the shard's first use (Load), then let go. `offsets` and `keys` are
+  // written once, under load_mutex, before `loaded` is set.
+  std::shared_ptr<const StoreFile> index_file;
+  int64_t expected_records = -1;
+  std::string manifest_path;
+  std::mutex load_mutex;
+  std::atomic<bool> loaded{true};
+  Status load_error;  // guarded by load_mutex: a corrupt or missing .idx
   std::vector<uint64_t> offsets;
   std::vector<std::string> keys;
 };
@@ -36,6 +46,8 @@ class RecordIODataset final : public DatasetBase {
       : DatasetBase(DatasetFormat::kRecordIO, std::move(path), std::move(store)) {}
 
   Status AddShard(const RecordIOShardSpec& spec);
+  // A shard of a manifest that identifies its files: nothing is opened.
+  Status AddLazyShard(const RecordIOShardSpec& spec);
   void Finalize() {
     first_records_.clear();
     for (const ShardInfo& info : shards_) first_records_.push_back(info.first_record);
@@ -58,9 +70,14 @@ class RecordIODataset final : public DatasetBase {
   }
 
  private:
-  // The shard holding sample `index`, and the sample's position in it.
-  const RecordIOShard& ShardOf(uint64_t index, size_t* local) const;
+  // The shard holding sample `index`, its index read (Load), and the
+  // sample's position in it.
+  Status ShardOf(uint64_t index, const RecordIOShard** shard, size_t* local) const;
   size_t ShardIndexOf(uint64_t index) const;
+  // Reads and checks a lazily opened shard's .idx, once; its error (named)
+  // again on every later call when the index is missing or corrupt.
+  Status Load(RecordIOShard* shard) const;
+  Status ReadIndex(RecordIOShard* shard) const;
   // Bytes from the record's offset to the next record's (or the end of the
   // file); 0 when the index is not sorted there.
   static uint64_t RecordLength(const RecordIOShard& shard, size_t local);
@@ -77,7 +94,95 @@ class RecordIODataset final : public DatasetBase {
   std::vector<std::unique_ptr<RecordIOShard>> files_;
   std::vector<uint64_t> first_records_;
   uint64_t total_ = 0;
+  bool lazy_ = false;
 };
+
+Status RecordIODataset::AddLazyShard(const RecordIOShardSpec& spec) {
+  auto shard = std::make_unique<RecordIOShard>();
+  shard->rec_path = spec.rec_path;
+  shard->idx_path = spec.idx_path;
+  shard->file_size = spec.expected_bytes;
+  shard->expected_records = spec.expected_records;
+  shard->manifest_path = spec.manifest_path;
+  shard->loaded.store(false);
+  FileIdentity rec{spec.expected_bytes, spec.xxh64, spec.manifest_path};
+  FileIdentity idx{spec.index_bytes, spec.index_xxh64, spec.manifest_path};
+  GPUFEED_RETURN_IF_ERROR(store_->OpenLazily(spec.rec_path, rec, &shard->file));
+  GPUFEED_RETURN_IF_ERROR(store_->OpenLazily(spec.idx_path, idx, &shard->index_file));
+  ShardInfo info;
+  info.path = spec.rec_path;
+  info.first_record = total_;
+  info.records = static_cast<uint64_t>(spec.expected_records);
+  info.bytes = spec.expected_bytes;
+  info.xxh64 = spec.xxh64;
+  shards_.push_back(info);
+  total_ += info.records;
+  files_.push_back(std::move(shard));
+  lazy_ = true;
+  return Status::OK();
+}
+
+Status RecordIODataset::Load(RecordIOShard* shard) const {
+  if (shard->loaded.load(std::memory_order_acquire)) return Status::OK();
+  std::lock_guard<std::mutex> lock(shard->load_mutex);
+  if (shard->loaded.load(std::memory_order_relaxed)) return Status::OK();
+  if (!shard->load_error.ok()) return shard->load_error;
+  Status status = ReadIndex(shard);
+  if (!status.ok()) {
+    // A missing or corrupt index stays so; a passing I/O error is retried.
+    if (status.IsNotFound() || status.IsCorruption()) shard->load_error = status;
+    return status;
+  }
+  shard->index_file.reset();  // read: its descriptor need not stay open
+  shard->loaded.store(true, std::memory_order_release);
+  return Status::OK();
+}
+
+Status RecordIODataset::ReadIndex(RecordIOShard* shard) const {
+  const StoreFile& index = *shard->index_file;
+  auto parse = [&](const FileView& view) -> Status {
+    std::string text(index.size(), '\0');
+    size_t done = 0;
+    GPUFEED_RETURN_IF_ERROR(PreadFull(view.fd, text.data(), text.size(), 0, view.shown, &done));
+    index.Count(view, done);
+    if (done != text.size()) {
+      return Status::Corruption(view.shown + ": ends at byte offset " + std::to_string(done) +
+                                " but the manifest " + shard->manifest_path + " says it holds " +
+                                std::to_string(text.size()) + " bytes");
+    }
+    // The manifest identifies the .idx by its checksum (the key of its
+    // node-cache copy): an index edited since packing would describe other
+    // offsets than the .rec's checksum vouches for.
+    Xxh64 digest;
+    digest.Update(text.data(), text.size());
+    std::string hex = Xxh64Hex(digest.Digest());
+    if (hex != index.xxh64()) {
+      return Status::Corruption(view.shown + ": xxh64 " + hex + " does not match " +
+                                index.xxh64() + " from the manifest " + shard->manifest_path +
+                                " (changed since it was packed?)");
+    }
+    GPUFEED_RETURN_IF_ERROR(ParseRecordIOIndex(text, shard->idx_path, shard->file_size,
+                                               &shard->offsets, &shard->keys));
+    if (shard->offsets.size() != static_cast<uint64_t>(shard->expected_records)) {
+      return Status::Corruption(shard->idx_path + ": holds " +
+                                std::to_string(shard->offsets.size()) +
+                                " records but the manifest " + shard->manifest_path + " says " +
+                                std::to_string(shard->expected_records));
+    }
+    return Status::OK();
+  };
+  FileView view;
+  GPUFEED_RETURN_IF_ERROR(index.View(0, index.size(), &view));
+  Status status = parse(view);
+  if (status.ok() || !view.local || !status.IsCorruption()) return status;
+  // A node-cache copy that does not parse where the source may: as for a
+  // record (RetryFromSource).
+  FileView source;
+  if (!index.SourceView(&source).ok()) return status;
+  Status from_source = parse(source);
+  if (from_source.ok()) index.Invalidate(&view);
+  return from_source;
+}
 
 Status RecordIODataset::AddShard(const RecordIOShardSpec& spec) {
   auto shard = std::make_unique<RecordIOShard>();
@@ -149,10 +254,14 @@ size_t RecordIODataset::ShardIndexOf(uint64_t index) const {
   return ShardContaining(first_records_, index);
 }
 
-const RecordIOShard& RecordIODataset::ShardOf(uint64_t index, size_t* local) const {
+Status RecordIODataset::ShardOf(uint64_t index, const RecordIOShard** shard,
+                                size_t* local) const {
   size_t shard_index = ShardIndexOf(index);
   *local = index - first_records_[shard_index];
-  return *files_[shard_index];
+  RecordIOShard* found = files_[shard_index].get();
+  GPUFEED_RETURN_IF_ERROR(Load(found));
+  *shard = found;
+  return Status::OK();
 }
 
 uint64_t RecordIODataset::RecordLength(const RecordIOShard& shard, size_t local) {
@@ -164,11 +273,14 @@ uint64_t RecordIODataset::RecordLength(const RecordIOShard& shard, size_t local)
 Status RecordIODataset::Read(uint64_t index, Record* record) const {
   GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
   size_t local = 0;
-  const RecordIOShard& shard = ShardOf(index, &local);
+  const RecordIOShard* found = nullptr;
+  Status status = ShardOf(index, &found, &local);
+  if (!status.ok()) return status.WithContext("sample " + std::to_string(index));
+  const RecordIOShard& shard = *found;
   uint64_t length = RecordLength(shard, local);
   uint64_t hint = std::min<uint64_t>(length != 0 ? length : kDefaultRecordHint, kMaxRecordHint);
   FileView view;
-  Status status = shard.file->View(shard.offsets[local], hint, &view);
+  status = shard.file->View(shard.offsets[local], hint, &view);
   if (!status.ok()) return status.WithContext("sample " + std::to_string(index));
   // Scratch buffers per thread: no allocation per read once warm.
   thread_local std::string window;
@@ -196,7 +308,9 @@ Status RecordIODataset::RetryFromSource(const RecordIOShard& shard, size_t local
 bool RecordIODataset::Locate(uint64_t index, RecordLocation* location) const {
   if (index >= total_) return false;
   size_t local = 0;
-  const RecordIOShard& shard = ShardOf(index, &local);
+  const RecordIOShard* found = nullptr;
+  if (!ShardOf(index, &found, &local).ok()) return false;  // Read reports it
+  const RecordIOShard& shard = *found;
   uint64_t length = RecordLength(shard, local);
   if (length == 0 || length > kMaxRecordHint) return false;
   FileView view;
@@ -213,23 +327,29 @@ bool RecordIODataset::Locate(uint64_t index, RecordLocation* location) const {
 
 bool RecordIODataset::CanLocate() const {
   if (total_ == 0) return false;
+  // A manifest that identifies every file was written by Pack, whose
+  // indexes are sorted: nothing is read to tell.
+  if (lazy_) return true;
   size_t local = 0;
-  const RecordIOShard& shard = ShardOf(0, &local);
-  return RecordLength(shard, local) != 0;
+  const RecordIOShard* shard = nullptr;
+  return ShardOf(0, &shard, &local).ok() && RecordLength(*shard, local) != 0;
 }
 
 Status RecordIODataset::ParseLocated(uint64_t index, const RecordLocation& location,
                                      const char* data, size_t size, Record* record) const {
   GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
   size_t local = 0;
-  const RecordIOShard& shard = ShardOf(index, &local);
+  const RecordIOShard* found = nullptr;
+  Status status = ShardOf(index, &found, &local);
+  if (!status.ok()) return status.WithContext("sample " + std::to_string(index));
+  const RecordIOShard& shard = *found;
   FileView engine_view;  // what the engine read: counted, never read again
   engine_view.local = location.local;
   shard.file->Count(engine_view, size);
   // A record running past the located bytes is read on through a view of
   // its own (the location does not keep a descriptor open).
   FileView view;
-  Status status = shard.file->View(location.offset, location.length, &view);
+  status = shard.file->View(location.offset, location.length, &view);
   if (!status.ok()) return status.WithContext("sample " + std::to_string(index));
   thread_local std::string window;
   window.assign(data, size);
@@ -282,96 +402,13 @@ Status RecordIODataset::ParseAt(const RecordIOShard& shard, size_t local, uint64
 
 }  // namespace
 
-Status ScanRecordIO(int fd, const std::string& path, uint64_t file_size,
-                    const std::function<Status(uint64_t, const std::string&)>& visit) {
-  RecordIOCursor cursor(fd, path, file_size, kScanReadSize);
-  std::string payload;
-  uint64_t offset = 0;
-  while (offset < file_size) {
-    uint64_t next = 0;
-    GPUFEED_RETURN_IF_ERROR(cursor.ReadRecord(offset, &payload, &next));
-    GPUFEED_RETURN_IF_ERROR(visit(offset, payload));
-    offset = next;
-  }
-  return Status::OK();
-}
-
-Status ReadRecordIOIndex(const std::string& idx_path, uint64_t rec_size,
-                         std::vector<uint64_t>* offsets, std::vector<std::string>* keys) {
-  std::string text;
-  GPUFEED_RETURN_IF_ERROR(ReadFileToString(idx_path, &text));
-  return ParseRecordIOIndex(text, idx_path, rec_size, offsets, keys);
-}
-
-Status ParseRecordIOIndex(const std::string& text, const std::string& idx_path, uint64_t rec_size,
-                          std::vector<uint64_t>* offsets, std::vector<std::string>* keys) {
-  // Every record takes at least its 8-byte header in the .rec file.
-  const uint64_t max_entries = rec_size / 8;
-  offsets->clear();
-  keys->clear();
-  size_t line_start = 0;
-  uint64_t line_number = 0;
-  while (line_start < text.size()) {
-    size_t line_end = text.find('\n', line_start);
-    if (line_end == std::string::npos) line_end = text.size();
-    ++line_number;
-    std::string line = text.substr(line_start, line_end - line_start);
-    line_start = line_end + 1;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    auto bad = [&](const std::string& what) {
-      return Status::Corruption(idx_path + " line " + std::to_string(line_number) + ": " + what);
-    };
-    // "key<TAB>offset": MXNet splits on tabs and takes columns 0 and 1,
-    // DALI reads two whitespace-separated tokens; either way extra columns
-    // and surrounding blanks are ignored, and so they are here.
-    std::vector<std::string> tokens;
-    size_t position = 0;
-    while (tokens.size() < 2) {
-      size_t start = line.find_first_not_of(" \t", position);
-      if (start == std::string::npos) break;
-      size_t end = line.find_first_of(" \t", start);
-      tokens.push_back(line.substr(start, end == std::string::npos ? std::string::npos : end - start));
-      if (end == std::string::npos) break;
-      position = end;
-    }
-    if (tokens.size() < 2) {
-      return bad("expected \"key<TAB>offset\", got \"" + line.substr(0, 80) + "\"");
-    }
-    std::string key = tokens[0];
-    std::string number = tokens[1];
-    if (number.empty() || number.find_first_not_of("0123456789") != std::string::npos) {
-      return bad("offset \"" + number.substr(0, 40) + "\" is not a non-negative integer");
-    }
-    if (number.size() > 19) {
-      return bad("offset " + number.substr(0, 40) + " is past the end of the .rec file (" +
-                 std::to_string(rec_size) + " bytes)");
-    }
-    uint64_t offset = std::stoull(number);
-    if (offset + 8 > rec_size) {
-      return bad("offset " + std::to_string(offset) + " is past the end of the .rec file (" +
-                 std::to_string(rec_size) + " bytes)");
-    }
-    if (offset % 4 != 0) {
-      return bad("offset " + std::to_string(offset) +
-                 " is not at a record boundary (records start at multiples of 4)");
-    }
-    if (offsets->size() >= max_entries) {
-      return bad("more index entries than the " + std::to_string(rec_size) +
-                 "-byte .rec file can hold (at most " + std::to_string(max_entries) +
-                 ", 8 bytes of framing each)");
-    }
-    offsets->push_back(offset);
-    keys->push_back(std::move(key));
-  }
-  return Status::OK();
-}
-
 Status OpenRecordIODataset(const std::string& path, const std::vector<RecordIOShardSpec>& shards,
                            const Manifest* manifest, const std::shared_ptr<Store>& store,
                            std::unique_ptr<Dataset>* dataset) {
   auto result = std::make_unique<RecordIODataset>(path, store);
-  for (const RecordIOShardSpec& spec : shards) GPUFEED_RETURN_IF_ERROR(result->AddShard(spec));
+  for (const RecordIOShardSpec& spec : shards) {
+    GPUFEED_RETURN_IF_ERROR(spec.lazy ? result->AddLazyShard(spec) : result->AddShard(spec));
+  }
   if (manifest != nullptr) result->SetClasses(manifest->classes, manifest->integer_labels);
   result->Finalize();
   if (result->size() == 0) {

@@ -230,6 +230,13 @@ std::string CacheKeyFor(const CacheSource& source) {
   }
   identity += '\0';
   identity += std::to_string(source.size);
+  if (source.identified_by_checksum) {
+    // No mtime: it is never stat'ed by the processes that look the copy up.
+    identity += std::string("\0xxh64\0", 7);
+    identity += source.xxh64;
+    return Hex16(XXH64(identity.data(), identity.size(), 0)) + "-" +
+           SafeName(Basename(source.path));
+  }
   identity += '\0';
   identity += std::to_string(source.mtime_ns);
   if (!source.xxh64.empty()) {

@@ -38,11 +38,20 @@ namespace gpufeed {
 // names only: its members are not stat'ed (that is the metadata load the
 // cache removes), so a member changed after its bundle was cached is served
 // from the copy until the entry is evicted or cleared.
+//
+// A file a manifest identifies (Store::OpenLazily) has the key (path, size,
+// xxh64) and no mtime: processes that read the copy never stat the source.
+// Its fill checks the source's size before copying and the copy's checksum
+// after, so a source changed since the manifest was written is never
+// cached (its copy would not match the key); the copy carries mtime 0.
 struct CacheSource {
   std::string path;     // absolute; a bundle: <dataset>/<bundle name>
   uint64_t size = 0;    // a bundle: 0 here; its entry's meta records the copy's
   int64_t mtime_ns = 0;
   std::string xxh64;    // from a manifest; empty: recorded at fill
+  // Identified by (path, size, xxh64) from a manifest, not by a stat (see
+  // above). REQUIRES: xxh64 not empty.
+  bool identified_by_checksum = false;
   std::string dataset;  // for statistics and `cache clear --dataset`
   CachePolicy policy = CachePolicy::kTrain;
   std::string group;    // checkpoints: the source directory
@@ -69,7 +78,8 @@ Status ReadBundleTrailer(int fd, uint64_t file_size, size_t count, const std::st
 
 // Stats the source file at `path` into *source (size, mtime).
 Status StatCacheSource(const std::string& path, CacheSource* source);
-// "<16 hex digits>-<file name>": stable for (path, size, mtime).
+// "<16 hex digits>-<file name>": stable for (path, size, mtime, xxh64), or
+// (path, size, xxh64) for a source identified by its checksum.
 std::string CacheKeyFor(const CacheSource& source);
 
 struct CacheEntryInfo {

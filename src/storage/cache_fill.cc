@@ -227,7 +227,19 @@ Status CacheDirectory::Fill(const CacheSource& source, const StoreFile* from, ui
   if (::fstat(input.get(), &before) != 0) {
     return abandon(ErrnoStatus(errno, source.path), FillOutcome::kSourceChanged);
   }
-  if (static_cast<uint64_t>(before.st_size) != source.size || MtimeNs(before) != source.mtime_ns) {
+  // A source identified by its checksum has no mtime to compare: its size
+  // now, and its checksum once copied, say whether it is what the manifest
+  // describes.
+  const bool by_checksum = source.identified_by_checksum;
+  if (static_cast<uint64_t>(before.st_size) != source.size) {
+    return abandon(by_checksum ? Status::Corruption(
+                                     source.path + ": holds " + std::to_string(before.st_size) +
+                                     " bytes but its manifest says " +
+                                     std::to_string(source.size) + "; not cached")
+                               : Status::OK(),
+                   FillOutcome::kSourceChanged);
+  }
+  if (!by_checksum && MtimeNs(before) != source.mtime_ns) {
     return abandon(Status::OK(), FillOutcome::kSourceChanged);
   }
   Xxh64 digest;
@@ -309,12 +321,13 @@ Status CacheDirectory::Fill(const CacheSource& source, const StoreFile* from, ui
                    FillOutcome::kSourceChanged);
   }
   struct stat after;
-  if (::fstat(input.get(), &after) != 0 || MtimeNs(after) != source.mtime_ns ||
+  if (::fstat(input.get(), &after) != 0 || (!by_checksum && MtimeNs(after) != source.mtime_ns) ||
       static_cast<uint64_t>(after.st_size) != source.size) {
     return abandon(Status::OK(), FillOutcome::kSourceChanged);  // rewritten while we copied
   }
-  // The copy carries the source's mtime: an open compares it, so a copy
-  // changed on disk afterwards is noticed.
+  // The copy carries the source's mtime (0 for one identified by its
+  // checksum): an open compares it, so a copy changed on disk afterwards is
+  // noticed.
   struct timespec times[2];
   times[0].tv_nsec = UTIME_NOW;
   times[1].tv_sec = static_cast<time_t>(source.mtime_ns / 1000000000);

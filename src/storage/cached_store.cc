@@ -14,7 +14,8 @@ class CachedFile final : public StoreFile {
  public:
   CachedFile(std::shared_ptr<NodeCache> cache, size_t index,
              std::shared_ptr<const StoreFile> source)
-      : StoreFile(source->path(), source->size(), source->mtime_ns()),
+      : StoreFile(source->path(), source->size(), source->mtime_ns(), source->xxh64(),
+                  source->lazy()),
         cache_(std::move(cache)),
         index_(index),
         source_(std::move(source)) {}
@@ -72,6 +73,16 @@ class CachedStore final : public Store {
     std::shared_ptr<const StoreFile> opened;
     GPUFEED_RETURN_IF_ERROR(source_->Open(path, xxh64, &opened));
     size_t index = cache_->AddFile(opened, xxh64);
+    *file = std::make_shared<CachedFile>(cache_, index, std::move(opened));
+    return Status::OK();
+  }
+
+  // Nothing is opened: the slot's key comes from `identity` (node_cache.h).
+  Status OpenLazily(const std::string& path, const FileIdentity& identity,
+                    std::shared_ptr<const StoreFile>* file) override {
+    std::shared_ptr<const StoreFile> opened;
+    GPUFEED_RETURN_IF_ERROR(source_->OpenLazily(path, identity, &opened));
+    size_t index = cache_->AddFile(opened, identity.xxh64);
     *file = std::make_shared<CachedFile>(cache_, index, std::move(opened));
     return Status::OK();
   }

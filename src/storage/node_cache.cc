@@ -68,11 +68,13 @@ Status NodeCache::Open(const CacheOptions& options, const std::string& dataset,
 size_t NodeCache::AddFile(std::shared_ptr<const StoreFile> source, const std::string& xxh64) {
   auto slot = std::make_unique<Slot>();
   // The key is made from the size and mtime the source had when it was
-  // opened: no extra stat of the (remote) source per file.
+  // opened, or for a lazily opened file from its manifest's size and
+  // checksum: no extra stat of the (remote) source per file.
   slot->source.path = source->path();
   slot->source.size = source->size();
   slot->source.mtime_ns = source->mtime_ns();
   slot->source.xxh64 = xxh64;
+  slot->source.identified_by_checksum = source->lazy() && !xxh64.empty();
   slot->source.dataset = dataset_;
   slot->source.policy = options_.policy;
   slot->file = std::move(source);
@@ -264,6 +266,7 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
     return Status::OK();
   }
   auto from_source = [&] {
+    if (slot.mismatched.load(std::memory_order_acquire)) return slot.mismatch;
     misses_.fetch_add(1, std::memory_order_relaxed);
     return slot.file->SourceView(view);
   };

@@ -45,7 +45,9 @@ class NodeCache {
   // stops the filler threads.
   ~NodeCache();
 
-  // Adds a file of the dataset (its source handle); returns its index.
+  // Adds a file of the dataset (its source handle); returns its index. A
+  // lazily opened source (StoreFile::lazy) with a checksum is keyed on its
+  // (path, size, xxh64): nothing is stat'ed (cache_directory.h).
   size_t AddFile(std::shared_ptr<const StoreFile> source, const std::string& xxh64);
   // Adds a bundle of the dataset's small files (storage/store.h) named
   // `name`, its members read from `source` for fills and misses; returns
@@ -109,6 +111,11 @@ class NodeCache {
     std::atomic<bool> bad{false};  // a corrupt copy: never reopened, removed then refilled
     std::atomic<bool> read{false};  // a reader asked for it (finish its fill on close)
     std::atomic<uint64_t> copy_bytes{0};  // a bundle: its copy's size, once seen
+    // A file identified by its manifest's checksum whose source a fill found
+    // to differ: `mismatch` (written once, before the flag) is what every
+    // read of it returns, never the source's other bytes.
+    std::atomic<bool> mismatched{false};
+    Status mismatch;
     // Guarded by fill_mutex.
     std::mutex fill_mutex;
     std::condition_variable fill_changed;

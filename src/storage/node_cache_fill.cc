@@ -175,6 +175,17 @@ bool NodeCache::FillNow(size_t index) {
         DisableWrites(status.ok() ? std::string("the cache cannot be written") : status.ToString());
         return false;
       case FillOutcome::kSourceChanged:
+        if (slot.source.identified_by_checksum && status.IsCorruption()) {
+          // The source is not what the manifest describes: its reads fail
+          // (named), rather than serve bytes the dataset's index does not
+          // describe.
+          Log().error("cache: {}", status.ToString());
+          if (!slot.mismatched.load()) {
+            slot.mismatch = status;
+            slot.mismatched.store(true, std::memory_order_release);
+          }
+          return false;
+        }
         if (!status.ok()) {
           Log().warn("cache: not caching {}: {}", slot.source.path, status.ToString());
         } else {

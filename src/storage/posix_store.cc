@@ -75,9 +75,19 @@ class PosixStore;
 class PosixFile final : public StoreFile {
  public:
   PosixFile(std::shared_ptr<const PosixStore> store, std::string path, uint64_t size,
-            int64_t mtime_ns)
-      : StoreFile(std::move(path), size, mtime_ns), store_(std::move(store)) {}
+            int64_t mtime_ns, std::string xxh64)
+      : StoreFile(std::move(path), size, mtime_ns, std::move(xxh64)), store_(std::move(store)) {}
+  // Opened lazily (Store::OpenLazily): no descriptor until the first read.
+  PosixFile(std::shared_ptr<const PosixStore> store, std::string path,
+            const FileIdentity& identity)
+      : StoreFile(std::move(path), identity.size, 0, identity.xxh64, /*lazy=*/true),
+        store_(std::move(store)),
+        described_by_(identity.described_by) {}
   ~PosixFile() override;
+
+  // The first open of a lazy file found it missing or of another size than
+  // its manifest says: the error, naming both.
+  Status Explain(const Status& status, uint64_t actual_size) const;
 
   Status View(uint64_t offset, uint64_t length, FileView* view) const override {
     return SourceView(view);
@@ -92,6 +102,10 @@ class PosixFile final : public StoreFile {
   mutable std::shared_ptr<const UniqueFd> fd_;
   mutable std::list<const PosixFile*>::iterator lru_;
   mutable bool in_lru_ = false;
+  // A lazy file that is missing or of the wrong size stays so for this
+  // process: later reads get the error without another open.
+  mutable Status failed_;
+  std::string described_by_;
 };
 
 class PosixStore final : public Store, public std::enable_shared_from_this<PosixStore> {
@@ -99,7 +113,7 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
   explicit PosixStore(size_t max_open_files)
       : max_open_(max_open_files == 0 ? DefaultMaxOpenFiles() : max_open_files) {}
 
-  Status Open(const std::string& path, const std::string&,
+  Status Open(const std::string& path, const std::string& xxh64,
               std::shared_ptr<const StoreFile>* file) override {
     UniqueFd fd;
     uint64_t size = 0;
@@ -108,13 +122,19 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
     opens_.fetch_add(1, std::memory_order_relaxed);
     stats_.fetch_add(1, std::memory_order_relaxed);  // OpenForRead's fstat
     if (!status.ok()) return status;
-    auto opened = std::make_shared<PosixFile>(shared_from_this(), path, size, mtime);
+    auto opened = std::make_shared<PosixFile>(shared_from_this(), path, size, mtime, xxh64);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       opened->fd_ = std::make_shared<const UniqueFd>(std::move(fd));
       InsertLocked(opened.get());
     }
     *file = std::move(opened);
+    return Status::OK();
+  }
+
+  Status OpenLazily(const std::string& path, const FileIdentity& identity,
+                    std::shared_ptr<const StoreFile>* file) override {
+    *file = std::make_shared<PosixFile>(shared_from_this(), path, identity);
     return Status::OK();
   }
 
@@ -150,7 +170,8 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
     return out;
   }
 
-  // The file's descriptor, reopened when it was evicted.
+  // The file's descriptor, opened at the first read of a lazy file and
+  // reopened when it was evicted.
   Status Acquire(const PosixFile& file, std::shared_ptr<const UniqueFd>* fd) const {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -159,11 +180,21 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
         *fd = file.fd_;
         return Status::OK();
       }
+      if (!file.failed_.ok()) return file.failed_;
     }
     UniqueFd reopened;
-    Status status = OpenForRead(file.path(), &reopened);
+    uint64_t size = 0;
+    int64_t mtime = 0;
+    Status status = OpenForRead(file.path(), &reopened, &size, &mtime);
     opens_.fetch_add(1, std::memory_order_relaxed);
     stats_.fetch_add(1, std::memory_order_relaxed);  // OpenForRead refuses what is not a file
+    if (file.lazy() && (!status.ok() || size != file.size())) {
+      status = file.Explain(status, size);
+      if (status.IsNotFound() || status.IsCorruption()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        file.failed_ = status;
+      }
+    }
     if (!status.ok()) return status;
     std::lock_guard<std::mutex> lock(mutex_);
     if (!file.fd_) {  // another thread may have reopened it meanwhile
@@ -211,6 +242,18 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
 };
 
 PosixFile::~PosixFile() { store_->Forget(*this); }
+
+Status PosixFile::Explain(const Status& status, uint64_t actual_size) const {
+  const std::string manifest = described_by_.empty() ? "its manifest" : "the manifest " + described_by_;
+  if (status.IsNotFound()) {
+    return Status::NotFound(path() + ": listed in " + manifest + " but does not exist");
+  }
+  if (!status.ok()) return status;
+  return Status::Corruption(path() + ": the file ends at byte offset " +
+                            std::to_string(actual_size) + " but " + manifest + " says it holds " +
+                            std::to_string(size()) +
+                            " bytes (truncated or replaced since it was packed?)");
+}
 
 Status PosixFile::SourceView(FileView* view) const {
   std::shared_ptr<const UniqueFd> fd;

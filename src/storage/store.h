@@ -8,7 +8,8 @@
 //
 // Implementations (one file each):
 //   posix_store.cc     the source: a bounded cache of open descriptors (one
-//                      open and one fstat per file when first opened),
+//                      open and one fstat per file when first opened, at
+//                      Open or, for OpenLazily, at the first read),
 //                      counting opens, stats and bytes.
 //   throttled_store.cc a decorator that makes its source as slow as a busy
 //                      parallel filesystem (benchmarks only).
@@ -67,16 +68,30 @@ class StoreUnit {
   StoreUnit() = default;
 };
 
+// What a manifest says about a file (Store::OpenLazily): its bytes are
+// these, so nothing needs to be stat'ed to know or identify them.
+struct FileIdentity {
+  uint64_t size = 0;
+  std::string xxh64;          // 16 hex digits
+  std::string described_by;   // the manifest's path, for error messages
+};
+
 // One file of a dataset, opened through a Store.
 class StoreFile : public StoreUnit {
  public:
   ~StoreFile() override;
 
-  // The source path (absolute), its size and mtime when it was opened.
+  // The source path (absolute), its size and mtime when it was opened; for
+  // a file opened lazily the size from its FileIdentity and mtime 0.
   const std::string& path() const { return path_; }
   uint64_t size() const { return size_; }
   int64_t mtime_ns() const { return mtime_ns_; }
   uint64_t bytes() const override { return size_; }
+  // Opened with Store::OpenLazily: (path, size, xxh64) identify its bytes,
+  // and the source is opened only when a read first needs it.
+  bool lazy() const { return lazy_; }
+  // The checksum a manifest gave (Open's or OpenLazily's), or empty.
+  const std::string& xxh64() const { return xxh64_; }
 
   // A view for reading [offset, offset + length). A node cache may block
   // here until a fill in progress has copied that range.
@@ -97,13 +112,20 @@ class StoreFile : public StoreUnit {
   Status ReadAt(uint64_t offset, size_t length, char* destination, size_t* done) const;
 
  protected:
-  StoreFile(std::string path, uint64_t size, int64_t mtime_ns)
-      : path_(std::move(path)), size_(size), mtime_ns_(mtime_ns) {}
+  StoreFile(std::string path, uint64_t size, int64_t mtime_ns, std::string xxh64 = {},
+            bool lazy = false)
+      : path_(std::move(path)),
+        size_(size),
+        mtime_ns_(mtime_ns),
+        xxh64_(std::move(xxh64)),
+        lazy_(lazy) {}
 
  private:
   std::string path_;
   uint64_t size_ = 0;
   int64_t mtime_ns_ = 0;
+  std::string xxh64_;
+  bool lazy_ = false;
 };
 
 // Consecutive small files of a dataset (ImageFolder images, kBundleFiles of
@@ -154,6 +176,16 @@ class Store {
   // path twice gives two handles on one file.
   virtual Status Open(const std::string& path, const std::string& xxh64,
                       std::shared_ptr<const StoreFile>* file) = 0;
+  // Opens `path` whose size and checksum a manifest gives, touching nothing:
+  // no open, no stat here. The source file is opened (one open + fstat,
+  // counted, kept in the descriptor cache) when a read first needs it; a
+  // size other than identity.size is then Corruption and a missing file
+  // NotFound, both naming the file and the manifest, returned by that read
+  // and every later one. A node cache identifies its copy by (path, size,
+  // xxh64), so a process that finds a copy (or waits for one another
+  // process fills) never opens the source; only the filler does.
+  virtual Status OpenLazily(const std::string& path, const FileIdentity& identity,
+                            std::shared_ptr<const StoreFile>* file) = 0;
   // Reads a whole small file (an ImageFolder image) without keeping it
   // open: one open, one fstat, the read, counted as source reads. The
   // file's mtime goes to *mtime_ns when that is not null.

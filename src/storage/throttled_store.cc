@@ -44,7 +44,8 @@ class Link {
 class ThrottledFile final : public StoreFile {
  public:
   ThrottledFile(std::shared_ptr<const StoreFile> source, std::shared_ptr<Link> link)
-      : StoreFile(source->path(), source->size(), source->mtime_ns()),
+      : StoreFile(source->path(), source->size(), source->mtime_ns(), source->xxh64(),
+                  source->lazy()),
         source_(std::move(source)),
         link_(std::move(link)) {}
 
@@ -71,6 +72,13 @@ class ThrottledStore final : public Store {
               std::shared_ptr<const StoreFile>* file) override {
     std::shared_ptr<const StoreFile> opened;
     GPUFEED_RETURN_IF_ERROR(source_->Open(path, xxh64, &opened));
+    *file = std::make_shared<ThrottledFile>(std::move(opened), link_);
+    return Status::OK();
+  }
+  Status OpenLazily(const std::string& path, const FileIdentity& identity,
+                    std::shared_ptr<const StoreFile>* file) override {
+    std::shared_ptr<const StoreFile> opened;
+    GPUFEED_RETURN_IF_ERROR(source_->OpenLazily(path, identity, &opened));
     *file = std::make_shared<ThrottledFile>(std::move(opened), link_);
     return Status::OK();
   }

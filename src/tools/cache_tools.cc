@@ -102,6 +102,42 @@ Status WarmImageFolder(const std::string& root, const CacheOptions& options,
   return Status::OK();
 }
 
+// The sources CacheWarm copies, with the keys Dataset::Open's store uses;
+// `is_index` marks a shard's .idx (copied, not counted as a shard).
+Status WarmSources(const Dataset& dataset,
+                   const std::function<std::string(const ShardInfo&)>& file_of,
+                   std::vector<CacheSource>* sources, std::vector<bool>* is_index) {
+  std::string manifest_path = JoinPath(dataset.path(), kManifestName);
+  Manifest manifest;
+  if (dataset.format() == DatasetFormat::kRecordIO && IsRegularFile(manifest_path) &&
+      ReadManifest(manifest_path, &manifest).ok() && ManifestIdentifiesEveryFile(manifest)) {
+    std::vector<RecordIOShardSpec> specs;
+    // Dataset::Open resolved these names already (and refused outside ones).
+    GPUFEED_RETURN_IF_ERROR(RecordIOSpecsFromManifest(dataset.path(), manifest_path, manifest,
+                                                      /*allow_external_paths=*/true, &specs));
+    for (const RecordIOShardSpec& spec : specs) {
+      for (int file = 0; file < 2; ++file) {
+        CacheSource source;
+        source.path = file == 0 ? spec.rec_path : spec.idx_path;
+        source.size = file == 0 ? spec.expected_bytes : spec.index_bytes;
+        source.xxh64 = file == 0 ? spec.xxh64 : spec.index_xxh64;
+        source.identified_by_checksum = true;
+        sources->push_back(std::move(source));
+        is_index->push_back(file == 1);
+      }
+    }
+    return Status::OK();
+  }
+  for (const ShardInfo& shard : dataset.shards()) {
+    CacheSource source;
+    GPUFEED_RETURN_IF_ERROR(StatCacheSource(file_of(shard), &source));
+    source.xxh64 = shard.xxh64;
+    sources->push_back(std::move(source));
+    is_index->push_back(false);
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status CacheStat(const std::string& cache_dir, CacheReport* report) {
@@ -191,8 +227,14 @@ Status CacheWarm(const std::string& source, const CacheOptions& options,
       CacheDirectory::Open(options.cache_dir, options.cache_group, true, &directory, &unsafe));
   uint64_t capacity = options.capacity;
   if (capacity == 0) GPUFEED_RETURN_IF_ERROR(directory->DefaultCapacity(&capacity));
+  // The copies a loader looks up: a lazily opened RecordIO dataset keys its
+  // .rec and .idx on the manifest's sizes and checksums (nothing stat'ed),
+  // any other on each file's size and mtime.
+  std::vector<CacheSource> sources;
+  std::vector<bool> is_index;
+  GPUFEED_RETURN_IF_ERROR(WarmSources(*dataset, file_of, &sources, &is_index));
   uint64_t total = 0;
-  for (const ShardInfo& shard : dataset->shards()) total += shard.bytes;
+  for (const CacheSource& cache_source : sources) total += cache_source.size;
   if (options.policy == CachePolicy::kPinned && total > capacity) {
     return Status::InvalidArgument("cache policy \"pinned\": " + dataset->path() + " needs " +
                                    std::to_string(total) + " bytes, more than the capacity (" +
@@ -200,11 +242,10 @@ Status CacheWarm(const std::string& source, const CacheOptions& options,
   }
   uint64_t done = 0;
   if (progress) progress(0, total);
-  for (const ShardInfo& shard : dataset->shards()) {
-    summary->shards += 1;
-    CacheSource cache_source;
-    GPUFEED_RETURN_IF_ERROR(StatCacheSource(file_of(shard), &cache_source));
-    cache_source.xxh64 = shard.xxh64;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    CacheSource& cache_source = sources[i];
+    const uint64_t shard = is_index[i] ? 0 : 1;
+    summary->shards += shard;
     cache_source.dataset = dataset->path();
     cache_source.policy = options.policy;
     uint64_t base = done;
@@ -221,22 +262,22 @@ Status CacheWarm(const std::string& source, const CacheOptions& options,
         continue;
       }
       if (outcome == FillOutcome::kFilled) {
-        summary->filled += 1;
+        summary->filled += shard;
         summary->bytes_copied += copied;
       } else if (outcome == FillOutcome::kAlreadyCached) {
-        summary->already_cached += 1;
+        summary->already_cached += shard;
       } else {
         if (outcome == FillOutcome::kUnavailable) return status.ok() ? Status::IOError(
             directory->path() + ": the cache cannot be written") : status;
         if (!status.ok()) return status;
         summary->skipped += 1;
-        Log().warn("cache warm: {} not cached ({})", shard.path,
+        Log().warn("cache warm: {} not cached ({})", cache_source.path,
                    outcome == FillOutcome::kNoRoom ? "no room under the capacity"
                                                    : "it changed while being copied");
       }
       break;
     }
-    done = base + shard.bytes;
+    done = base + cache_source.size;
     if (progress) progress(done, total);
   }
   return Status::OK();

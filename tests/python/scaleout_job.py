@@ -150,10 +150,13 @@ def summarize(reports: list) -> dict:
         return sum(r["counters"][index][name] for r in reports)
     summary = {"processes": len(reports)}
     for name in COUNTERS:
+        # "open": right after the loaders opened (which starts epoch 0: its
+        # first fills may fall before this reading).
         summary[f"open.{name}"] = total(0, name)
         if len(reports[0]["counters"]) > 2:
             summary[f"epoch0.{name}"] = total(1, name) - total(0, name)
             summary[f"epoch1.{name}"] = total(2, name) - total(1, name)
+        summary[f"job.{name}"] = total(-1, name)
     summary["cache_bytes_per_node"] = [r["cache_bytes"] for r in reports if "cache_bytes" in r]
     return summary
 

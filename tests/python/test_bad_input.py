@@ -44,6 +44,19 @@ def rec_dataset(tmp_path):
     return out, rec, idx, offsets
 
 
+def forget_index_checksums(out):
+    """Drops index_bytes/index_xxh64 from the manifest, as an older pack wrote
+    it: the dataset then opens eagerly and reads each .idx at open. The tests
+    that edit an .idx use it to see the index's own errors; with the fields
+    the edited .idx is refused first (test_edited_index_is_refused_at_first_read)."""
+    import json
+    manifest = json.loads((out / "gpufeed.json").read_text())
+    for shard in manifest["shards"]:
+        shard.pop("index_bytes", None)
+        shard.pop("index_xxh64", None)
+    (out / "gpufeed.json").write_text(json.dumps(manifest))
+
+
 def read_all(path, **kwargs):
     ds = gpufeed.open_dataset(path, **kwargs)
     return [ds[i] for i in range(len(ds))]
@@ -138,6 +151,7 @@ def test_new_record_inside_multipart_record(tmp_path):
 
 def test_index_offset_past_the_end(rec_dataset):
     out, rec, idx, offsets = rec_dataset
+    forget_index_checksums(out)
     idx.write_text(f"0\t0\n1\t{offsets[1]}\n2\t999999\n")
     with pytest.raises(gpufeed.CorruptRecordError) as excinfo:
         gpufeed.open_dataset(out)
@@ -146,6 +160,7 @@ def test_index_offset_past_the_end(rec_dataset):
 
 def test_index_offset_not_at_record_boundary(rec_dataset):
     out, rec, idx, offsets = rec_dataset
+    forget_index_checksums(out)
     inside = offsets[1] + 8  # 4-aligned, but inside record 1
     idx.write_text(f"0\t0\n1\t{inside}\n2\t{offsets[2]}\n")
     ds = gpufeed.open_dataset(out)
@@ -160,13 +175,34 @@ def test_index_offset_not_at_record_boundary(rec_dataset):
 
 def test_index_count_disagrees_with_manifest(rec_dataset):
     out, rec, idx, offsets = rec_dataset
+    forget_index_checksums(out)
     idx.write_text(f"0\t0\n1\t{offsets[1]}\n")
     with pytest.raises(gpufeed.CorruptRecordError, match="manifest says 3"):
         gpufeed.open_dataset(out)
 
 
+def test_edited_index_is_refused_at_first_read(rec_dataset):
+    out, rec, idx, offsets = rec_dataset
+    # The manifest identifies the .idx (index_bytes, index_xxh64): the open
+    # reads neither file; the first read of the shard refuses the edited
+    # index by name, whatever it says.
+    idx.write_text(f"0\t0\n1\t{offsets[1]}\n2\t999999\n")
+    ds = gpufeed.open_dataset(out)
+    assert len(ds) == 3
+    with pytest.raises(gpufeed.CorruptRecordError) as excinfo:
+        ds[0]
+    assert str(idx) in str(excinfo.value) and "gpufeed.json" in str(excinfo.value)
+    assert "sample 0" in str(excinfo.value)
+    idx.unlink()
+    ds = gpufeed.open_dataset(out)  # a missing index, too, shows at first read
+    with pytest.raises(FileNotFoundError) as excinfo:
+        ds[2]
+    assert str(idx) in str(excinfo.value)
+
+
 def test_missing_index_named_by_manifest(rec_dataset):
     out, rec, idx, offsets = rec_dataset
+    forget_index_checksums(out)
     idx.unlink()
     with pytest.raises(FileNotFoundError) as excinfo:
         gpufeed.open_dataset(out)
@@ -178,10 +214,17 @@ def test_missing_index_named_by_manifest(rec_dataset):
 def test_missing_shard_named_by_manifest(rec_dataset):
     out, rec, idx, offsets = rec_dataset
     rec.unlink()
+    # The manifest identifies the shard's files: the open touches neither,
+    # the shard's first read names the missing one.
+    ds = gpufeed.open_dataset(out)
+    with pytest.raises(FileNotFoundError) as excinfo:
+        ds[0]
+    assert str(rec) in str(excinfo.value)
+    assert "manifest" in str(excinfo.value)
+    forget_index_checksums(out)  # an older manifest: at open, as before
     with pytest.raises(FileNotFoundError) as excinfo:
         gpufeed.open_dataset(out)
     assert str(rec) in str(excinfo.value)
-    assert "manifest" in str(excinfo.value)
 
 
 def test_missing_lmdb_shard(tmp_path, image_folder):
@@ -373,6 +416,7 @@ def test_manifest_json_error_names_byte_offset(rec_dataset):
 
 def test_idx_with_extra_columns_and_blanks_reads_like_mxnet(rec_dataset):
     out, rec, idx, offsets = rec_dataset
+    forget_index_checksums(out)
     idx.write_text("".join(f" {i}\t{o} \textra\n" for i, o in enumerate(offsets)))
     ds = gpufeed.open_dataset(out)
     assert [ds[i].data for i in range(3)] == [b"first-record", b"second-record", b"third-record"]

@@ -52,7 +52,7 @@ def test_open_dataset_reads_the_same_records_through_the_cache(packed, tmp_path)
     assert digests(again) == digests(plain)
     del cached, again
     report = gpufeed.cache.stat(cache_dir)
-    assert report["entries"] == len(plain.shards)
+    assert report["entries"] == 2 * len(plain.shards)  # each .rec and its .idx
     (dataset,) = report["datasets"]
     assert dataset["dataset"] == str(packed)
     assert dataset["hits"] >= len(plain)  # the second pass read the copies only
@@ -119,7 +119,8 @@ def test_the_cache_command(packed, tmp_path):
     assert "copied" in result.stdout
     result = run_cli("cache", "stat", cache_dir, "--json")
     report = json.loads(result.stdout)
-    assert report["entries"] == len(gpufeed.open_dataset(packed).shards)
+    # Each .rec and its .idx (the manifest identifies both).
+    assert report["entries"] == 2 * len(gpufeed.open_dataset(packed).shards)
     result = run_cli("cache", "stat", cache_dir)
     assert str(packed) in result.stdout and "entries" in result.stdout
     checkpoint = tmp_path / "model.pt"
@@ -167,4 +168,5 @@ def test_four_processes_share_one_cache_under_a_budget(packed, tmp_path):
     report = gpufeed.cache.stat(cache_dir)
     assert report["bytes"] <= capacity
     (dataset,) = report["datasets"]
-    assert dataset["hits"] + dataset["misses"] == 4 * 2 * len(plain)
+    # Every record twice per process, and each shard's .idx once.
+    assert dataset["hits"] + dataset["misses"] == 4 * (2 * len(plain) + len(plain.shards))

@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -119,9 +120,17 @@ def test_every_format_is_cached_and_a_new_process_reads_the_copies(kind, tmp_pat
         # One entry per 256 files: the files, then a trailer of 16 bytes a file.
         assert report["entries"] == 1
         assert total < report["bytes"] <= total + 16 * 96 + 32
+    elif kind == "recordio":
+        # The .idx files too: the manifest identifies them (lazy opens).
+        assert report["bytes"] == total + _index_bytes(path)
     else:
         assert report["bytes"] == total
     assert report["fills_in_progress"] == 0
+
+
+def _index_bytes(path):
+    manifest = json.loads((Path(path) / "gpufeed.json").read_text())
+    return sum(shard["index_bytes"] for shard in manifest["shards"])
 
 
 def test_without_waiting_for_fills_no_read_waits_and_the_copies_still_land(tmp_path):
@@ -134,4 +143,4 @@ def test_without_waiting_for_fills_no_read_waits_and_the_copies_still_land(tmp_p
     assert batches == 6
     del loader  # closing finishes the queued fills
     total = sum(shard["bytes"] for shard in gpufeed.open_dataset(path).shards)
-    assert gpufeed.cache.stat(cache_dir)["bytes"] == total
+    assert gpufeed.cache.stat(cache_dir)["bytes"] == total + _index_bytes(path)

@@ -154,3 +154,26 @@ def test_step_time_profiles_and_gpu_arithmetic(tmp_path):
     # A loader at 9,000 samples/s feeds GPUs wanting 1,000 each at AU >= 90%: 10 of them.
     assert gpus_at_target(9000, 100, 0.1, 0.9) == 10
     assert gpus_at_target(800, 100, 0.1, 0.9) == 0
+
+
+def test_bench_node_shuffle_opens_only_its_nodes_shards(packed_jpegs, capsys):
+    shards = json.loads((packed_jpegs / "gpufeed.json").read_text())["shards"]
+    assert len(shards) >= 2
+    status, out, _ = run_in_process(capsys, "bench", packed_jpegs, "--shuffle", "node",
+                                    "--num-nodes", "2", "--node-rank", "1", "--rank", "1",
+                                    "--world-size", "2", "--transform", "raw", "--raw-length",
+                                    "8", "--batches", "4", "--warmup", "0", "--batch-size", "2",
+                                    "--json")
+    assert status == 0
+    report = json.loads(out)
+    assert report["options"]["shuffle"] == "node" and report["options"]["num_nodes"] == 2
+    # The manifest identifies every .rec and .idx (lazy opens): this rank
+    # opens the files of its node's shards only, never the whole dataset's.
+    storage = report["storage"]
+    assert 0 < storage["source_opens"] < 2 * len(shards)
+    assert storage["source_stats"] == storage["source_opens"]
+    status, out, _ = run_in_process(capsys, "bench", packed_jpegs, "--shuffle", "node",
+                                    "--num-nodes", "2", "--node-rank", "1", "--rank", "1",
+                                    "--world-size", "2", "--transform", "raw", "--raw-length",
+                                    "8", "--batches", "2", "--batch-size", "2")
+    assert status == 0 and "source:" in out and "opens" in out
