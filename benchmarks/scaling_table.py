@@ -19,8 +19,10 @@ cache: every file, by every rank), or with a node cache its node's fills do
 per job); per epoch a rank reads its 1/R of the samples; a node cache
 fetches each shard its node reads once. The lazy opens fall at the start of
 epoch 1 (a rank's first reads touch its shards), counted as "at start".
-ImageNet is RecordIO (lazy); the token corpus is read eagerly (token files
-have no manifest: each process opens every file at open).
+ImageNet is RecordIO (lazy). The token corpus is measured the same way over
+8 llm.c shards read as 2,048-token windows, without a manifest (eager:
+every process opens and reads the header of every file at open) and with
+the gpufeed.json `gpufeed index` writes (lazy), and both are scaled.
 
 Assumptions (flags): the processes open their datasets within
 --startup-seconds (60); an epoch lasts samples / (R x per-GPU rate); the
@@ -66,22 +68,36 @@ def measure(work: Path) -> dict:
         shard.pop("index_bytes", None)
         shard.pop("index_xxh64", None)
     (eager / "gpufeed.json").write_text(json.dumps(manifest))
-    out = {"shards": shards, "nodes": 2, "lazy": {}, "eager": {}}
-    for mode, dataset in (("lazy", packed), ("eager", eager)):
+    # Token files: 8 llm.c shards, as they are (eager) and indexed (lazy).
+    token_eager, token_lazy = work / "tokens-eager", work / "tokens-lazy"
+    token_eager.mkdir()
+    header = (20240520).to_bytes(4, "little") + (1).to_bytes(4, "little")
+    for index in range(8):
+        count = 20 * 64 + 1
+        (token_eager / f"shard_{index:03d}.bin").write_bytes(
+            (header + count.to_bytes(4, "little")).ljust(1024, b"\0") + bytes(2 * count))
+    shutil.copytree(token_eager, token_lazy)
+    gpufeed.write_token_manifest(token_lazy)
+    out = {"nodes": 2,
+           "recordio": {"units": shards, "lazy": {}, "eager": {}},
+           "tokens": {"units": 8, "lazy": {}, "eager": {}}}
+    for kind, mode, dataset in (("recordio", "lazy", packed), ("recordio", "eager", eager),
+                                ("tokens", "lazy", token_lazy), ("tokens", "eager", token_eager)):
         for name, shuffle, cached in (("global", "global", False),
                                       ("global+cache", "global", True),
                                       ("node+cache", "node", True)):
-            out[mode][name] = _measure_one(dataset, work / f"cache-{mode}-{name}", shuffle,
-                                           cached)
+            out[kind][mode][name] = _measure_one(dataset, work / f"cache-{kind}-{mode}-{name}",
+                                                 shuffle, cached, kind == "tokens")
     return out
 
 
-def _measure_one(packed: Path, cache_dir: Path, shuffle: str, cached: bool) -> dict:
+def _measure_one(packed: Path, cache_dir: Path, shuffle: str, cached: bool,
+                 tokens: bool) -> dict:
     """One epoch of rank 0 of a 2-node x 2-rank job over `packed`."""
     import gpufeed
+    transform = gpufeed.TokenWindows(seq_len=64) if tokens else gpufeed.RawTransform(shape=(8,))
     loader = gpufeed.DataLoader(packed, batch_size=4, shuffle=shuffle, rank=0, world_size=4,
-                                num_nodes=2, node_rank=0, num_threads=1,
-                                transform=gpufeed.RawTransform(shape=(8,)),
+                                num_nodes=2, node_rank=0, num_threads=1, transform=transform,
                                 cache_dir=cache_dir if cached else None)
     at_open = loader.stats()
     for _ in loader:
@@ -102,27 +118,28 @@ def _measure_one(packed: Path, cache_dir: Path, shuffle: str, cached: bool) -> d
 def table(measured: dict, nodes: int, gpus: int, startup: float, fd_cache: int,
           image_rate: float, token_rate: float) -> list:
     ranks = nodes * gpus
-    shards_measured = measured["shards"]
     datasets = [
-        # name, samples per epoch, files, bytes, files per shard (rec + idx), per-GPU rate,
-        # opened lazily (a RecordIO manifest that identifies every file)
-        ("ImageNet 1.28 M images, 1,024 shards", 1.28e6, 1024, 1.28e6 * 110e3, 2, image_rate,
-         True),
-        ("10 B tokens, 10,000 files", 10e9 / 2048, 10000, 10e9 * 2, 1, token_rate / 2048,
-         False),
+        # name, samples per epoch, units (RecordIO shards of a .rec and an
+        # .idx; token files), files, bytes, per-GPU rate, measured as, lazy
+        ("ImageNet 1.28 M images, 1,024 shards", 1.28e6, 1024, 2048, 1.28e6 * 110e3, image_rate,
+         "recordio", True),
+        ("10 B tokens, 10,000 files, no manifest", 10e9 / 2048, 10000, 10000, 10e9 * 2,
+         token_rate / 2048, "tokens", False),
+        ("10 B tokens, 10,000 files, gpufeed index", 10e9 / 2048, 10000, 10000, 10e9 * 2,
+         token_rate / 2048, "tokens", True),
     ]
     rows = []
-    for name, samples, files, size, files_per_shard, rate, lazy in datasets:
+    for name, samples, units, files, size, rate, kind, lazy in datasets:
         epoch_seconds = samples / (ranks * rate)
         reads_per_rank = samples / ranks
         for setting in ("global", "global+cache", "node+cache"):
-            m = measured["lazy" if lazy else "eager"][setting]
+            m = measured[kind]["lazy" if lazy else "eager"][setting]
             # Opens (and open + fstat operations) one measured process made
-            # per shard of the small dataset, at open and in its epoch,
-            # scaled from RecordIO (2 files a shard) to the dataset's files.
+            # per unit of the small dataset, at open and in its epoch,
+            # scaled to the dataset's units.
             opens = m["opens_at_open"] + (m["opens_per_epoch"] if lazy else 0)
             ops = opens + m["stats_at_open"] + (m["stats_per_epoch"] if lazy else 0)
-            per_shard = files_per_shard / 2 / shards_measured
+            per_shard = 1 / measured[kind]["units"]
             if not lazy:
                 openers = ranks  # every process opens every file at open
             elif setting == "global":
@@ -133,8 +150,8 @@ def table(measured: dict, nodes: int, gpus: int, startup: float, fd_cache: int,
                 # Its node's share, filled once: the measured nodes together
                 # open each file once, so does the job.
                 openers = measured["nodes"]
-            opens_at_start = openers * files * opens * per_shard
-            startup_ops = openers * files * ops * per_shard
+            opens_at_start = openers * units * opens * per_shard
+            startup_ops = openers * units * ops * per_shard
             # Per epoch: reopens when a process reads more files than its
             # descriptor cache holds (without a cache a rank reads from every
             # file; with a node cache a process reads local copies and the
@@ -208,10 +225,12 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpufeed-scaling-") as work:
         measured = measure(Path(work))
-    print(f"measured per process over {measured['shards']} RecordIO shards (.rec + .idx):")
-    for mode in ("lazy", "eager"):
-        for setting in ("global", "global+cache", "node+cache"):
-            print(f"  {mode:5s} {setting:13s} {measured[mode][setting]}")
+    for kind, what in (("recordio", "RecordIO shards (.rec + .idx)"),
+                       ("tokens", "llm.c token files")):
+        print(f"measured per process over {measured[kind]['units']} {what}:")
+        for mode in ("lazy", "eager"):
+            for setting in ("global", "global+cache", "node+cache"):
+                print(f"  {mode:5s} {setting:13s} {measured[kind][mode][setting]}")
     print(f"\n{args.nodes} nodes x {args.gpus_per_node} GPUs = "
           f"{args.nodes * args.gpus_per_node} ranks; startup window {args.startup_seconds:g} s; "
           f"descriptor cache {args.fd_cache} files per process\n")

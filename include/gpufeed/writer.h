@@ -130,6 +130,21 @@ GPUFEED_EXPORT Status WriteRecordIOIndex(const std::string& rec_path, const std:
 GPUFEED_EXPORT Status WriteTarIndex(const std::string& tar_path, const std::string& index_path,
                                     uint64_t* samples);
 
+// Describes the token corpus at `path` in a gpufeed.json (its path goes to
+// *manifest_path, the token count to *tokens): per file its name, bytes,
+// data offset, token count, token dtype and xxh64, and for a Megatron pair
+// its .idx's bytes, xxh64, documents and sequences. `path` is a directory of
+// llm.c shards, of Megatron pairs or (options.format kTokens, with
+// options.tokens.token_dtype) of headerless files, or one file or Megatron
+// prefix of such a directory: the manifest always describes the whole
+// directory and is written in it, replacing one there atomically. Every
+// file is read once (the checksums). Dataset::Open then opens the corpus
+// from the manifest without touching a file until it is read
+// (docs/tokens.md, "Lazy opens"). Errors as Dataset::Open's for the
+// corpus; InvalidArgument when `path` is not a token corpus.
+GPUFEED_EXPORT Status WriteTokenManifest(const std::string& path, const DatasetOptions& options,
+                                         std::string* manifest_path, uint64_t* tokens);
+
 }  // namespace gpufeed
 
 #endif  // GPUFEED_WRITER_H_

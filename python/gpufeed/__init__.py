@@ -56,6 +56,23 @@ def write_index(rec_path, idx_path=None) -> int:
     return _core.write_index(rec_path, os.fspath(idx_path))
 
 
+def write_token_manifest(path, format="auto", token_dtype=None,
+                         allow_external_paths=False) -> tuple[str, int]:
+    """Describes the token corpus at ``path`` (a directory of llm.c shards or
+    Megatron pairs, with ``format="tokens"`` and ``token_dtype`` one of
+    headerless files, or one file or Megatron prefix of such a directory) in
+    a ``gpufeed.json`` in its directory: each file's name, bytes, data offset,
+    token count, dtype and xxh64. :func:`open_dataset` then opens the corpus
+    without opening a file until a window is read. Returns the manifest's
+    path and the corpus's token count."""
+    import os
+    from . import _core
+    manifest_path, tokens = _core.write_token_manifest(os.fspath(path), format,
+                                                       token_dtype or "auto",
+                                                       bool(allow_external_paths))
+    return manifest_path, tokens
+
+
 __all__ = [
     "__version__",
     "build_info",
@@ -73,6 +90,7 @@ __all__ = [
     "parse_size",
     "verify",
     "write_index",
+    "write_token_manifest",
     "Error",
     "CorruptRecordError",
     "NotFoundError",

@@ -5,6 +5,8 @@
     gpufeed verify PATH [--format F] [--json]
     gpufeed index FILE.rec [--output FILE.idx]
     gpufeed index FILE.tar [FILE.tar ...]   (the WebDataset member index, beside each tar)
+    gpufeed index CORPUS [--format megatron|llmc|tokens] [--token-dtype D]
+                  (a token corpus's gpufeed.json: llm.c directory, Megatron prefix, headerless files)
     gpufeed bench PATH [--batches N] [--batch-size B] [--threads N] [--plot OUT.png] [--json] ...
     gpufeed diagnose PATH [--seconds S] [--json] ...
     gpufeed cache stat DIR [--json] | clear DIR [--dataset PATH] | warm SOURCE DIR [--capacity C]
@@ -118,11 +120,30 @@ def _cmd_verify(args) -> int:
     return 0 if not report["problems"] else 1
 
 
+def _is_record_file(path: str, args) -> bool:
+    """A .rec or WebDataset .tar (the record indexes); anything else is a
+    token corpus (a directory, a Megatron prefix, an llm.c or token file)."""
+    import os
+    if args.format != "auto" or args.token_dtype:
+        return False
+    name = os.path.basename(path.rstrip("/"))
+    return not os.path.isdir(path) and (name.endswith(".rec") or ".tar" in name)
+
+
 def _cmd_index(args) -> int:
-    from . import write_index
+    from . import write_index, write_token_manifest
     if len(args.files) > 1 and args.output:
         raise SystemExit("gpufeed index: --output takes a single input file")
     for path in args.files:
+        if not _is_record_file(path, args):
+            if args.output:
+                raise SystemExit("gpufeed index: a token corpus's gpufeed.json is written in its "
+                                 "directory (no --output)")
+            manifest_path, tokens = write_token_manifest(
+                path, format=args.format, token_dtype=args.token_dtype,
+                allow_external_paths=args.allow_external_paths)
+            print(f"described {tokens} tokens of {path} -> {manifest_path}")
+            continue
         count = write_index(path, args.output)
         if path.endswith(".rec"):
             target = args.output or path[:-4] + ".idx"
@@ -173,11 +194,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="token corpora: the dtype of headerless files (with --format tokens)")
     p.set_defaults(run=_cmd_verify)
 
-    p = sub.add_parser("index", help="write the .idx of a .rec file, or the member index of a "
-                                     "WebDataset .tar, by scanning it")
-    p.add_argument("files", nargs="+", metavar="FILE", help=".rec or .tar files")
+    p = sub.add_parser("index", help="write the .idx of a .rec file, the member index of a "
+                                     "WebDataset .tar, or a token corpus's gpufeed.json")
+    p.add_argument("files", nargs="+", metavar="PATH",
+                   help=".rec or .tar files, or token corpora (a directory of llm.c shards or "
+                        "Megatron pairs, a Megatron prefix, with --format tokens headerless files)")
     p.add_argument("--output", default=None,
                    help="index path (default: beside, FILE.idx or FILE.tar.gpufeed-index)")
+    p.add_argument("--format", choices=("auto", "megatron", "llmc", "tokens"), default="auto",
+                   help="token corpora: the format (default: detected)")
+    p.add_argument("--token-dtype", default=None,
+                   help="token corpora: the dtype of headerless files (with --format tokens)")
+    p.add_argument("--allow-external-paths", action="store_true",
+                   help="token corpora: follow names that lead outside the corpus directory")
     p.set_defaults(run=_cmd_index)
 
     from . import bench, diagnose

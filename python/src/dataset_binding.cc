@@ -280,6 +280,23 @@ uint64_t WriteTarIndexBinding(const std::string& tar_path, const std::string& in
   return samples;
 }
 
+py::tuple WriteTokenManifestBinding(const std::string& path, const std::string& format,
+                                    const std::string& token_dtype, bool allow_external_paths) {
+  DatasetOptions options;
+  options.format = FormatFromName(format);
+  ThrowIfError(ParseTokenDtype(token_dtype, &options.tokens.token_dtype));
+  options.allow_external_paths = allow_external_paths;
+  std::string manifest_path;
+  uint64_t tokens = 0;
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = WriteTokenManifest(path, options, &manifest_path, &tokens);
+  }
+  ThrowIfError(status);
+  return py::make_tuple(manifest_path, tokens);
+}
+
 }  // namespace
 
 py::dict CacheStatBinding(const std::string& cache_dir) {
@@ -411,6 +428,9 @@ void BindDataset(py::module_& module) {
   module.def("write_index", &WriteIndexBinding, py::arg("rec_path"), py::arg("idx_path"));
   module.def("write_tar_index", &WriteTarIndexBinding, py::arg("tar_path"),
              py::arg("index_path") = "");
+  module.def("write_token_manifest", &WriteTokenManifestBinding, py::arg("path"),
+             py::arg("format") = "auto", py::arg("token_dtype") = "auto",
+             py::arg("allow_external_paths") = false);
 }
 
 }  // namespace gpufeed::python

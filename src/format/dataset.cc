@@ -198,6 +198,14 @@ Status OpenFromManifest(const std::string& directory, const DatasetOptions& opti
   if (manifest.format == DatasetFormat::kWebDataset) {
     return OpenWebDatasetFromManifest(directory, manifest, options, store, dataset);
   }
+  if (IsTokenFormat(manifest.format)) {
+    // OpenTokenCorpus opens a token manifest that identifies its files; one
+    // that does not (hand-written) leaves the corpus to be found by its files.
+    return Status::InvalidArgument(manifest_path + " describes a " +
+                                   FormatName(manifest.format) +
+                                   " corpus but not every file's bytes, xxh64 and token_dtype: "
+                                   "run `gpufeed index` on it again");
+  }
   std::vector<std::string> environments;
   for (size_t i = 0; i < manifest.shards.size(); ++i) {
     const ManifestShard& shard = manifest.shards[i];

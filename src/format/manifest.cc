@@ -1,5 +1,7 @@
 #include "format/manifest.h"
 
+#include <functional>
+
 #include <nlohmann/json.hpp>
 
 #include "util/file.h"
@@ -25,7 +27,54 @@ bool IsHex16(const std::string& text) {
   return true;
 }
 
+// The token fields of a shard (records = its tokens). Only what can be
+// checked without the file: the tokens must fit in its bytes.
+Status ParseTokenShard(const Json& entry, const std::string& where, ManifestShard* shard,
+                       const std::function<Status(const std::string&)>& bad) {
+  auto count = [&](const char* name, uint64_t* value) -> Status {
+    if (!entry.contains(name)) return Status::OK();
+    const Json& field = entry.at(name);
+    if (!field.is_number_unsigned() && !(field.is_number_integer() && field.get<int64_t>() >= 0)) {
+      return bad(where + ": \"" + name + "\" must be a non-negative integer");
+    }
+    *value = field.get<uint64_t>();
+    return Status::OK();
+  };
+  uint64_t tokens = shard->records;
+  GPUFEED_RETURN_IF_ERROR(count("tokens", &tokens));
+  if (tokens != shard->records) {
+    return bad(where + ": \"tokens\" " + std::to_string(tokens) + " differs from \"records\" " +
+               std::to_string(shard->records));
+  }
+  GPUFEED_RETURN_IF_ERROR(count("data_offset", &shard->data_offset));
+  GPUFEED_RETURN_IF_ERROR(count("documents", &shard->documents));
+  GPUFEED_RETURN_IF_ERROR(count("sequences", &shard->sequences));
+  if (entry.contains("token_dtype")) {
+    if (!entry.at("token_dtype").is_string() ||
+        !ParseTokenDtype(entry.at("token_dtype").get<std::string>(), &shard->token_dtype).ok() ||
+        shard->token_dtype == TokenDtype::kAuto) {
+      return bad(where + ": \"token_dtype\" must be uint8, int8, int16, uint16, int32, uint32 or "
+                 "int64");
+    }
+  }
+  const uint64_t item = TokenDtypeSize(shard->token_dtype);
+  if (shard->bytes != 0 && item != 0 &&
+      (shard->data_offset > shard->bytes ||
+       shard->records > (shard->bytes - shard->data_offset) / item)) {
+    return bad(where + ": " + std::to_string(shard->records) + " " +
+               TokenDtypeName(shard->token_dtype) + " tokens after byte " +
+               std::to_string(shard->data_offset) + " do not fit in its " +
+               std::to_string(shard->bytes) + " bytes");
+  }
+  return Status::OK();
+}
+
 }  // namespace
+
+bool IsTokenFormat(DatasetFormat format) {
+  return format == DatasetFormat::kMegatron || format == DatasetFormat::kLlmc ||
+         format == DatasetFormat::kTokens;
+}
 
 Status ParseManifest(const std::string& text, const std::string& path, Manifest* manifest) {
   *manifest = Manifest();
@@ -60,6 +109,8 @@ Status ParseManifest(const std::string& text, const std::string& path, Manifest*
       manifest->format = DatasetFormat::kLmdb;
     } else if (format == "webdataset") {
       manifest->format = DatasetFormat::kWebDataset;
+    } else if (format == "megatron" || format == "llmc" || format == "tokens") {
+      GPUFEED_RETURN_IF_ERROR(ParseFormat(format, &manifest->format));
     } else {
       return bad("unknown format \"" + format + "\"");
     }
@@ -102,6 +153,9 @@ Status ParseManifest(const std::string& text, const std::string& path, Manifest*
         return bad(where + ": index_xxh64 must be 16 lowercase hex digits");
       }
       if (shard.records > (uint64_t{1} << 48)) return bad(where + ": implausible record count");
+      if (IsTokenFormat(manifest->format)) {
+        GPUFEED_RETURN_IF_ERROR(ParseTokenShard(entry, where, &shard, bad));
+      }
       total += shard.records;
       manifest->shards.push_back(std::move(shard));
     }
@@ -116,6 +170,17 @@ Status ParseManifest(const std::string& text, const std::string& path, Manifest*
 }
 
 bool ManifestIdentifiesEveryFile(const Manifest& manifest) {
+  if (IsTokenFormat(manifest.format) && !manifest.shards.empty()) {
+    const bool megatron = manifest.format == DatasetFormat::kMegatron;
+    for (const ManifestShard& shard : manifest.shards) {
+      if (shard.xxh64.empty() || shard.token_dtype == TokenDtype::kAuto ||
+          (megatron && (shard.index.empty() || shard.index_xxh64.empty() ||
+                        shard.index_bytes == 0))) {
+        return false;
+      }
+    }
+    return true;
+  }
   if (manifest.format != DatasetFormat::kRecordIO || manifest.shards.empty()) return false;
   for (const ManifestShard& shard : manifest.shards) {
     // A shard of records has at least their framing: 0 bytes means "not
@@ -153,6 +218,15 @@ std::string SerializeManifest(const Manifest& manifest) {
     if (!shard.index_xxh64.empty()) {
       entry["index_bytes"] = shard.index_bytes;
       entry["index_xxh64"] = shard.index_xxh64;
+    }
+    if (IsTokenFormat(manifest.format)) {
+      entry["tokens"] = shard.records;
+      entry["data_offset"] = shard.data_offset;
+      entry["token_dtype"] = TokenDtypeName(shard.token_dtype);
+      if (manifest.format == DatasetFormat::kMegatron) {
+        entry["documents"] = shard.documents;
+        entry["sequences"] = shard.sequences;
+      }
     }
     shards.push_back(std::move(entry));
   }

@@ -21,6 +21,16 @@
 // without a stat of the source (ManifestIdentifiesEveryFile). Manifests
 // without them are read as before: every shard is opened at Dataset::Open.
 //
+// Token corpora (format "megatron", "llmc" or "tokens"; written by
+// WriteTokenManifest, `gpufeed index` on a corpus) use the same file: a
+// shard is one token file, "records" counts its tokens, and each shard adds
+//   "tokens": 1000, "data_offset": 1024, "token_dtype": "uint16",
+//   "documents": 10, "sequences": 10      (Megatron, with "index", "index_bytes",
+//                                          "index_xxh64" for the .idx)
+// A token manifest that identifies every file (ManifestIdentifiesEveryFile)
+// lets OpenTokenCorpus open, stat and read nothing of the token files until
+// a window is read (token_manifest.cc).
+//
 // Shard file names are relative to the manifest's directory; Dataset::Open
 // refuses names that lead outside it unless allow_external_paths.
 #ifndef GPUFEED_FORMAT_MANIFEST_H_
@@ -51,6 +61,12 @@ struct ManifestShard {
   // written before they were recorded).
   uint64_t index_bytes = 0;
   std::string index_xxh64;
+  // Token corpora (records = tokens): the bytes before the first token, the
+  // token dtype, and for a Megatron pair its .idx's counts.
+  uint64_t data_offset = 0;
+  TokenDtype token_dtype = TokenDtype::kAuto;
+  uint64_t documents = 0;
+  uint64_t sequences = 0;
 };
 
 struct Manifest {
@@ -63,9 +79,13 @@ struct Manifest {
 };
 
 // True for a RecordIO manifest giving the size and checksum of every .rec
-// and .idx: its dataset is opened lazily (recordio_dataset.cc), and a node
-// cache keys its copies on those sizes and checksums.
+// and .idx, or a token manifest giving the size, checksum and token dtype of
+// every file (and the .idx's of a Megatron pair): its dataset is opened
+// lazily (recordio_dataset.cc, token_manifest.cc), and a node cache keys its
+// copies on those sizes and checksums.
 bool ManifestIdentifiesEveryFile(const Manifest& manifest);
+// Megatron, llm.c or headerless tokens.
+bool IsTokenFormat(DatasetFormat format);
 
 // Parses and validates (counts add up, names are non-empty, checksums are
 // hex). Corruption naming the file on any problem. Where the names lead is

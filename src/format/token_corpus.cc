@@ -241,6 +241,7 @@ Status FindInDirectory(const std::string& directory, const DatasetOptions& optio
     GPUFEED_RETURN_IF_ERROR(ResolveInsideDirectory(directory, entry.name,
                                                    options.allow_external_paths,
                                                    JoinPath(directory, entry.name), &full));
+    if (entry.name == kManifestName) continue;  // gpufeed's own, not tokens
     all.push_back(full);
     if (!EndsWith(entry.name, ".bin")) continue;
     if (IsRegularFile(StripExtension(full) + ".idx")) {
@@ -378,11 +379,25 @@ Status OpenTokenCorpus(const std::string& path, const DatasetOptions& options,
                        const std::shared_ptr<Store>& store,
                        std::shared_ptr<const TokenCorpus>* corpus, bool* recognised) {
   *recognised = false;
-  DatasetFormat format = options.format;
-  if (format != DatasetFormat::kAuto && format != DatasetFormat::kMegatron &&
-      format != DatasetFormat::kLlmc && format != DatasetFormat::kTokens) {
+  if (options.format != DatasetFormat::kAuto && !IsTokenFormat(options.format)) {
     return Status::OK();
   }
+  std::string manifest_path;
+  Manifest manifest;
+  GPUFEED_RETURN_IF_ERROR(
+      FindTokenManifest(AbsolutePath(path), options, &manifest_path, &manifest, recognised));
+  if (*recognised) {
+    return OpenTokenCorpusFromManifest(manifest_path, manifest, options, store, corpus);
+  }
+  return OpenTokenCorpusFromFiles(path, options, store, corpus, recognised);
+}
+
+Status OpenTokenCorpusFromFiles(const std::string& path, const DatasetOptions& options,
+                                const std::shared_ptr<Store>& store,
+                                std::shared_ptr<const TokenCorpus>* corpus, bool* recognised) {
+  *recognised = false;
+  DatasetFormat format = options.format;
+  if (format != DatasetFormat::kAuto && !IsTokenFormat(format)) return Status::OK();
   std::string absolute = AbsolutePath(path);
   Found found;
   if (IsDirectory(absolute)) {

@@ -20,6 +20,7 @@
 
 #include "gpufeed/dataset.h"
 #include "gpufeed/options.h"
+#include "format/manifest.h"
 #include "gpufeed/status.h"
 #include "storage/store.h"
 
@@ -68,6 +69,9 @@ struct TokenFile {
   uint64_t tokens = 0;
   uint64_t first_token = 0;  // position of its first token in the stream
   uint64_t bytes = 0;        // the file's size
+  // Opened from a manifest without reading its llm.c header: the first read
+  // checks it (CheckHeaderAgainstManifest) before any token is returned.
+  bool header_checked_at_first_read = false;
   std::shared_ptr<const StoreFile> file;
 };
 
@@ -80,7 +84,9 @@ struct TokenCorpus {
   uint64_t sequences = 0;
 };
 
-// Opens the token corpus at `path` when it is one: a Megatron prefix (or
+// Opens the token corpus at `path` when it is one. With a gpufeed.json that
+// describes it (FindTokenManifest; `gpufeed index` writes one), from that
+// alone: no token file is opened or read until a window needs it. Otherwise a Megatron prefix (or
 // its .bin / .idx), a directory of Megatron pairs, an llm.c shard or a
 // directory of them (name order), or with format kTokens a headerless file
 // or a directory of them (the .bin files, else every file, in name order).
@@ -89,6 +95,34 @@ struct TokenCorpus {
 Status OpenTokenCorpus(const std::string& path, const DatasetOptions& options,
                        const std::shared_ptr<Store>& store,
                        std::shared_ptr<const TokenCorpus>* corpus, bool* recognised);
+
+// OpenTokenCorpus without looking for a manifest: every file opened and its
+// header (or .idx) read now. `gpufeed index` describes the files with it.
+Status OpenTokenCorpusFromFiles(const std::string& path, const DatasetOptions& options,
+                                const std::shared_ptr<Store>& store,
+                                std::shared_ptr<const TokenCorpus>* corpus, bool* recognised);
+
+// token_manifest.cc. The gpufeed.json beside `absolute` (in it, for a
+// directory) when it is a token manifest that identifies every file
+// (ManifestIdentifiesEveryFile); for one file or Megatron prefix of its
+// directory, *manifest keeps that file's shard only. *found false (OK) when
+// there is none, it describes another format, or it does not list the file.
+Status FindTokenManifest(const std::string& absolute, const DatasetOptions& options,
+                         std::string* manifest_path, Manifest* manifest, bool* found);
+// The corpus from the manifest alone: no file is opened, stat'ed or read
+// (each through Store::OpenLazily); an llm.c file's header is checked
+// against the manifest at its first read (CheckHeaderAgainstManifest).
+Status OpenTokenCorpusFromManifest(const std::string& manifest_path, const Manifest& manifest,
+                                   const DatasetOptions& options,
+                                   const std::shared_ptr<Store>& store,
+                                   std::shared_ptr<const TokenCorpus>* corpus);
+// The manifest WriteTokenManifest writes (the files opened, checksummed).
+Status ManifestForTokenCorpus(const std::string& path, const DatasetOptions& options,
+                              std::string* manifest_path, Manifest* manifest);
+// Reads the llm.c header of `file` (a lazily opened file: this read opens
+// it) and compares it with what the manifest said: Corruption naming the
+// file and byte offset when they differ.
+Status CheckHeaderAgainstManifest(const TokenFile& file, TokenDtype dtype);
 
 // The Dataset over a corpus: sample i = window i of `seq_len` + 1 tokens.
 // block_bytes > 0: Locate gives whole blocks of about that many bytes (the

@@ -8,12 +8,14 @@
 // both through the store.
 #include <algorithm>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "format/datasets.h"
 #include "format/token_corpus.h"
+#include "util/checksum.h"
 #include "util/path.h"
 
 namespace gpufeed {
@@ -63,6 +65,9 @@ class TokenWindowDataset : public DatasetBase, public TokenWindows {
     return file.data_offset + (token - file.first_token) * item_;
   }
   void Describe(uint64_t index, Record* record) const;
+  // OK, or why file `f` must not be read (its llm.c header disagrees with
+  // the manifest it was opened from), with the sample that read it first.
+  Status ReadyToRead(size_t f, uint64_t index) const;
 
   const std::shared_ptr<const TokenCorpus> corpus_;
   const uint64_t seq_len_;
@@ -71,6 +76,13 @@ class TokenWindowDataset : public DatasetBase, public TokenWindows {
   TokenCorpusInfo info_;
   std::vector<Block> blocks_;
   std::unordered_map<std::string, size_t> file_of_path_;  // for CountLocatedRead
+  // Files opened from a manifest: their header checked once, at the first
+  // read of any thread (the others wait for it), the outcome kept.
+  struct FirstRead {
+    std::once_flag once;
+    Status status;  // written once under `once`, then read only
+  };
+  mutable std::unique_ptr<FirstRead[]> first_reads_;
 };
 
 TokenWindowDataset::TokenWindowDataset(const std::string& path, std::shared_ptr<Store> store,
@@ -89,6 +101,7 @@ TokenWindowDataset::TokenWindowDataset(const std::string& path, std::shared_ptr<
   info_.windows = corpus_->tokens > 0 ? (corpus_->tokens - 1) / seq_len_ : 0;
   const uint64_t block = block_bytes == 0 ? kDefaultBlockBytes : block_bytes;
   const uint64_t per_block = std::max<uint64_t>(1, block / (seq_len_ * item_));
+  first_reads_ = std::make_unique<FirstRead[]>(corpus_->files.size());
   for (size_t f = 0; f < corpus_->files.size(); ++f) {
     const TokenFile& file = corpus_->files[f];
     file_of_path_.emplace(file.path, f);
@@ -149,6 +162,15 @@ void TokenWindowDataset::Describe(uint64_t index, Record* record) const {
   record->source = file.path;
 }
 
+Status TokenWindowDataset::ReadyToRead(size_t f, uint64_t index) const {
+  const TokenFile& file = corpus_->files[f];
+  if (!file.header_checked_at_first_read) return Status::OK();
+  FirstRead& first = first_reads_[f];
+  std::call_once(first.once,
+                 [&] { first.status = CheckHeaderAgainstManifest(file, corpus_->dtype); });
+  return first.status.WithContext("sample " + std::to_string(index));
+}
+
 Status TokenWindowDataset::Read(uint64_t index, Record* record) const {
   GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
   Describe(index, record);
@@ -163,7 +185,13 @@ Status TokenWindowDataset::Read(uint64_t index, Record* record) const {
     if (count == 0) continue;
     size_t want = count * item_, done = 0;
     uint64_t offset = ByteOffset(file, token);
-    GPUFEED_RETURN_IF_ERROR(file.file->ReadAt(offset, want, out, &done));
+    GPUFEED_RETURN_IF_ERROR(ReadyToRead(f, index));
+    Status read = file.file->ReadAt(offset, want, out, &done);
+    if (!read.ok()) {
+      // A file opened from its manifest is first opened here: say which
+      // sample's read found it missing or of another size.
+      return file.file->lazy() ? read.WithContext("sample " + std::to_string(index)) : read;
+    }
     if (done != want) {
       return Status::Corruption(file.path + " at byte offset " + std::to_string(offset + done) +
                                 ": the file ends early (it held " + std::to_string(file.bytes) +
@@ -181,6 +209,7 @@ bool TokenWindowDataset::Locate(uint64_t index, RecordLocation* location) const 
   const TokenFile& file = corpus_->files[block.file];
   uint64_t begin = index * seq_len_, end = begin + seq_len_ + 1;
   if (end > file.first_token + file.tokens) return false;  // spans two files: Read
+  if (!ReadyToRead(block.file, index).ok()) return false;  // Read returns the error
   if (!window_reads_) {
     begin = block.begin_token;
     end = block.end_token;
@@ -288,6 +317,23 @@ Status VerifyTokenCorpus(const std::string& path, const DatasetOptions& options,
   std::string buffer(4u << 20, '\0');
   for (const TokenFile& file : corpus->files) {
     report->shards_checked += 1;
+    if (file.file->lazy()) {
+      // Opened from a manifest: the file must still be what it describes.
+      Status described = file.header_checked_at_first_read
+                             ? CheckHeaderAgainstManifest(file, corpus->dtype)
+                             : Status::OK();
+      uint64_t digest = 0;
+      if (described.ok()) described = FileXxh64(file.path, &digest);
+      if (described.ok() && Xxh64Hex(digest) != file.file->xxh64()) {
+        described = Status::Corruption(file.path + ": xxh64 " + Xxh64Hex(digest) +
+                                       " differs from the manifest's " + file.file->xxh64());
+      }
+      if (!described.ok()) {
+        report->problems.push_back(described.ToString());
+        continue;
+      }
+      report->checksums_checked += 1;
+    }
     uint64_t end = file.data_offset + file.tokens * TokenDtypeSize(corpus->dtype);
     for (uint64_t offset = file.data_offset; offset < end;) {
       size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), end - offset));

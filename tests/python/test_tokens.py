@@ -320,3 +320,75 @@ def test_node_cache_serves_the_token_files(tmp_path):
         loader.close()
     # The second loader found the copy the first one made: nothing from the source.
     assert stats["source_bytes"] == 0 and stats["cache_reads"] > 0
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "gpufeed", *map(str, args)],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def windows_of(dataset):
+    return [dataset[i].data for i in range(len(dataset))]
+
+
+def test_index_llmc_directory_opens_nothing_until_read(tmp_path):
+    rng = np.random.default_rng(11)
+    shards = [rng.integers(0, 50257, size=n) for n in (500, 3, 900)]
+    for i, tokens in enumerate(shards):
+        write_llmc(tmp_path / f"fineweb_train_{i:06d}.bin", tokens)
+    eager = gpufeed.open_dataset(tmp_path, seq_len=32)
+    assert eager.storage_stats()["source_opens"] == 3
+    out = run_cli("index", tmp_path)
+    assert f"described {sum(map(len, shards))} tokens" in out
+    manifest = json.loads((tmp_path / "gpufeed.json").read_text())
+    assert manifest["format"] == "llmc" and len(manifest["shards"]) == 3
+    first = manifest["shards"][0]
+    assert first["file"] == "fineweb_train_000000.bin" and first["tokens"] == 500
+    assert first["data_offset"] == 1024 and first["token_dtype"] == "uint16"
+    assert first["bytes"] == 1024 + 1000 and len(first["xxh64"]) == 16
+    lazy = gpufeed.open_dataset(tmp_path, seq_len=32)
+    assert lazy.format == "llmc" and lazy.storage_stats()["source_opens"] == 0
+    assert lazy.storage_stats()["source_stats"] == 0
+    assert windows_of(lazy) == windows_of(eager)
+    assert lazy.storage_stats()["source_opens"] == 3
+    stream = np.concatenate(shards).astype(np.uint16)
+    loader = gpufeed.DataLoader(tmp_path, batch_size=4, shuffle=False,
+                                transform=gpufeed.TokenWindows(seq_len=32, block_bytes=256))
+    assert [tuple(r) for r in loader_rows(loader)] == \
+        [tuple(r) for r in reference_windows(stream, 32)]
+    verified = gpufeed.verify(tmp_path)
+    assert verified["problems"] == [] and verified["checksums_checked"] == 3
+
+
+def test_index_megatron_prefix_and_a_changed_file(tmp_path):
+    rng = np.random.default_rng(12)
+    stream = write_megatron(tmp_path / "c", random_documents(rng, 30, 60000), np.uint16)
+    eager = gpufeed.open_dataset(tmp_path / "c", seq_len=16)
+    run_cli("index", tmp_path / "c")
+    manifest = json.loads((tmp_path / "gpufeed.json").read_text())
+    assert manifest["format"] == "megatron"
+    assert manifest["shards"][0]["file"] == "c.bin" and manifest["shards"][0]["index"] == "c.idx"
+    assert manifest["shards"][0]["documents"] == 30
+    lazy = gpufeed.open_dataset(tmp_path / "c", seq_len=16)
+    assert lazy.storage_stats()["source_opens"] == 0 and lazy.tokens["documents"] == 30
+    assert windows_of(lazy) == windows_of(eager)
+    assert lazy.storage_stats()["source_opens"] == 1
+    assert gpufeed.open_dataset(tmp_path, seq_len=16).tokens["tokens"] == len(stream)
+    # The .bin replaced by a shorter one: its first read fails naming it.
+    (tmp_path / "c.bin").write_bytes(stream[:-4].tobytes())
+    changed = gpufeed.open_dataset(tmp_path / "c", seq_len=16)
+    with pytest.raises(gpufeed.CorruptRecordError, match=r"c\.bin.*gpufeed\.json"):
+        changed[0]
+
+
+def test_index_headerless_names_its_dtype(tmp_path):
+    tokens = np.arange(1000, dtype=np.uint16)
+    (tmp_path / "train.bin").write_bytes(tokens.tobytes())
+    with pytest.raises(subprocess.CalledProcessError):
+        run_cli("index", tmp_path / "train.bin")
+    run_cli("index", tmp_path / "train.bin", "--format", "tokens", "--token-dtype", "uint16")
+    manifest = json.loads((tmp_path / "gpufeed.json").read_text())
+    assert manifest["format"] == "tokens" and manifest["shards"][0]["token_dtype"] == "uint16"
+    lazy = gpufeed.open_dataset(tmp_path / "train.bin", seq_len=10)
+    assert lazy.storage_stats()["source_opens"] == 0
+    assert lazy[5].data == tokens[50:61].tobytes()

@@ -11,58 +11,11 @@
 #include "format/token_corpus.h"
 #include "gpufeed/dataset.h"
 #include "test_util.h"
+#include "token_test_util.h"
 #include "util/path.h"
 
 namespace gpufeed {
 namespace {
-
-template <typename T>
-void Append(std::string* out, T value) {
-  out->append(reinterpret_cast<const char*>(&value), sizeof(T));
-}
-
-// Megatron-Core's _IndexWriter, one sequence per document.
-std::vector<uint16_t> WriteMegatron(const std::string& prefix,
-                                    const std::vector<std::vector<uint16_t>>& documents) {
-  std::string bin, idx("MMIDIDX\0\0", 9);
-  std::vector<uint16_t> stream;
-  Append<uint64_t>(&idx, 1);
-  idx.push_back(8);  // uint16
-  Append<uint64_t>(&idx, documents.size());
-  Append<uint64_t>(&idx, documents.size() + 1);
-  for (const auto& d : documents) Append<int32_t>(&idx, static_cast<int32_t>(d.size()));
-  int64_t pointer = 0;
-  for (const auto& d : documents) {
-    Append<int64_t>(&idx, pointer);
-    pointer += static_cast<int64_t>(d.size() * 2);
-  }
-  for (size_t i = 0; i <= documents.size(); ++i) Append<int64_t>(&idx, static_cast<int64_t>(i));
-  for (const auto& d : documents) {
-    for (uint16_t t : d) {
-      Append(&bin, t);
-      stream.push_back(t);
-    }
-  }
-  WriteBytes(prefix + ".bin", bin);
-  WriteBytes(prefix + ".idx", idx);
-  return stream;
-}
-
-std::vector<uint16_t> WriteLlmc(const std::string& path, size_t count, uint32_t seed) {
-  std::string bytes;
-  Append<int32_t>(&bytes, kLlmcMagicUint16);
-  Append<int32_t>(&bytes, 1);
-  Append<int32_t>(&bytes, static_cast<int32_t>(count));
-  bytes.resize(kLlmcHeaderBytes, '\0');
-  std::vector<uint16_t> tokens(count);
-  std::mt19937 rng(seed);
-  for (auto& t : tokens) {
-    t = static_cast<uint16_t>(rng() % 50257);
-    Append(&bytes, t);
-  }
-  WriteBytes(path, bytes);
-  return tokens;
-}
 
 std::vector<uint16_t> Window(const Record& record) {
   std::vector<uint16_t> out(record.data.size() / 2);
