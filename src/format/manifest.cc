@@ -222,7 +222,9 @@ std::string SerializeManifest(const Manifest& manifest) {
     if (IsTokenFormat(manifest.format)) {
       entry["tokens"] = shard.records;
       entry["data_offset"] = shard.data_offset;
-      entry["token_dtype"] = TokenDtypeName(shard.token_dtype);
+      if (shard.token_dtype != TokenDtype::kAuto) {
+        entry["token_dtype"] = TokenDtypeName(shard.token_dtype);
+      }
       if (manifest.format == DatasetFormat::kMegatron) {
         entry["documents"] = shard.documents;
         entry["sequences"] = shard.sequences;

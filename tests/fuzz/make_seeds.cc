@@ -176,6 +176,13 @@ int main(int argc, char** argv) {
   manifest.format = DatasetFormat::kLmdb;
   manifest.shards = {{"part-00000", "", 3, 4096, "fedcba9876543210"}};
   Write("manifest", SerializeManifest(manifest));
+  Write("manifest", R"({"format":"llmc","format_version":1,"records":3,"shards":[
+    {"file":"a.bin","records":3,"tokens":3,"bytes":1030,"data_offset":1024,
+     "token_dtype":"uint16","xxh64":"0123456789abcdef"}]})");
+  Write("manifest", R"({"format":"megatron","format_version":1,"records":2,"shards":[
+    {"file":"c.bin","index":"c.idx","records":2,"tokens":2,"bytes":4,"token_dtype":"uint16",
+     "documents":1,"sequences":1,"index_bytes":70,"index_xxh64":"fedcba9876543210",
+     "xxh64":"0123456789abcdef"}]})");
   Write("manifest", R"({"format":"recordio","format_version":1,"records":1,
     "shards":[{"file":"../outside.rec","index":"/etc/passwd","records":1}]})");
 

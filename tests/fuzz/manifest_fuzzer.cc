@@ -1,5 +1,5 @@
 // Fuzz target: gpufeed.json parsing. An accepted manifest must serialize
-// and parse back to the same shards and counts, and the path check used at
+// and parse back to the same shards and counts (token fields included), and the path check used at
 // open (ResolveInsideDirectory) must refuse every name that is absolute or
 // has a ".." segment.
 #include <cstdint>
@@ -50,7 +50,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < manifest.shards.size(); ++i) {
     if (again.shards[i].records != manifest.shards[i].records ||
         again.shards[i].bytes != manifest.shards[i].bytes ||
-        again.shards[i].xxh64 != manifest.shards[i].xxh64) {
+        again.shards[i].xxh64 != manifest.shards[i].xxh64 ||
+        again.shards[i].data_offset != manifest.shards[i].data_offset ||
+        again.shards[i].token_dtype != manifest.shards[i].token_dtype ||
+        again.shards[i].documents != manifest.shards[i].documents ||
+        again.shards[i].sequences != manifest.shards[i].sequences) {
       std::abort();
     }
     const std::string& name = manifest.shards[i].file;
