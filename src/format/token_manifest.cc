@@ -114,7 +114,11 @@ Status FindTokenManifest(const std::string& absolute, const DatasetOptions& opti
   *found = false;
   std::string candidate = ManifestPathFor(absolute);
   if (!IsRegularFile(candidate)) return Status::OK();
-  GPUFEED_RETURN_IF_ERROR(ReadManifest(candidate, manifest));
+  const bool whole = IsDirectory(absolute) || Basename(absolute) == kManifestName;
+  Status read = ReadManifest(candidate, manifest);
+  // A file of the directory (a .rec, a Megatron prefix) was opened without
+  // the directory's manifest before: one it cannot use does not stop it.
+  if (!read.ok()) return whole ? read : Status::OK();
   if (!IsTokenFormat(manifest->format) || !ManifestIdentifiesEveryFile(*manifest)) {
     return Status::OK();  // another format's, or one that cannot open lazily
   }
@@ -123,7 +127,7 @@ Status FindTokenManifest(const std::string& absolute, const DatasetOptions& opti
                                    " corpus, but format=\"" + FormatName(options.format) +
                                    "\" was asked for");
   }
-  if (!IsDirectory(absolute) && Basename(absolute) != kManifestName) {
+  if (!whole) {
     // One file (or Megatron prefix) of the directory the manifest describes.
     std::string file = absolute;
     if (manifest->format == DatasetFormat::kMegatron && !EndsWith(file, ".bin")) {
