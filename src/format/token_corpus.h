@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "format/manifest.h"
 #include "gpufeed/dataset.h"
 #include "gpufeed/options.h"
-#include "format/manifest.h"
 #include "gpufeed/status.h"
 #include "storage/store.h"
 
@@ -86,7 +86,8 @@ struct TokenCorpus {
 
 // Opens the token corpus at `path` when it is one. With a gpufeed.json that
 // describes it (FindTokenManifest; `gpufeed index` writes one), from that
-// alone: no token file is opened or read until a window needs it. Otherwise a Megatron prefix (or
+// alone: no token file is opened or read until a window needs it.
+// Otherwise from the files (OpenTokenCorpusFromFiles): a Megatron prefix (or
 // its .bin / .idx), a directory of Megatron pairs, an llm.c shard or a
 // directory of them (name order), or with format kTokens a headerless file
 // or a directory of them (the .bin files, else every file, in name order).

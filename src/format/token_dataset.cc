@@ -66,7 +66,7 @@ class TokenWindowDataset : public DatasetBase, public TokenWindows {
   }
   void Describe(uint64_t index, Record* record) const;
   // OK, or why file `f` must not be read (its llm.c header disagrees with
-  // the manifest it was opened from), with the sample that read it first.
+  // the manifest it was opened from), naming sample `index`.
   Status ReadyToRead(size_t f, uint64_t index) const;
 
   const std::shared_ptr<const TokenCorpus> corpus_;
@@ -168,6 +168,7 @@ Status TokenWindowDataset::ReadyToRead(size_t f, uint64_t index) const {
   FirstRead& first = first_reads_[f];
   std::call_once(first.once,
                  [&] { first.status = CheckHeaderAgainstManifest(file, corpus_->dtype); });
+  if (first.status.ok()) return Status::OK();  // no string built per window
   return first.status.WithContext("sample " + std::to_string(index));
 }
 
