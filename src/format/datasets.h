@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "format/manifest.h"
@@ -23,6 +24,29 @@ namespace gpufeed {
 inline size_t ShardContaining(const std::vector<uint64_t>& first_records, uint64_t index) {
   return static_cast<size_t>(std::upper_bound(first_records.begin(), first_records.end(), index) -
                              first_records.begin() - 1);
+}
+
+// Where a located record lies: [offset, offset + length) of `path`, read
+// through `view`'s descriptor (leased while the location lives).
+inline void SetLocation(const std::string& path, uint64_t offset, uint64_t length,
+                        FileView&& view, RecordLocation* location) {
+  location->path = path;
+  location->offset = offset;
+  location->length = length;
+  location->whole_file = false;
+  location->fd = view.fd;
+  location->local = view.local;
+  location->hold = std::move(view.hold);
+}
+
+// Locate's usual end: a view of that range of `file`, set into *location;
+// false when the store cannot give one (the read then reports why).
+inline bool LocateRange(const StoreFile& file, const std::string& path, uint64_t offset,
+                        uint64_t length, RecordLocation* location) {
+  FileView view;
+  if (!file.View(offset, length, &view).ok()) return false;
+  SetLocation(path, offset, length, std::move(view), location);
+  return true;
 }
 
 }  // namespace gpufeed

@@ -78,13 +78,7 @@ class ImageFolderDataset final : public DatasetBase {
       uint64_t offset = 0, length = 0;
       if (!bundle.LocateMember(index % kBundleFiles, &view, &offset, &length)) return false;
       if (length == 0) return false;
-      location->path = view.shown;
-      location->offset = offset;
-      location->length = length;
-      location->whole_file = false;
-      location->fd = view.fd;
-      location->local = view.local;
-      location->hold = std::move(view.hold);
+      SetLocation(view.shown, offset, length, std::move(view), location);
       return true;
     }
     location->path = JoinPath(path_, entries_[index].relative_path);

@@ -176,16 +176,8 @@ bool LmdbDataset::Locate(uint64_t index, RecordLocation* location) const {
   uint64_t local = 0;
   if (!Where(index, &shard_index, &local).ok()) return false;  // Read reports it
   const LmdbShard& shard = *environments_[shard_index];
-  FileView view;
-  if (!shard.data->View(shard.offsets[local], shard.lengths[local], &view).ok()) return false;
-  location->path = shard.data->path();
-  location->offset = shard.offsets[local];
-  location->length = shard.lengths[local];
-  location->whole_file = false;
-  location->fd = view.fd;
-  location->local = view.local;
-  location->hold = std::move(view.hold);
-  return true;
+  return LocateRange(*shard.data, shard.data->path(), shard.offsets[local], shard.lengths[local],
+                     location);
 }
 
 Status LmdbDataset::ParseLocated(uint64_t index, const RecordLocation& location,

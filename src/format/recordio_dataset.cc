@@ -313,16 +313,7 @@ bool RecordIODataset::Locate(uint64_t index, RecordLocation* location) const {
   const RecordIOShard& shard = *found;
   uint64_t length = RecordLength(shard, local);
   if (length == 0 || length > kMaxRecordHint) return false;
-  FileView view;
-  if (!shard.file->View(shard.offsets[local], length, &view).ok()) return false;
-  location->path = shard.rec_path;
-  location->offset = shard.offsets[local];
-  location->length = length;
-  location->whole_file = false;
-  location->fd = view.fd;
-  location->local = view.local;
-  location->hold = std::move(view.hold);
-  return true;
+  return LocateRange(*shard.file, shard.rec_path, shard.offsets[local], length, location);
 }
 
 bool RecordIODataset::CanLocate() const {

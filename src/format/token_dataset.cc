@@ -215,17 +215,8 @@ bool TokenWindowDataset::Locate(uint64_t index, RecordLocation* location) const 
     begin = block.begin_token;
     end = block.end_token;
   }
-  FileView view;
-  uint64_t offset = ByteOffset(file, begin), length = (end - begin) * item_;
-  if (!file.file->View(offset, length, &view).ok()) return false;
-  location->path = file.path;
-  location->offset = offset;
-  location->length = length;
-  location->whole_file = false;
-  location->fd = view.fd;
-  location->local = view.local;
-  location->hold = std::move(view.hold);
-  return true;
+  return LocateRange(*file.file, file.path, ByteOffset(file, begin), (end - begin) * item_,
+                     location);
 }
 
 Status TokenWindowDataset::WindowIn(uint64_t index, const RecordLocation& location,

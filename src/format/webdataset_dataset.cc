@@ -299,16 +299,7 @@ bool WebDatasetDataset::Locate(uint64_t index, RecordLocation* location) const {
   uint64_t begin = 0, end = 0;
   SampleSpan(shard, sample, *image, *label, &begin, &end);
   if (end - begin > kMaxSampleSpan) return false;
-  FileView view;
-  if (!shard.file->View(begin, end - begin, &view).ok()) return false;
-  location->path = shard.path;
-  location->offset = begin;
-  location->length = end - begin;
-  location->whole_file = false;
-  location->fd = view.fd;
-  location->local = view.local;
-  location->hold = std::move(view.hold);
-  return true;
+  return LocateRange(*shard.file, shard.path, begin, end - begin, location);
 }
 
 Status WebDatasetDataset::ParseLocated(uint64_t index, const RecordLocation& location,
