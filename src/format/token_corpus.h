@@ -159,9 +159,19 @@ const TokenWindows* AsTokenWindows(const Dataset& dataset);
 Status VerifyTokenCorpus(const std::string& path, const DatasetOptions& options,
                          VerifyReport* report, bool* recognised);
 
-// Converts `count` tokens at `source` (of `from`) to int32 or int64.
+// Converts `count` tokens at `source` (of `from`; any alignment) to int32 or
+// int64 at `destination`.
 void WidenTokens(TokenDtype from, const char* source, size_t count, TensorDtype to,
                  void* destination);
+
+// The same by a named path, for tests that compare them: kAuto is what
+// WidenTokens does (the best this CPU has). A path the CPU or build lacks,
+// or a dtype it does not handle, falls back to the next (AVX2 -> SSE2 ->
+// scalar); TokenWideningAvailable says whether `how` runs as itself.
+enum class TokenWidening { kAuto, kAvx2, kSse2, kScalar };
+bool TokenWideningAvailable(TokenWidening how);
+void WidenTokensWith(TokenWidening how, TokenDtype from, const char* source, size_t count,
+                     TensorDtype to, void* destination);
 
 }  // namespace gpufeed
 

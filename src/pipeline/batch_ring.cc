@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "util/system_stats.h"
+
 namespace gpufeed {
 
 BatchRing::BatchRing(std::shared_ptr<BatchAllocator> allocator, size_t data_bytes,
@@ -15,7 +17,7 @@ BatchRing::BatchRing(std::shared_ptr<BatchAllocator> allocator, size_t data_byte
       label_bytes_(label_bytes),
       max_held_bytes_(max_held_bytes),
       batch_size_(batch_size),
-      owner_(getpid()) {}
+      owner_(CurrentProcessId()) {}
 
 BatchRing::~BatchRing() {
   for (Slot& slot : slots_) {
@@ -40,7 +42,7 @@ Status BatchRing::Allocate(size_t count) {
 }
 
 void BatchRing::Release(size_t index, std::shared_ptr<HostReleaseFence> fence) {
-  if (getpid() != owner_) return;  // an inherited Batch in a forked child: left alone
+  if (CurrentProcessId() != owner_) return;  // an inherited Batch in a forked child: left alone
   void* data = nullptr;
   void* labels = nullptr;
   {

@@ -12,8 +12,12 @@
 // batch is released.
 //
 // Thread safety: `mutex` guards the slots (and the host stage's run state,
-// which changes together with them); `changed` is signalled on every change
-// either side waits for. A worker keeps a reference to its Slot outside the
+// which changes together with them). Two condition variables, so that a
+// hand-off wakes only the side it concerns (each wake-up costs a context
+// switch, and token batches come thousands a second): the workers (and
+// Quiesce, and the read-ahead's waiters) wait on `changed`, signalled on
+// every change they wait for; the consumer waits on `batch_done`, signalled
+// when the batch it waits for completes and on the rare changes of the run. A worker keeps a reference to its Slot outside the
 // lock (a deque: slots keep their address when the ring grows); it writes
 // only its own row, and reads `data`/`labels`, which do not change while the
 // slot is assigned.
@@ -92,6 +96,7 @@ class BatchRing {
 
   std::mutex mutex;
   std::condition_variable changed;
+  std::condition_variable batch_done;
 
  private:
   // Constant after construction.

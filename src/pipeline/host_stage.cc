@@ -92,6 +92,7 @@ HostStage::~HostStage() {
     stopping_ = true;
   }
   ring_->changed.notify_all();
+  ring_->batch_done.notify_all();
   for (std::thread& worker : workers_) worker.join();
   // The engine finishes its reads in flight, then its collector stops.
   read_ahead_.reset();
@@ -138,6 +139,7 @@ Status HostStage::Seek(const BatchCursor& cursor) {
   StartRun(cursor.epoch, cursor.consumed);
   lock.unlock();
   ring_->changed.notify_all();
+  ring_->batch_done.notify_all();
   return Status::OK();
 }
 
@@ -209,7 +211,7 @@ Status HostStage::NextFor(Batch* batch, int timeout_ms, bool* ready) {
     const Slot* found = ring_->Find(k);
     return found != nullptr && found->done == found->samples;
   };
-  if (!WaitForBatch(ring_->changed, lock, timeout_ms, complete, &stats_.consumer_wait)) {
+  if (!WaitForBatch(ring_->batch_done, lock, timeout_ms, complete, &stats_.consumer_wait)) {
     *ready = false;
     return Status::OK();
   }
@@ -370,11 +372,13 @@ void HostStage::Work() {
       if (!statuses[i].ok() && slot.error.ok()) slot.error = statuses[i];
     }
     slot.done += static_cast<int>(count);
-    // A finished sample matters only to the consumer when it completes its
-    // batch, and to Quiesce when it was the last one in progress: a broadcast
-    // per sample woke every thread for nothing (token windows finish in
+    // A finished sample matters only to the consumer when it completes the
+    // batch the consumer waits for, and to Quiesce when it was the last one
+    // in progress: a broadcast per sample, or one that also woke the other
+    // workers, woke threads for nothing (token windows finish in
     // microseconds, and the wake-ups cost more than the work).
-    if (slot.done == slot.samples || active_ == 0) ring_->changed.notify_all();
+    if (slot.done == slot.samples && slot.batch == delivered_) ring_->batch_done.notify_all();
+    if (active_ == 0 && !accepting_) ring_->changed.notify_all();
   }
 }
 

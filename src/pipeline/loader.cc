@@ -29,6 +29,7 @@
 #include "pipeline/stats_window.h"
 #include "pipeline/verdict.h"
 #include "util/logging.h"
+#include "util/system_stats.h"
 
 namespace gpufeed {
 
@@ -161,9 +162,9 @@ Status InheritedByFork(int owner) {
 
 Status CudaDeviceStatus(int device_id) { return CudaDeviceUsable(device_id); }
 
-Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)), owner_process_(getpid()) {}
+Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)), owner_process_(CurrentProcessId()) {}
 Loader::~Loader() {
-  if (getpid() != owner_process_) {
+  if (CurrentProcessId() != owner_process_) {
     // Inherited by fork: the threads to stop do not exist here and the
     // locks may be held by them forever. Left as it is (a deliberate leak).
     (void)impl_.release();
@@ -240,7 +241,7 @@ Status Loader::Next(Batch* batch) {
 }
 Status Loader::NextFor(Batch* batch, int timeout_ms, bool* ready) {
   *ready = true;
-  if (getpid() != owner_process_) return InheritedByFork(owner_process_);
+  if (CurrentProcessId() != owner_process_) return InheritedByFork(owner_process_);
   impl_->window->BeforeNext(*impl_->chain);
   Status status = impl_->chain->NextFor(batch, timeout_ms, ready);
   LoaderStats epoch;
@@ -251,16 +252,16 @@ Status Loader::NextFor(Batch* batch, int timeout_ms, bool* ready) {
   return status;
 }
 Status Loader::SetEpoch(uint64_t epoch) {
-  if (getpid() != owner_process_) return InheritedByFork(owner_process_);
+  if (CurrentProcessId() != owner_process_) return InheritedByFork(owner_process_);
   impl_->window->RestartEpoch();
   return impl_->chain->Seek(BatchCursor{epoch, 0});
 }
 LoaderState Loader::State() const {
-  if (getpid() != owner_process_) return LoaderState();
+  if (CurrentProcessId() != owner_process_) return LoaderState();
   return impl_->StateAt(impl_->chain->Position());
 }
 Status Loader::Restore(const LoaderState& state) {
-  if (getpid() != owner_process_) return InheritedByFork(owner_process_);
+  if (CurrentProcessId() != owner_process_) return InheritedByFork(owner_process_);
   BatchCursor cursor;
   std::vector<NodeSplitSegment> earlier;
   GPUFEED_RETURN_IF_ERROR(impl_->CursorFor(state, &cursor, &earlier));
@@ -269,7 +270,7 @@ Status Loader::Restore(const LoaderState& state) {
   return impl_->chain->Seek(cursor);
 }
 LoaderStats Loader::Stats(StatsSpan span) const {
-  if (getpid() != owner_process_) return LoaderStats();
+  if (CurrentProcessId() != owner_process_) return LoaderStats();
   LoaderStats stats = impl_->window->Stats(*impl_->chain, span);
   StorageStats storage = impl_->dataset->storage_stats();
   stats.source_opens = storage.source_opens;

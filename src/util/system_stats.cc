@@ -1,6 +1,7 @@
 #include "util/system_stats.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -9,7 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <vector>
 
@@ -32,6 +35,21 @@ std::string BaseName(const std::string& path) {
 }
 
 }  // namespace
+
+namespace {
+std::atomic<pid_t> cached_pid{0};
+void ForgetPid() { cached_pid.store(0, std::memory_order_relaxed); }
+}  // namespace
+
+pid_t CurrentProcessId() {
+  pid_t pid = cached_pid.load(std::memory_order_relaxed);
+  if (pid != 0) return pid;
+  static std::once_flag registered;
+  std::call_once(registered, [] { pthread_atfork(nullptr, nullptr, ForgetPid); });
+  pid = ::getpid();
+  cached_pid.store(pid, std::memory_order_relaxed);
+  return pid;
+}
 
 double ThreadCpuSeconds() {
   timespec now{};

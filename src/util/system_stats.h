@@ -7,14 +7,22 @@
 // figure cannot be had here (no /proc, a network filesystem without a block
 // device); callers report "unknown" then, never a guess.
 //
-// Thread safety: free functions, no shared state.
+// Thread safety: free functions; CurrentProcessId's cache is an atomic.
 #ifndef GPUFEED_UTIL_SYSTEM_STATS_H_
 #define GPUFEED_UTIL_SYSTEM_STATS_H_
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <string>
 
 namespace gpufeed {
+
+// getpid(), without a system call after the first: cached, and forgotten in
+// a forked child (pthread_atfork). The loader asks on every batch whether it
+// runs in the process that created it (a system call each, a microsecond in
+// a VM, was 1% of a token epoch).
+pid_t CurrentProcessId();
 
 // CPU time the calling thread has run (CLOCK_THREAD_CPUTIME_ID), seconds.
 double ThreadCpuSeconds();
