@@ -2,7 +2,7 @@
 // transform (no Python in the loop), and the process's RSS after each epoch.
 //
 //   gpufeed_token_bench PATH [--seq-len 2048] [--batch 32] [--shuffle block|global|none]
-//                       [--direct 0|1] [--threads N] [--dtype int64|int32] [--epochs 1]
+//                       [--direct 0|1] [--register-buffers 0|1] [--threads N] [--dtype int64|int32] [--epochs 1]
 //                       [--prefetch 8] [--format auto|tokens] [--token-dtype uint16]
 //
 // Prints per epoch the token MB/s (windows x seq_len x token size over the
@@ -58,6 +58,8 @@ int main(int argc, char** argv) {
                                           : ShuffleMode::kBlock;
     } else if (flag == "--direct") {
       options.io.direct_io = value == "1";
+    } else if (flag == "--register-buffers") {
+      options.io.register_buffers = value == "1";
     } else if (flag == "--threads") {
       options.num_threads = std::atoi(value.c_str());
     } else if (flag == "--dtype") {

@@ -45,8 +45,11 @@ void BatchRing::Release(size_t index, std::shared_ptr<HostReleaseFence> fence) {
   if (CurrentProcessId() != owner_) return;  // an inherited Batch in a forked child: left alone
   void* data = nullptr;
   void* labels = nullptr;
+  bool wake = false;
   {
     std::lock_guard<std::mutex> guard(mutex);
+    wake = wanted_free_slot;
+    wanted_free_slot = false;
     Slot& slot = slots_[index];
     slot.held = false;
     slot.batch = kNoBatch;
@@ -58,7 +61,7 @@ void BatchRing::Release(size_t index, std::shared_ptr<HostReleaseFence> fence) {
       slot.fence = fence;
     }
   }
-  changed.notify_all();
+  if (wake) changed.notify_all();
   if (data != nullptr) {
     if (fence) fence->Wait();
     allocator_->Free(data, data_bytes_);

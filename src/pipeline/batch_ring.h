@@ -97,6 +97,10 @@ class BatchRing {
   std::mutex mutex;
   std::condition_variable changed;
   std::condition_variable batch_done;
+  // A worker could start a batch but for a free slot: Release wakes the
+  // workers only then (guarded by mutex). Usually the window is what holds
+  // them, and the consumer's next NextFor moves it.
+  bool wanted_free_slot = false;
 
  private:
   // Constant after construction.

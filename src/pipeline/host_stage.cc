@@ -25,6 +25,8 @@ constexpr int kMaxSubstitutes = 16;
 // measured 15% less CPU per token than runs of 16: the hand-offs, not the
 // widening, were the difference).
 constexpr uint64_t kTokenRun = 64;
+// Token runs per reading of the thread's CPU time (see Work).
+constexpr int kCpuSampleRuns = 8;
 }  // namespace
 
 Status HostStage::Create(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
@@ -229,8 +231,11 @@ Status HostStage::NextFor(Batch* batch, int timeout_ms, bool* ready) {
   stats_.batches += 1;
   stats_.samples += static_cast<uint64_t>(slot.samples);
   HandOut(slot, k, batch);
+  // The window moved by one batch: the workers wake when that lets one
+  // start (a wake-up that finds nothing to do still costs a context switch).
+  const bool startable = next_task_ < samples_.size() && CanStart(next_task_);
   lock.unlock();
-  ring_->changed.notify_all();
+  if (startable) ring_->changed.notify_all();
   return Status::OK();
 }
 
@@ -282,7 +287,10 @@ void HostStage::HandOut(Slot& slot, uint64_t k, Batch* batch) {
 bool HostStage::CanStart(uint64_t task) {
   uint64_t k = task / options_.batch_size;
   if (ring_->Find(k) != nullptr) return true;
-  return ring_->Free() != nullptr && k < delivered_ + options_.prefetch;
+  if (k >= delivered_ + options_.prefetch) return false;  // NextFor moves the window
+  if (ring_->Free() != nullptr) return true;
+  ring_->wanted_free_slot = true;  // only a released slot helps: Release wakes the workers
+  return false;
 }
 
 // A decode thread.
@@ -293,6 +301,8 @@ void HostStage::Work() {
   std::vector<char> have_bytes;
   std::vector<uint64_t> used;
   std::vector<Status> statuses;
+  int cpu_sample_countdown = 0;  // token runs until the next CPU time reading
+  double on_cpu_share = 1;       // of the wall time, at the last reading
   std::unique_lock<std::mutex> lock(ring_->mutex);
   while (true) {
     auto wait_started = Clock::now();
@@ -340,12 +350,16 @@ void HostStage::Work() {
 
     used.assign(count, 0);
     statuses.assign(count, Status::OK());
-    // Token windows take microseconds each: their CPU time is read once per
-    // run (CLOCK_THREAD_CPUTIME_ID is a system call here), not per window
-    // as SampleWriter::Write does for images. Without it every token second
-    // looked like waiting for a CPU.
+    // Token windows take microseconds each: their CPU time is not read per
+    // window as SampleWriter::Write does for images, but around every
+    // kCpuSampleRuns-th run (CLOCK_THREAD_CPUTIME_ID is a system call, 1.5
+    // us in a VM; two per run were 4% of a token epoch), and the share of
+    // the wall time on a CPU seen there applies to the runs between.
+    // Without it every token second looked like waiting for a CPU.
     const bool tokens = options_.transform == TransformKind::kTokenWindows;
-    const double cpu_before = tokens ? ThreadCpuSeconds() : 0;
+    const bool sample_cpu = tokens && cpu_sample_countdown-- == 0;
+    if (sample_cpu) cpu_sample_countdown = kCpuSampleRuns - 1;
+    const double cpu_before = sample_cpu ? ThreadCpuSeconds() : 0;
     const auto wall_before = tokens ? Clock::now() : Clock::time_point();
     const WorkFigures before = figures;
     for (uint64_t i = 0; i < count; ++i) {
@@ -355,10 +369,13 @@ void HostStage::Work() {
     if (tokens) {
       // Widening (and the few windows spanning two files, read directly:
       // their read time stays read), wall and CPU, the CPU capped by the wall.
-      figures.decode = before.decode + std::max(0.0, Seconds(Clock::now() - wall_before) -
-                                                         (figures.read - before.read));
-      figures.decode_cpu = before.decode_cpu + std::min(figures.decode - before.decode,
-                                                        ThreadCpuSeconds() - cpu_before);
+      const double wall = std::max(0.0, Seconds(Clock::now() - wall_before) -
+                                            (figures.read - before.read));
+      if (sample_cpu && wall > 0) {
+        on_cpu_share = std::min(1.0, (ThreadCpuSeconds() - cpu_before) / wall);
+      }
+      figures.decode = before.decode + wall;
+      figures.decode_cpu = before.decode_cpu + wall * on_cpu_share;
     }
 
     lock.lock();
