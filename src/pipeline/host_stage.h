@@ -99,6 +99,9 @@ class HostStage final : public BatchSource {
   // token windows, whose microseconds of work would otherwise go to the
   // mutex and the hand-offs (kTokenRun).
   uint64_t run_tasks_ = 1;
+  // Tasks the read-ahead may lag the window by before a worker submits
+  // more (0: submit whenever there are any).
+  uint64_t submit_chunk_ = 0;
   std::vector<std::thread> workers_;
 
   // The run: this rank's samples from a cursor. Guarded by ring_->mutex.

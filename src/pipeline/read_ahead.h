@@ -70,6 +70,8 @@ class ReadAhead {
   // locating and the submission, held again on return).
   void Submit(std::unique_lock<std::mutex>& lock, const std::vector<uint64_t>& samples,
               uint64_t end);
+  // Tasks below this are submitted (or read directly). REQUIRES: the mutex.
+  uint64_t submitted() const { return submit_cursor_; }
   // Waits for task's bytes: true with them in *fetched; false when the task
   // is read directly, the run changed or `stopping` became true. Adds the
   // wait to *waited_seconds. REQUIRES: `lock` held.
