@@ -70,6 +70,13 @@ class HostStage final : public BatchSource {
   void StartRun(uint64_t epoch, uint64_t consumed);
   void Quiesce(std::unique_lock<std::mutex>& lock);
   bool CanStart(uint64_t task);
+  // The part of a worker's run that falls in one batch (slot).
+  struct RunPart {
+    Slot* slot;
+    std::shared_ptr<HostReleaseFence> fence;  // the slot's, when claimed
+    uint64_t first;                           // task
+    uint64_t count;
+  };
   void Work();
   // One claimed sample into its row (read or parse, write, and in skip
   // mode the substitutes); *used is the sample written. Without the lock.
@@ -95,10 +102,13 @@ class HostStage final : public BatchSource {
   // read in blocks submit the next window of blocks while this one is
   // consumed, so the disk never waits for the consumer (0 otherwise).
   uint64_t read_ahead_tasks_ = 0;
-  // Consecutive samples of one batch a worker claims at once: 1, except for
-  // token windows, whose microseconds of work would otherwise go to the
-  // mutex and the hand-offs (kTokenRun).
+  // Consecutive samples a worker claims at once: 1, except for token
+  // windows, whose microseconds of work would otherwise go to the mutex and
+  // the hand-offs (kTokenRun).
   uint64_t run_tasks_ = 1;
+  // Batches a run may write into (token windows: half the prefetch window;
+  // images: 1).
+  size_t max_run_batches_ = 1;
   // Tasks the read-ahead may lag the window by before a worker submits
   // more (0: submit whenever there are any).
   uint64_t submit_chunk_ = 0;
