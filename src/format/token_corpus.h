@@ -147,6 +147,13 @@ class TokenWindows {
   // the range came back short.
   virtual Status WindowIn(uint64_t index, const RecordLocation& location, const char* data,
                           size_t size, const char** window) const = 0;
+  // The windows of one read unit (with block reads: one block of a file)
+  // have the same Locate range, so a caller that located one of them may
+  // give the others that range without locating each (a Locate copies the
+  // file's name twice and leases its descriptor). kNoReadUnit: the window
+  // is located on its own (window reads, or a window spanning two files).
+  static constexpr uint64_t kNoReadUnit = UINT64_MAX;
+  virtual uint64_t ReadUnitOf(uint64_t index) const = 0;
 };
 
 // `dataset` as token windows, or null when it is not a token corpus: look it

@@ -43,6 +43,7 @@ class TokenWindowDataset : public DatasetBase, public TokenWindows {
   // ParseLocated without the copy: where the window lies in `data`.
   Status WindowIn(uint64_t index, const RecordLocation& location, const char* data, size_t size,
                   const char** window) const override;
+  uint64_t ReadUnitOf(uint64_t index) const override;
 
  protected:
   const StoreFile* FileOf(uint64_t index) const override {
@@ -140,6 +141,15 @@ const TokenWindowDataset::Block& TokenWindowDataset::BlockOf(uint64_t window) co
   auto after = std::upper_bound(blocks_.begin(), blocks_.end(), window,
                                 [](uint64_t w, const Block& b) { return w < b.first_window; });
   return *(after - 1);
+}
+
+uint64_t TokenWindowDataset::ReadUnitOf(uint64_t index) const {
+  if (window_reads_ || index >= info_.windows) return kNoReadUnit;
+  const Block& block = BlockOf(index);
+  const TokenFile& file = corpus_->files[block.file];
+  // As Locate: a window spanning two files is read on its own.
+  if (index * seq_len_ + seq_len_ + 1 > file.first_token + file.tokens) return kNoReadUnit;
+  return static_cast<uint64_t>(&block - blocks_.data());
 }
 
 std::vector<uint64_t> TokenWindowDataset::BlockSizes() const {

@@ -1,5 +1,6 @@
 #include "pipeline/read_ahead.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "util/logging.h"
@@ -17,7 +18,7 @@ std::shared_ptr<const ReadCompletion> Unowned(const std::shared_ptr<const ReadCo
 }  // namespace
 
 ReadAhead::ReadAhead(const Dataset* dataset, std::mutex* mutex, std::condition_variable* changed)
-    : dataset_(dataset), mutex_(mutex), changed_(changed) {}
+    : dataset_(dataset), tokens_(AsTokenWindows(*dataset)), mutex_(mutex), changed_(changed) {}
 
 std::unique_ptr<ReadAhead> ReadAhead::Create(const Dataset* dataset, const IoOptions& io,
                                              std::mutex* mutex, std::condition_variable* changed) {
@@ -73,7 +74,27 @@ void ReadAhead::Submit(std::unique_lock<std::mutex>& lock, const std::vector<uin
   located.reserve(tasks.size());
   keys.reserve(tasks.size());
   files.reserve(tasks.size());
+  // Token windows of a block already located in this call take its range
+  // (ReadUnitOf): the units seen, with where their first window is in
+  // `located` (a few blocks per call: a vector searched from the back).
+  std::vector<std::pair<uint64_t, size_t>> units;
   for (size_t i = 0; i < tasks.size(); ++i) {
+    const uint64_t unit =
+        tokens_ != nullptr ? tokens_->ReadUnitOf(task_samples[i]) : TokenWindows::kNoReadUnit;
+    if (unit != TokenWindows::kNoReadUnit) {
+      auto seen = std::find_if(units.rbegin(), units.rend(),
+                               [unit](const auto& u) { return u.first == unit; });
+      if (seen != units.rend()) {
+        const size_t lead = seen->second;
+        RecordLocation range;  // what WindowIn needs: the range, no name or descriptor
+        range.offset = located[lead].second.offset;
+        range.length = located[lead].second.length;
+        files.push_back(files[lead]);
+        keys.push_back(keys[lead]);
+        located.emplace_back(tasks[i], std::move(range));
+        continue;
+      }
+    }
     RecordLocation location;
     FileId file = 0;
     if (!dataset_->Locate(task_samples[i], &location) ||
@@ -88,6 +109,9 @@ void ReadAhead::Submit(std::unique_lock<std::mutex>& lock, const std::vector<uin
     location.fd = -1;
     files.push_back(file);
     keys.push_back(RangeKey{file, location.offset, location.length});
+    if (unit != TokenWindows::kNoReadUnit && !location.whole_file) {
+      units.emplace_back(unit, located.size());
+    }
     located.emplace_back(tasks[i], std::move(location));
   }
   lock.lock();

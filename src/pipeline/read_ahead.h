@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "batch/batch_source.h"
+#include "format/token_corpus.h"
 #include "gpufeed/dataset.h"
 #include "gpufeed/options.h"
 #include "io/read_engine.h"
@@ -91,6 +92,7 @@ class ReadAhead {
 
   // Constant after Create.
   const Dataset* const dataset_;
+  const TokenWindows* const tokens_;  // dataset_ as token windows, or null
   std::mutex* const mutex_;
   std::condition_variable* const changed_;
   // Declared before engine_: the engine delivers into it until destroyed.

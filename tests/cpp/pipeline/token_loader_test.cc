@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "gpufeed/loader.h"
@@ -78,9 +79,11 @@ class TokenLoaderTest : public ::testing::Test {
 TEST_F(TokenLoaderTest, EveryWindowOncePerEpochInEachMode) {
   const uint64_t windows = (stream_.size() - 1) / kSeqLen;
   for (ShuffleMode shuffle : {ShuffleMode::kGlobal, ShuffleMode::kBlock, ShuffleMode::kNone}) {
-    for (bool engine : {true, false}) {
+    // prefetch 8: a worker's run spans up to 4 batches.
+    for (auto [engine, prefetch] : {std::pair{true, 2}, {false, 2}, {true, 8}}) {
       LoaderOptions options = Options(shuffle);
       options.use_read_engine = engine;
+      options.prefetch = prefetch;
       std::unique_ptr<Loader> loader;
       ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
       std::vector<uint64_t> starts = Epoch(loader.get());
