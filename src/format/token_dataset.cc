@@ -16,6 +16,7 @@
 #include "format/datasets.h"
 #include "format/token_corpus.h"
 #include "util/checksum.h"
+#include "util/file.h"
 #include "util/path.h"
 
 namespace gpufeed {
@@ -300,6 +301,57 @@ const TokenWindows* AsTokenWindows(const Dataset& dataset) {
   return dynamic_cast<const TokenWindowDataset*>(&dataset);
 }
 
+namespace {
+
+// A Megatron corpus opened from its manifest never reads the .idx files
+// (their counts are in the manifest): verify checks that each is still the
+// file `gpufeed index` described, by size and xxh64.
+void VerifyMegatronIndexes(const std::string& path, const DatasetOptions& options,
+                           const TokenCorpus& corpus, VerifyReport* report) {
+  if (corpus.format != DatasetFormat::kMegatron || corpus.files.empty() ||
+      !corpus.files.front().file->lazy()) {
+    return;
+  }
+  std::string manifest_path;
+  Manifest manifest;
+  bool found = false;
+  Status status = FindTokenManifest(AbsolutePath(path), options, &manifest_path, &manifest, &found);
+  if (!status.ok() || !found) {
+    if (!status.ok()) report->problems.push_back(status.ToString());
+    return;
+  }
+  for (size_t i = 0; i < manifest.shards.size(); ++i) {
+    const ManifestShard& shard = manifest.shards[i];
+    if (shard.index.empty() || shard.index_xxh64.empty()) continue;
+    std::string index;
+    Status checked = ResolveInsideDirectory(Dirname(manifest_path), shard.index,
+                                            options.allow_external_paths,
+                                            manifest_path + " shard " + std::to_string(i), &index);
+    uint64_t bytes = 0;
+    if (checked.ok()) checked = FileSizeOf(index, &bytes);
+    if (checked.ok() && bytes != shard.index_bytes) {
+      checked = Status::Corruption(index + ": " + std::to_string(bytes) +
+                                   " bytes, but the manifest says " +
+                                   std::to_string(shard.index_bytes) +
+                                   " (the file changed since `gpufeed index`: run it again)");
+    }
+    uint64_t digest = 0;
+    if (checked.ok()) checked = FileXxh64(index, &digest);
+    if (checked.ok() && Xxh64Hex(digest) != shard.index_xxh64) {
+      checked = Status::Corruption(index + ": xxh64 " + Xxh64Hex(digest) +
+                                   " differs from the manifest's " + shard.index_xxh64 +
+                                   " (the file changed since `gpufeed index`: run it again)");
+    }
+    if (checked.ok()) {
+      report->checksums_checked += 1;
+    } else {
+      report->problems.push_back(checked.ToString());
+    }
+  }
+}
+
+}  // namespace
+
 Status VerifyTokenCorpus(const std::string& path, const DatasetOptions& options,
                          VerifyReport* report, bool* recognised) {
   std::shared_ptr<Store> store;
@@ -351,6 +403,7 @@ Status VerifyTokenCorpus(const std::string& path, const DatasetOptions& options,
       offset += done;
     }
   }
+  VerifyMegatronIndexes(path, options, *corpus, report);
   report->records_checked = corpus->tokens;
   return Status::OK();
 }

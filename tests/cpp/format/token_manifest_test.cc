@@ -187,6 +187,37 @@ TEST_F(TokenManifestTest, AFileThatChangedFailsItsFirstReadNamingItTheOffsetAndT
   EXPECT_EQ(report.problems.size(), 2u);
 }
 
+TEST_F(TokenManifestTest, VerifyChecksTheMegatronIndexTheLazyOpenNeverReads) {
+  std::vector<std::vector<uint16_t>> documents;
+  for (int d = 0; d < 20; ++d) documents.emplace_back(5 + d, static_cast<uint16_t>(d));
+  const std::string prefix = JoinPath(dir_.path(), "corpus");
+  WriteMegatron(prefix, documents);
+  Index(prefix);
+  VerifyReport report;
+  ASSERT_TRUE(Verify(prefix, DatasetOptions(), &report).ok());
+  EXPECT_TRUE(report.problems.empty()) << report.problems.front();
+  EXPECT_EQ(report.checksums_checked, 2u);  // the .bin and the .idx
+  // One document length changed in place: same size, other counts. The
+  // lazy open still opens (it reads neither file); verify names the .idx.
+  std::string index = ReadBytes(prefix + ".idx");
+  index[9 + 8 + 1 + 8 + 8] ^= 1;
+  WriteBytes(prefix + ".idx", index);
+  std::unique_ptr<Dataset> dataset;
+  ASSERT_TRUE(Dataset::Open(prefix, Windows(16), &dataset).ok());
+  ASSERT_TRUE(Verify(prefix, DatasetOptions(), &report).ok());
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_NE(report.problems[0].find(prefix + ".idx: xxh64"), std::string::npos)
+      << report.problems[0];
+  EXPECT_NE(report.problems[0].find("gpufeed index"), std::string::npos) << report.problems[0];
+  // Truncated: its size differs from the manifest's.
+  index.resize(index.size() - 8);
+  WriteBytes(prefix + ".idx", index);
+  ASSERT_TRUE(Verify(prefix, DatasetOptions(), &report).ok());
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_NE(report.problems[0].find("bytes, but the manifest says"), std::string::npos)
+      << report.problems[0];
+}
+
 TEST_F(TokenManifestTest, WithANodeCacheOnlyTheFillerOpensTheSource) {
   WriteShards();
   Index(dir_.path());
