@@ -304,6 +304,37 @@ bool HostStage::CanStart(uint64_t task) {
   return false;
 }
 
+// Claims the next run of tasks: up to run_tasks_ from next_task_, in up to
+// max_run_batches_ batches that can start now, assigning their slots. A run
+// that fills several batches shares one lock round trip and one wake-up of
+// the consumer among them (it then finds the next batches ready). Returns
+// the tasks claimed. REQUIRES: the lock; CanStart(next_task_).
+uint64_t HostStage::ClaimRun(std::vector<RunPart>* parts) {
+  const uint64_t first = next_task_;
+  parts->clear();
+  uint64_t count = 0;
+  while (count < run_tasks_ && first + count < samples_.size()) {
+    const uint64_t task = first + count;
+    if (count > 0 && (parts->size() >= max_run_batches_ || !CanStart(task))) break;
+    const uint64_t k = task / options_.batch_size;
+    const uint64_t batch_end = std::min<uint64_t>((k + 1) * options_.batch_size, samples_.size());
+    const uint64_t n = std::min<uint64_t>(run_tasks_ - count, batch_end - task);
+    Slot* found = ring_->Find(k);
+    if (found == nullptr) found = ring_->Free();  // CanStart made sure there is one
+    if (found->batch != k) {
+      found->batch = k;
+      found->samples = static_cast<int>(
+          std::min<uint64_t>(options_.batch_size, samples_.size() - k * options_.batch_size));
+      found->done = 0;
+      found->error = Status::OK();
+    }
+    parts->push_back(RunPart{found, found->fence, task, n});
+    count += n;
+  }
+  next_task_ = first + count;
+  return count;
+}
+
 // A decode thread.
 void HostStage::Work() {
   SampleWriter::Scratch scratch;
@@ -323,33 +354,8 @@ void HostStage::Work() {
     });
     stats_.blocked += Seconds(Clock::now() - wait_started);
     if (stopping_) return;
-    // The run: up to run_tasks_ tasks from `first`, in up to
-    // max_run_batches_ batches that can start now. A run that fills several
-    // batches shares one lock round trip and one wake-up of the consumer
-    // among them (it then finds the next batches ready).
     const uint64_t first = next_task_;
-    parts.clear();
-    uint64_t count = 0;
-    while (count < run_tasks_ && first + count < samples_.size()) {
-      const uint64_t task = first + count;
-      if (count > 0 && (parts.size() >= max_run_batches_ || !CanStart(task))) break;
-      const uint64_t k = task / options_.batch_size;
-      const uint64_t batch_end =
-          std::min<uint64_t>((k + 1) * options_.batch_size, samples_.size());
-      const uint64_t n = std::min<uint64_t>(run_tasks_ - count, batch_end - task);
-      Slot* found = ring_->Find(k);
-      if (found == nullptr) found = ring_->Free();  // CanStart made sure there is one
-      if (found->batch != k) {
-        found->batch = k;
-        found->samples = static_cast<int>(
-            std::min<uint64_t>(options_.batch_size, samples_.size() - k * options_.batch_size));
-        found->done = 0;
-        found->error = Status::OK();
-      }
-      parts.push_back(RunPart{found, found->fence, task, n});
-      count += n;
-    }
-    next_task_ = first + count;
+    const uint64_t count = ClaimRun(&parts);
     uint64_t epoch = epoch_;
     active_ += 1;
     WorkFigures figures;

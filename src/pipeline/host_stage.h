@@ -77,6 +77,7 @@ class HostStage final : public BatchSource {
     uint64_t first;                           // task
     uint64_t count;
   };
+  uint64_t ClaimRun(std::vector<RunPart>* parts);
   void Work();
   // One claimed sample into its row (read or parse, write, and in skip
   // mode the substitutes); *used is the sample written. Without the lock.
