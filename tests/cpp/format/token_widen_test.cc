@@ -23,7 +23,9 @@ void Check(TokenWidening how, TokenDtype from, TensorDtype to) {
         std::vector<From> values(count);
         for (From& value : values) value = static_cast<From>(rng());
         std::vector<char> source(count * sizeof(From) + source_shift + 1);
-        std::memcpy(source.data() + source_shift, values.data(), count * sizeof(From));
+        if (count > 0) {
+          std::memcpy(source.data() + source_shift, values.data(), count * sizeof(From));
+        }
         const To guard = static_cast<To>(0x5a5a5a5a);
         std::vector<To> destination(count + destination_shift + 2, guard);
         WidenTokensWith(how, from, source.data() + source_shift, count, to,
