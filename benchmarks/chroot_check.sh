@@ -17,6 +17,9 @@
 # rm -rf is safe). CI does not run this; see docs/tuning.md.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=tests/script_errors.sh
+source "$ROOT/tests/script_errors.sh"
+gpufeed_trap_errors chroot_check
 CHROOT=${GPUFEED_CHROOT_DIR:-$ROOT/build/chroot}
 KIT=${GPUFEED_KIT:-$ROOT/build/gpufeed-kit.tar.gz}
 MIRROR=${GPUFEED_DEBIAN_MIRROR:-http://deb.debian.org/debian}

@@ -36,6 +36,11 @@
 # carried to the GPU machine, kit included, must stay under 64 MiB).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=tests/script_errors.sh
+source "$ROOT/tests/script_errors.sh"
+gpufeed_trap_errors device_kit
+# shellcheck source=tests/deps.sh
+source "$ROOT/tests/deps.sh"
 if [ $# -ne 1 ]; then
   echo "usage: $0 OUT.tar.gz" >&2
   exit 2
@@ -56,7 +61,7 @@ BASE_LIBRARIES='^(linux-vdso|ld-linux[^.]*|libc|libm|libdl|libpthread|librt|libr
 
 missing=()
 for package in "${KIT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+  gpufeed_package_installed "$package" || missing+=("$package")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
@@ -78,6 +83,15 @@ copy_path() {
   cp -P --preserve=mode,links "$1" "$KIT$1"
 }
 
+# The dynamic linker's cache, read whole once (name -> path of the first
+# x86-64 entry): `ldconfig -p` runs past a pipe's buffer on a machine with many
+# libraries, so no reader may stop early behind it.
+declare -A linker_cache=()
+ldconfig_output=$(ldconfig -p)
+while read -r library_name library_path; do
+  [ -n "${linker_cache[$library_name]:-}" ] || linker_cache[$library_name]=$library_path
+done < <(awk '/x86-64/ {print $1, $NF}' <<<"$ldconfig_output")
+
 # copy_library FILE: the real file behind FILE, the SONAME link to it, and
 # (recursively) what it needs beyond the base libraries.
 declare -A copied_libraries=()
@@ -93,8 +107,7 @@ copy_library() {
   fi
   for dependency in $(objdump -p "$real" | awk '$1 == "NEEDED" {print $2}'); do
     [[ "$dependency" =~ $BASE_LIBRARIES ]] && continue
-    local found
-    found=$(ldconfig -p | awk -v name="$dependency" '$1 == name && /x86-64/ {print $NF; exit}')
+    local found=${linker_cache[$dependency]:-}
     if [ -z "$found" ]; then
       echo "device_kit: $real needs $dependency, which is not installed" >&2
       exit 1

@@ -35,7 +35,8 @@
 #
 # Environment: OUT (output folder, default build/gpu-check-out), CUDA_ARCH (90),
 # PYTHON (default: python3 on PATH), GPU_CHECK_BUILD_DIR (build/gpu-check),
-# GPU_CHECK_BATCHES (200), JOBS (nproc), CUDACXX (nvcc).
+# GPU_CHECK_BATCHES (200), JOBS (nproc), CUDACXX (nvcc), GPU_CHECK_BUILD_SECONDS
+# (the build's limit: 600 on 8 cores or more, 2400 below).
 set -uo pipefail  # no -e: every step's status is checked, and reported
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 started=$(date +%s)
@@ -58,6 +59,8 @@ OUT=$(absolute "${OUT:-$ROOT/build/gpu-check-out}")
 ARCH=${CUDA_ARCH:-90}
 BATCHES=${GPU_CHECK_BATCHES:-200}
 JOBS=${JOBS:-$(nproc)}
+# The build takes 3-5 minutes on 16 cores, about 20 on 2 (CI's kit check).
+BUILD_SECONDS=${GPU_CHECK_BUILD_SECONDS:-$((JOBS >= 8 ? 600 : 2400))}
 PY=${PYTHON:-$(command -v python3 || true)}
 CMAKE_DIR=$BUILD/cmake
 STAGE=$BUILD/python        # the staging copy: $STAGE/gpufeed
@@ -87,7 +90,13 @@ declare -A row_name=(
 declare -A row_target=([ctest]="all pass, 0 skipped" [pytest]="all pass, 0 skipped"
   [stage]=">= 0.9" [stall]="< 2%" [err_uint8]="0" [err_float32]="0" [err_float16]="0"
   [err_bfloat16]="0" [bytes]="> 0, 0 differ")
-set_row() { row_value[$1]=$2; row_result[$1]=$3; }
+# set_row KEY VALUE RESULT: a row of the final table, also printed at once
+# (a run cut short still shows every row it reached in its last lines).
+set_row() {
+  row_value[$1]=$2
+  row_result[$1]=$3
+  say "gpu_check: $3: ${row_name[$1]}: $2 (goal ${row_target[$1]})"
+}
 
 print_table() {
   local key failed=0 result
@@ -157,6 +166,10 @@ run_step() {
   echo "== $name: exit $status after $(($(date +%s) - t0)) s" >>"$log"
   [ "$status" -eq 124 ] && echo "== $name: TIMED OUT after $seconds s" >>"$log"
   say "gpu_check: $name: exit $status, $(($(date +%s) - t0)) s (log: $name.log)"
+  if [ "$status" -ne 0 ]; then
+    # The reason, where the caller of a remote run sees it: the log's tail.
+    tail -n 15 "$log" | sed "s/^/gpu_check: $name.log| /"
+  fi
   return "$status"
 }
 
@@ -171,14 +184,14 @@ gpu_cc=
 if ! command -v nvidia-smi >/dev/null; then
   no_gpu+=("nvidia-smi not found (no NVIDIA driver)")
 elif ! gpus=$(nvidia-smi -L 2>&1) || [ -z "$gpus" ]; then
-  no_gpu+=("nvidia-smi -L failed: $(echo "$gpus" | head -1)")
+  no_gpu+=("nvidia-smi -L failed: $(echo "$gpus" | sed -n 1p)")
 else
-  echo "$gpus" | head -8 | sed 's/^/gpu_check: preflight gpu: /' | tee -a "$SUMMARY"
+  echo "$gpus" | sed -n 1,8p | sed 's/^/gpu_check: preflight gpu: /' | tee -a "$SUMMARY"
   query=$(nvidia-smi -i 0 --query-gpu=driver_version,memory.free,memory.total \
-    --format=csv,noheader,nounits 2>/dev/null | head -1)
+    --format=csv,noheader,nounits 2>/dev/null | sed -n 1p)
   IFS=', ' read -r driver free_mib total_mib <<<"$query"
   # compute_cap needs driver 510 or newer.
-  gpu_cc=$(nvidia-smi -i 0 --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' ')
+  gpu_cc=$(nvidia-smi -i 0 --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | sed -n 1p | tr -d ' ')
   say "gpu_check: preflight driver $driver, GPU 0 free ${free_mib} of ${total_mib} MiB, compute capability ${gpu_cc:-?}"
   if [ -n "${free_mib:-}" ] && [ "$free_mib" -eq "$free_mib" ] 2>/dev/null && [ "$free_mib" -lt 4096 ]; then
     no_gpu+=("GPU 0 has only $free_mib MiB free (>= 4096 needed)")
@@ -220,8 +233,8 @@ done
 CXX_COMPILER=${CXX:-$(command -v g++ || command -v c++ || true)}
 [ -n "$CXX_COMPILER" ] || missing+=("a C++ compiler (g++)")
 if command -v cmake >/dev/null; then
-  say "gpu_check: preflight $(cmake --version | head -1), ninja $(ninja --version 2>/dev/null)," \
-    "$("$CXX_COMPILER" --version 2>/dev/null | head -1)"
+  say "gpu_check: preflight $(cmake --version | sed -n 1p), ninja $(ninja --version 2>/dev/null)," \
+    "$("$CXX_COMPILER" --version 2>/dev/null | sed -n 1p)"
 fi
 
 # Python, torch, pytest, numpy, PIL, Python.h, pybind11.
@@ -300,7 +313,7 @@ if [ -n "$kit_archive" ]; then
       need_glibc=$(sed -n 's/^needs glibc //p' "$BUILD/kit/gpufeed-kit/KIT.txt")
       have_glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
       if [ -n "$need_glibc" ] && [ -n "$have_glibc" ] &&
-        [ "$(printf '%s\n%s\n' "$need_glibc" "$have_glibc" | sort -V | head -1)" != "$need_glibc" ]; then
+        [ "$(printf '%s\n%s\n' "$need_glibc" "$have_glibc" | sort -V | sed -n 1p)" != "$need_glibc" ]; then
         missing+=("glibc >= $need_glibc for the kit (this machine has $have_glibc)")
       fi
       say "gpu_check: preflight kit $(basename "$kit_archive") ($(head -1 "$BUILD/kit/gpufeed-kit/KIT.txt" | sed 's/^gpufeed device kit, //')), glibc $have_glibc"
@@ -387,9 +400,9 @@ run_step configure 300 cmake -S "$ROOT" -B "$CMAKE_DIR" -G Ninja \
   -DGPUFEED_BUILD_PYTHON=ON -DPython_EXECUTABLE="$PY" -DGPUFEED_PYTHON_OUTPUT_DIR="$STAGE/gpufeed" \
   -DGPUFEED_INSTALL=OFF "${cmake_args[@]}" ||
   stop 2 "configure failed: $(grep -m1 -E 'CMake Error|Could not|not found' "$OUT/configure.log" | cut -c1-200) (configure.log)"
-run_step build 600 cmake --build "$CMAKE_DIR" -j "$JOBS" ||
+run_step build "$BUILD_SECONDS" cmake --build "$CMAKE_DIR" -j "$JOBS" ||
   stop 2 "build failed: $(grep -m1 -E 'error|FAILED' "$OUT/build.log" | cut -c1-200) (build.log)"
-core_module=$(ls "$STAGE"/gpufeed/_core*.so 2>/dev/null | head -1)
+core_module=$(ls "$STAGE"/gpufeed/_core*.so 2>/dev/null | sed -n 1p)
 for built in "$CMAKE_DIR/tests/device_test" "$CMAKE_DIR/benchmarks/gpufeed_gpu_bench" "$core_module"; do
   [ -n "$built" ] && [ -f "$built" ] || stop 2 "the build made no ${built:-gpufeed._core in $STAGE/gpufeed}"
 done
@@ -411,8 +424,8 @@ if [ -n "$KIT_USR" ]; then
   outside=$({
     grep -E '(spdlog|fmt|lmdb|xxhash|jpeg|png16|uring|turbojpeg)\.so' "$OUT/kit_proof.log" | grep -v "=> $KIT_LIBDIR/"
     grep 'not found' "$OUT/kit_proof.log"
-  } | sed 's/^[[:space:]]*//; s/ (0x[0-9a-f]*)$//' | sort -u | head -3 | xargs)
-  headers=$(sed -n '/outside the kit/,$p' "$OUT/kit_proof.log" | sed 1d | grep -v '^(none)$' | head -3 | xargs)
+  } | sed 's/^[[:space:]]*//; s/ (0x[0-9a-f]*)$//' | sort -u | sed -n 1,3p | xargs)
+  headers=$(sed -n '/outside the kit/,$p' "$OUT/kit_proof.log" | sed 1d | grep -v '^(none)$' | sed -n 1,3p | xargs)
   [ -z "$outside" ] || stop 2 "kit not used: libraries from outside the kit: $outside (kit_proof.log)"
   [ -z "$headers" ] || stop 2 "kit not used: headers from outside the kit: $headers (kit_proof.log)"
   say "gpu_check: kit proof: every dependency library from $KIT_LIBDIR, no third-party header from outside the kit (kit_proof.log)"
@@ -455,7 +468,7 @@ summary=$(grep -E '(passed|failed|skipped|errors?|no tests ran).* in [0-9.]+s' "
   tr -d '=' | sed 's/^ *//; s/ in [0-9.]*s.*//')
 count() {  # count WORD: the number before WORD in pytest's summary, 0 if absent
   local n
-  n=$(echo "$summary" | grep -oE "[0-9]+ $1" | awk '{print $1}' | head -1)
+  n=$(echo "$summary" | grep -oE "[0-9]+ $1" | awk '{print $1}' | sed -n 1p)
   echo "${n:-0}"
 }
 py_passed=$(count passed)
@@ -469,7 +482,7 @@ else
 fi
 
 # ------------------------------------------------------------------ 5. benchmark
-DEMO=$(ls -d "$ROOT"/benchmarks/data/demo-recordio-* 2>/dev/null | head -1)
+DEMO=$(ls -d "$ROOT"/benchmarks/data/demo-recordio-* 2>/dev/null | sed -n 1p)
 if [ -z "$DEMO" ]; then
   DEMO=$BUILD/demo/recordio
   [ -e "$DEMO" ] || run_step demo 180 "$CMAKE_DIR/benchmarks/gpufeed_gpu_bench" --make-demo "$BUILD/demo" --images 2000
@@ -480,7 +493,7 @@ cp -f "$OUT/bench.log" "$BUILD/bench.txt" 2>/dev/null
 log=$OUT/bench.log
 field() {  # field MODE KEY [DTYPE]: a value from the bench's last RESULT line of MODE (and DTYPE)
   grep "^RESULT mode=$1 ${3:+dtype=$3 }" "$log" | tail -1 |
-    grep -oE "(^| )$2=[^ ]*" | head -1 | cut -d= -f2 | tr -d '"'
+    grep -oE "(^| )$2=[^ ]*" | sed -n 1p | cut -d= -f2 | tr -d '"'
 }
 ratio=$(field stage ratio)
 raw=$(field raw uint8_gbps)

@@ -28,6 +28,9 @@
 # (default benchmarks/data) move the build and the data.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=tests/script_errors.sh
+source "$ROOT/tests/script_errors.sh"
+gpufeed_trap_errors benchmarks/run.sh
 BUILD_DIR=${GPUFEED_BENCH_BUILD_DIR:-$ROOT/build/release}
 VENV=$BUILD_DIR/venv
 DATA=${GPUFEED_BENCH_DATA:-$ROOT/benchmarks/data}
@@ -248,7 +251,9 @@ heading "[tokens] Megatron token corpus: DataLoader(TokenWindows) and the C++ lo
 
 echo
 heading "[5/5] GPU stage"
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+# nvidia-smi's list is read whole (no early reader behind it under pipefail).
+gpu_list=$(command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null || true)
+if grep -q '^GPU' <<<"$gpu_list"; then
   if [ -x "$ROOT/benchmarks/gpu_check.sh" ]; then
     # Its own CUDA build (build/gpu), tests and measurements; a failure is
     # reported here and leaves the CPU results standing.

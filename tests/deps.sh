@@ -12,13 +12,19 @@ GPUFEED_DEBIAN_PACKAGES=(
   protobuf-compiler
 )
 
+# gpufeed_package_installed PACKAGE: dpkg has PACKAGE installed. (dpkg's
+# answer is compared whole: no pipe into a reader that may stop early.)
+gpufeed_package_installed() {
+  [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]
+}
+
 # gpufeed_install_packages [extra packages...]
 gpufeed_install_packages() {
   local wanted=("${GPUFEED_DEBIAN_PACKAGES[@]}" "$@")
   local missing=()
   local package
   for package in "${wanted[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    if ! gpufeed_package_installed "$package"; then
       missing+=("$package")
     fi
   done

@@ -15,6 +15,9 @@
 # Exits non-zero on any failure.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=tests/script_errors.sh
+source "$ROOT/tests/script_errors.sh"
+gpufeed_trap_errors tests/run.sh
 BUILD_DIR=${GPUFEED_TEST_BUILD_DIR:-$ROOT/build/release}
 VENV=$BUILD_DIR/venv
 run_cpp=1

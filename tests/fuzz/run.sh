@@ -11,6 +11,9 @@
 # Reproduce one: BUILD_DIR/<target> BUILD_DIR/crashes/<target>/crash-...
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=tests/script_errors.sh
+source "$ROOT/tests/script_errors.sh"
+gpufeed_trap_errors tests/fuzz/run.sh
 BUILD_DIR=${GPUFEED_FUZZ_BUILD_DIR:-$ROOT/build/fuzz}
 SECONDS_EACH=${1:-30}
 shift || true

@@ -175,11 +175,15 @@ def test_sigint_during_iteration_interrupts_and_the_process_recovers(tmp_path):
         transform = gpufeed.ImageTransform(size=64)
         loader = gpufeed.DataLoader({str(packed)!r}, batch_size=4, transform=transform,
                                     num_threads=1, prefetch=1)
-        print("ready", flush=True)
         try:
+            # "ready" only inside the try, once batches flow: a SIGINT sent
+            # when the parent reads it always lands in the iteration.
+            ready = False
             while True:
                 for images, labels in loader:
-                    pass
+                    if not ready:
+                        print("ready", flush=True)
+                        ready = True
         except KeyboardInterrupt:
             print("interrupted", flush=True)
         # The process is usable afterwards: a new loader runs a whole epoch.
