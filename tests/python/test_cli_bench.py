@@ -120,8 +120,9 @@ def test_stage_shares_arithmetic():
 
 
 def test_bench_step_time_reports_accelerator_utilization(packed_jpegs, capsys):
-    # A 40 ms emulated step per batch of 4 tiny images: the loader keeps up,
-    # so the emulated GPU computes nearly all the time.
+    # A 40 ms emulated step per batch of 4 tiny images. How near AU comes to 1
+    # depends on the machine's load (a speed, not a property): the test holds
+    # the arithmetic and the search's consistency with it, not a level.
     status, out, _ = run_in_process(capsys, "bench", packed_jpegs, "--batches", "10", "--warmup",
                                     "2", "--batch-size", "4", "--size", "32", "--threads", "2",
                                     "--transform", "eval", "--step-time", "0.04", "--au-search",
@@ -130,8 +131,11 @@ def test_bench_step_time_reports_accelerator_utilization(packed_jpegs, capsys):
     report = json.loads(out)
     au = report["au"]
     assert au["step_time"] == 0.04 and 0.0 < au["au"] <= 1.0
-    assert au["au"] >= 0.5, au  # 10 x 40 ms of sleep over the measured wall time
-    assert au["gpus_at_target"] >= 1 and au["estimated_gpus"] >= 0
+    # 10 x 40 ms of sleep over the measured wall time.
+    assert au["au"] == pytest.approx(min(1.0, 10 * 0.04 / report["seconds"])), au
+    # One GPU counts as fed exactly when the first measurement reached the target.
+    assert (au["gpus_at_target"] >= 1) == (au["au"] >= au["target"]), au
+    assert au["estimated_gpus"] >= 0
     assert au["measured"]["1"] == au["au"]
     assert report["bottleneck"] in ("consumer", "read", "decode", "cpu-contention")
 

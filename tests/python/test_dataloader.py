@@ -267,16 +267,22 @@ def test_break_then_del_is_prompt_and_ctrl_c_interrupts(token_dataset):
         break
     started = time.perf_counter()
     del loader
-    assert time.perf_counter() - started < 1.0
+    # Prompt: the workers stop without draining the 8 prefetched batches. The
+    # bound catches a hang or a drain, with room for a loaded machine.
+    assert time.perf_counter() - started < 5.0
     code = textwrap.dedent(f"""
         import gpufeed, sys
         loader = gpufeed.DataLoader({str(token_dataset)!r}, batch_size=10,
                                     transform=gpufeed.RawTransform("int32", (4,)))
-        print("ready", flush=True)
         try:
+            # "ready" only inside the try, once batches flow: the SIGINT the
+            # parent sends on reading it always lands in the iteration.
+            ready = False
             while True:
                 for batch in loader:
-                    pass
+                    if not ready:
+                        print("ready", flush=True)
+                        ready = True
         except KeyboardInterrupt:
             print("interrupted", flush=True)
             sys.exit(0)
@@ -289,16 +295,20 @@ def test_break_then_del_is_prompt_and_ctrl_c_interrupts(token_dataset):
                                stderr=subprocess.PIPE, text=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert process.stdout.readline().strip() == "ready"
-    time.sleep(1.0)
     sent = time.perf_counter()
     process.send_signal(signal.SIGINT)
     try:
-        out, err = process.communicate(timeout=10)
+        # The interruption, timed to the child's own line (not its exit,
+        # which unloads torch): the binding checks for signals every 100 ms,
+        # so 10 s is a hang, not a slow machine.
+        interrupted = process.stdout.readline().strip()
+        waited = time.perf_counter() - sent
+        out, err = process.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         process.kill()  # a hung child must not outlive the test
         raise
-    assert "interrupted" in out, err
-    assert time.perf_counter() - sent < 3.0
+    assert interrupted == "interrupted", (interrupted, out, err)
+    assert waited < 10.0
 
 
 def test_error_mapping_through_the_loader(token_dataset, tmp_path):
@@ -391,7 +401,9 @@ def test_a_forked_child_gets_an_error_from_the_inherited_loader(token_dataset):
                 next(iter(loader))
                 code = 2
             except ValueError as error:
-                if "fork" not in str(error) or time.perf_counter() - started > 1.0:
+                # An error at once, not after a hang (10 s: the child of a large
+                # process with torch loaded pays copy-on-write faults first).
+                if "fork" not in str(error) or time.perf_counter() - started > 10.0:
                     code = 3
             fresh = tokens_loader(token_dataset, shuffle=False)
             tokens, _ = next(iter(fresh))
@@ -421,7 +433,7 @@ def test_a_forked_child_gets_an_error_from_the_inherited_loader(token_dataset):
     (dict(drop_last=True), dict(drop_last=True)),
     (dict(shuffle=False), dict(shuffle="none")),
     (dict(batch_size=7), dict(batch_size=7)),
-    (dict(timeout=5), dict()),
+    (dict(timeout=60), dict()),
     (dict(pin_memory_device=""), dict()),
     (dict(sampler=None, batch_sampler=None, collate_fn=None, worker_init_fn=None), dict()),
 ])

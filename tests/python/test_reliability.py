@@ -288,9 +288,10 @@ def test_cache_directory_removed_underneath_a_running_loader(tmp_path, capfd):
     assert sorted(i for batch in loader for i in ids_of(batch)) == list(range(90))
     assert loader.stats()["skipped"] == 0
     # The cache's fill thread says it when it next tries a copy, which may
-    # come after the epochs (a fast loader): wait for it, up to 10 s.
+    # come after the epochs (a fast loader): wait for it, up to 60 s (the
+    # loop ends at the line; a loaded machine may take its time to print it).
     said = ""
-    for _ in range(200):
+    for _ in range(1200):
         said += capfd.readouterr().err
         if "read from the source" in said:
             break

@@ -97,7 +97,8 @@ def test_megatron_epoch_equals_reference(tmp_path, dtype):
     assert as_sorted(again) == as_sorted(rows)
     assert [tuple(r) for r in again] != [tuple(r) for r in rows]
     stats = loader.stats()
-    assert stats["samples"] > 0 and stats["bottleneck"] in ("consumer", "read", "decode", "none")
+    assert stats["samples"] > 0 and stats["bottleneck"] in ("consumer", "read", "decode", "none",
+                                                             "cpu-contention")
 
 
 def test_megatron_inspect_verify_and_dataset(tmp_path):

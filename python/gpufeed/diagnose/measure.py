@@ -59,7 +59,9 @@ def measure_sequential(files: List[Tuple[int, str]], budget_bytes: int,
         try:
             _evict(fd)
             offset = 0
-            while time.monotonic() < deadline:
+            # At least one read per file, whenever the thread starts: a
+            # thread scheduled late on a busy machine still measures.
+            while True:
                 with lock:
                     if counted[0] >= budget_bytes:
                         return
@@ -69,6 +71,8 @@ def measure_sequential(files: List[Tuple[int, str]], budget_bytes: int,
                 offset += len(chunk)
                 with lock:
                     counted[0] += len(chunk)
+                if time.monotonic() >= deadline:
+                    return
         finally:
             os.close(fd)
 
@@ -106,7 +110,7 @@ def measure_random(files: List[Tuple[int, str]], threads: int, seconds: float,
 
     def worker(index: int) -> None:
         local = random.Random(seed * 1000 + index)
-        while time.monotonic() < deadline:
+        while True:  # at least one read per thread (see measure_sequential)
             fd, size = descriptors[local.randrange(len(descriptors))]
             # Files smaller than a block are read whole (from offset 0).
             offset = local.randrange(max(1, size // block)) * block
@@ -114,6 +118,8 @@ def measure_random(files: List[Tuple[int, str]], threads: int, seconds: float,
             os.pread(fd, block, offset)
             latencies[index] += time.perf_counter() - begin
             counts[index] += 1
+            if time.monotonic() >= deadline:
+                return
 
     started = time.monotonic()
     try:
@@ -154,7 +160,7 @@ def measure_small_files(files: List[Tuple[int, str]], threads: int, seconds: flo
     done = [0, 0]  # files, bytes
 
     def worker(_: int) -> None:
-        while time.monotonic() < deadline:
+        while True:  # at least one file per thread (see measure_sequential)
             with lock:
                 item = next(queue, None)
             if item is None:
@@ -170,6 +176,8 @@ def measure_small_files(files: List[Tuple[int, str]], threads: int, seconds: flo
             with lock:
                 done[0] += 1
                 done[1] += got
+            if time.monotonic() >= deadline:
+                return
 
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=threads) as pool:

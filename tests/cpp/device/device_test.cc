@@ -13,6 +13,7 @@
 // end (the sensitivity check, pin_memory under async copies, contexts).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -209,9 +210,12 @@ TEST_F(DeviceTest, BytesLandCorrectlyForEveryDtypeAndLayout) {
 
 struct HostSleep {
   int milliseconds;
+  std::atomic<bool> done{false};  // set when the stream has passed the sleep
 };
 void CUDART_CB SleepOnStream(void* data) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<HostSleep*>(data)->milliseconds));
+  auto* sleep = static_cast<HostSleep*>(data);
+  std::this_thread::sleep_for(std::chrono::milliseconds(sleep->milliseconds));
+  sleep->done.store(true);
 }
 
 // A consumer that keeps its stream busy (a host function stands in for a
@@ -219,9 +223,11 @@ void CUDART_CB SleepOnStream(void* data) {
 // on that stream AFTER the busy part, and releases the Batch at once on the
 // host. Reusing a buffer before the stream passed the release point would
 // show as another batch's bytes in what the stream read. Returns how many
-// batches of two epochs the stream read wrong.
+// batches of two epochs the stream read wrong. `stream_busy_milliseconds`
+// per batch must outlast the consumer loop's own time per batch for a
+// backlog to build on the stream (what the sensitivity test needs).
 int BatchesOverwrittenUnderASlowStream(const std::shared_ptr<Dataset>& dataset,
-                                       LoaderOptions options) {
+                                       LoaderOptions options, int stream_busy_milliseconds = 30) {
   options.image.dtype = OutputDtype::kFloat32;
   options.prefetch = 1;  // 3 device buffers: reuse comes quickly
   std::unique_ptr<Loader> host, device;
@@ -233,7 +239,7 @@ int BatchesOverwrittenUnderASlowStream(const std::shared_ptr<Dataset>& dataset,
   EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   std::vector<std::string> expected;
   std::vector<void*> copies;
-  HostSleep sleep{30};
+  HostSleep sleep{stream_busy_milliseconds};
   for (int epoch = 0; epoch < 2; ++epoch) {
     while (true) {
       Batch want, got;
@@ -456,7 +462,9 @@ TEST_F(DeviceTest, StandinSensitivityReuseFailsWithoutTheReleaseWait) {
   GTEST_SKIP() << "provokes a data race on purpose; runs in the plain and ASan suites";
 #endif
   gpufeed_standin_drop_waits_from_other_threads(1);
-  int overwritten = BatchesOverwrittenUnderASlowStream(dataset_, Options());
+  // 200 ms per batch on the stream: a backlog builds however slow (ASan, a
+  // loaded machine) the consumer loop is, so reuse without the wait shows.
+  int overwritten = BatchesOverwrittenUnderASlowStream(dataset_, Options(), 200);
   gpufeed_standin_drop_waits_from_other_threads(0);
   std::printf("without the release wait: %d of 16 batches overwritten\n", overwritten);
   EXPECT_GT(overwritten, 0);
@@ -598,17 +606,25 @@ TEST_F(DeviceTest, StandinTheStagingCopyDoesNotWaitForTheConsumer) {
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   cudaStream_t stream;
   ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  HostSleep sleep{600};
+  HostSleep sleep{2000};
   ASSERT_TRUE(held[0].WaitOn(stream).ok());
   ASSERT_CUDA(cudaLaunchHostFunc(stream, SleepOnStream, &sleep));  // the consumer is busy
   unsigned long long before = gpufeed_standin_host_to_device_bytes();
-  held[0].reset();  // its release event waits behind the 600 ms
-  std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  unsigned long long copied = gpufeed_standin_host_to_device_bytes() - before;
+  held[0].reset();  // its release event waits behind the 2 s
+  // An order, not a time: the staging copy lands while the consumer's
+  // stream is still busy. Polled until it lands or the stream is past its
+  // 2 s (a copy that waited for the release would land only then).
+  unsigned long long copied = 0;
+  while (true) {
+    bool stream_done = sleep.done.load();
+    copied = gpufeed_standin_host_to_device_bytes() - before;
+    if (copied >= staging_bytes || stream_done) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   EXPECT_GE(copied, staging_bytes) << "the staging copy waited for the consumer's stream";
   Batch next;
   ASSERT_TRUE(loader->Next(&next).ok());
-  ASSERT_TRUE(next.Synchronize().ok());  // the kernel did wait: ready only after the 600 ms
+  ASSERT_TRUE(next.Synchronize().ok());  // the kernel did wait: ready only after the 2 s
   ASSERT_CUDA(cudaStreamSynchronize(stream));
   cudaStreamDestroy(stream);
 }

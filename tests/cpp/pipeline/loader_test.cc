@@ -314,7 +314,9 @@ TEST_F(LoaderTest, StopsPromptlyMidEpochAndWhenNeverRead) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     auto started = std::chrono::steady_clock::now();
     loader.reset();
-    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(1));
+    // Prompt: the workers stop without draining the prefetch window. The
+    // bound catches a hang, with room for the sanitizers on a loaded machine.
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
     // The batch still held is valid memory after the loader is gone.
     if (consumed) EXPECT_GT(batch.data().bytes(), 0u);
   }

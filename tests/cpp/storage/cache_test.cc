@@ -367,6 +367,9 @@ TEST_F(CacheTest, FourProcessesShareOneCacheUnderABudget) {
         options.cache.max_leased_shards = 1;
         std::unique_ptr<Dataset> dataset;
         if (!Dataset::Open(source_, options, &dataset).ok()) ::_exit(2);
+        // The cache directory exists now: the parent may start watching.
+        if (::write(ready[1], "r", 1) != 1) ::_exit(3);
+        ::close(ready[1]);
         for (int pass = 0; pass < 3; ++pass) {
           // Block order: shard after shard, each shard's records shuffled.
           std::mt19937 rng(child_index * 10 + pass);
@@ -388,22 +391,30 @@ TEST_F(CacheTest, FourProcessesShareOneCacheUnderABudget) {
     children.push_back(child);
   }
   ::close(ready[1]);
+  // Every child has opened its dataset (or died: EOF), however slowly the
+  // machine runs: the watch below never starts before the directory exists.
+  char byte;
+  int opened = 0;
+  while (opened < 4 && ::read(ready[0], &byte, 1) == 1) ++opened;
   ::close(ready[0]);
+  EXPECT_EQ(opened, 4) << "a child could not open the cached dataset";
   // Meanwhile: usage under the index lock never passes the budget, and no
   // shard has two fills in progress.
   std::shared_ptr<CacheDirectory> directory;
-  for (int i = 0; i < 200 && !directory; ++i) {
-    (void)CacheDirectory::Open(cache_dir_, "", false, &directory);  // checked below
-    if (!directory) ::usleep(1000);
-  }
+  Status directory_opened = CacheDirectory::Open(cache_dir_, "", false, &directory);
+  EXPECT_TRUE(directory_opened.ok()) << directory_opened.ToString();
   uint64_t most = 0;
+  int watched = 0;
   bool double_fill = false;
   size_t running = children.size();
   std::vector<int> statuses;
   while (running > 0) {
     if (directory) {
       uint64_t used = 0;
-      if (directory->Usage(&used).ok()) most = std::max(most, used);
+      if (directory->Usage(&used).ok()) {
+        most = std::max(most, used);
+        ++watched;
+      }
       std::set<std::string> keys;
       for (const std::string& name : ListNames(JoinPath(cache_dir_, "tmp"))) {
         std::string key = name.substr(0, name.rfind('.', name.size() - 6));
@@ -423,6 +434,7 @@ TEST_F(CacheTest, FourProcessesShareOneCacheUnderABudget) {
     EXPECT_TRUE(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0)
         << "a reader saw wrong bytes or failed (status " << wait_status << ")";
   }
+  EXPECT_GT(watched, 0) << "the budget was never watched while the children ran";
   EXPECT_LE(most, capacity);
   EXPECT_FALSE(double_fill);
   CacheReport report;
