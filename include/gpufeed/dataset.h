@@ -83,6 +83,9 @@ struct TokenCorpusInfo {
 GPUFEED_EXPORT const char* FormatName(DatasetFormat format);
 // The inverse of FormatName; InvalidArgument listing the accepted names.
 GPUFEED_EXPORT Status ParseFormat(const std::string& name, DatasetFormat* format);
+// Every name ParseFormat accepts: "auto" first, then the registered formats
+// in the order format=auto tries them.
+GPUFEED_EXPORT std::vector<std::string> FormatNames();
 
 // How WebDataset tar shards are read (DatasetFormat::kWebDataset).
 struct WebDatasetOptions {

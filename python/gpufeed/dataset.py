@@ -10,9 +10,9 @@ from ._errors import OutOfRangeError
 
 __all__ = ["Dataset", "Record", "open_dataset", "FORMATS"]
 
-#: Names accepted by ``format=``.
-FORMATS = ("auto", "recordio", "lmdb", "caffe_lmdb", "imagefolder", "webdataset", "megatron",
-           "llmc", "tokens")
+#: Names accepted by ``format=``: "auto", then the formats of the C++
+#: registry (src/format/registry.cc) in the order ``format="auto"`` tries them.
+FORMATS = tuple(_core.format_names())
 
 
 class Record:

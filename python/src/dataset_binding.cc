@@ -422,6 +422,8 @@ void BindDataset(py::module_& module) {
              py::arg("cache_dir"), py::arg("keep"), py::arg("cache_group") = "");
   module.def("cache_latest_checkpoint", &CacheLatestCheckpointBinding, py::arg("directory"),
              py::arg("cache_dir"));
+  module.def("format_names", &FormatNames,
+             "Every name format= accepts: \"auto\", then the registered formats.");
   module.def("verify", &VerifyBinding, py::arg("path"), py::arg("format") = "auto",
              py::arg("allow_external_paths") = false, py::arg("token_dtype") = "auto",
              py::arg("webdataset") = py::dict());

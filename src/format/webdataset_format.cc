@@ -1,0 +1,60 @@
+// WebDataset's registry entry: a .tar, a directory of tars, a brace pattern,
+// a list file or an explicit list of tars, or a gpufeed.json listing them.
+#include "format/datasets.h"
+#include "format/registry.h"
+#include "util/file.h"
+#include "util/path.h"
+
+namespace gpufeed {
+
+namespace {
+
+Status OpenTars(const OpenRequest& request, std::unique_ptr<Dataset>* dataset) {
+  std::vector<std::string> tars;
+  GPUFEED_RETURN_IF_ERROR(ResolveWebDatasetTars(request.path, request.options, &tars));
+  return OpenWebDatasetDataset(request.path, tars, request.options, request.store, dataset);
+}
+
+// A list of tars, or a brace pattern naming them, is no path to stat.
+Status OpenBeforeStat(const OpenRequest& request, std::unique_ptr<Dataset>* dataset) {
+  if (!request.options.webdataset.tars.empty() ||
+      (request.path.find('{') != std::string::npos && !PathExists(request.path))) {
+    return OpenTars(request, dataset);
+  }
+  return Status::OK();
+}
+
+Status ClaimsDirectory(const DirectoryListing& listing, const OpenRequest&, bool* claimed) {
+  *claimed = false;
+  for (const DirectoryEntry& entry : listing.entries) {
+    if (entry.is_regular_file && IsWebDatasetShardName(entry.name)) *claimed = true;
+  }
+  return Status::OK();
+}
+
+Status OpenManifest(const std::string& manifest_path, const Manifest& manifest,
+                    const OpenRequest& request, std::unique_ptr<Dataset>* dataset) {
+  return OpenWebDatasetFromManifest(Dirname(manifest_path), manifest, request.options,
+                                    request.store, dataset);
+}
+
+}  // namespace
+
+const FormatEntry& WebDatasetFormat() {
+  static const FormatEntry entry = [] {
+    FormatEntry e;
+    e.format = DatasetFormat::kWebDataset;
+    e.name = "webdataset";
+    e.open_before_stat = OpenBeforeStat;
+    e.open_directory = OpenTars;
+    e.claims_directory = ClaimsDirectory;
+    e.open_file = OpenTars;
+    e.claims_file_name = IsWebDatasetShardName;
+    e.file_names = "a .tar";
+    e.open_manifest = OpenManifest;
+    return e;
+  }();
+  return entry;
+}
+
+}  // namespace gpufeed
