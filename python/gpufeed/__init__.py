@@ -2,7 +2,7 @@
 
 Packed shards (MXNet-compatible RecordIO, LMDB; Caffe LMDB and ImageFolder
 read as they are), read with many I/Os in flight and decoded on a C++ thread
-pool. See docs/python_api.md.
+pool. See docs/python.md.
 
     >>> import gpufeed
     >>> ds = gpufeed.open_dataset("/data/train-packed")
