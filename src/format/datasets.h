@@ -167,6 +167,11 @@ Status CheckNotCompressedTar(const std::string& path);
 std::string TarIndexFallbackDirectory(const DatasetOptions& options);
 std::string TarIndexPathInDirectory(const std::string& tar_path, const std::string& directory);
 
+// Verify's checksum check: `file`'s xxh64 against `expected` (16 hex digits;
+// empty: nothing recorded, nothing checked); a mismatch or a read error is
+// a problem naming the file.
+void CheckChecksum(const std::string& file, const std::string& expected, VerifyReport* report);
+
 // Calls `visit(offset, payload)` for each record of a .rec file in order;
 // stops at the first framing error or at the first failed visit.
 Status ScanRecordIO(int fd, const std::string& path, uint64_t file_size,

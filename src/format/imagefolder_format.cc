@@ -16,6 +16,17 @@ Status ClaimsDirectory(const DirectoryListing&, const OpenRequest&, bool* claime
   return Status::OK();
 }
 
+// Every file must be read: an ImageFolder has no framing of its own.
+void Verify(const VerifyRequest& request, VerifyReport* report) {
+  report->shards_checked += 1;
+  Record record;
+  for (uint64_t i = 0; i < request.dataset->size(); ++i) {
+    Status read = request.dataset->Read(i, &record);
+    if (!read.ok()) report->problems.push_back(read.ToString());
+    report->records_checked += 1;
+  }
+}
+
 }  // namespace
 
 const FormatEntry& ImageFolderFormat() {
@@ -25,6 +36,7 @@ const FormatEntry& ImageFolderFormat() {
     e.name = "imagefolder";
     e.open_directory = OpenDirectory;
     e.claims_directory = ClaimsDirectory;
+    e.verify = Verify;
     e.reads_manifest = false;  // an ImageFolder has none; a gpufeed.json here is another dataset's
     return e;
   }();

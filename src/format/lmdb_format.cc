@@ -3,6 +3,7 @@
 // Caffe's LMDB of caffe.Datum values, told apart by the first value.
 #include "format/caffe_datum.h"
 #include "format/datasets.h"
+#include "format/irheader.h"
 #include "format/lmdb_env.h"
 #include "format/registry.h"
 #include "util/file.h"
@@ -124,6 +125,99 @@ Status ClaimsCaffeDirectory(const DirectoryListing& listing, const OpenRequest&,
   return LooksLikeCaffe(listing.directory, claimed);
 }
 
+void VerifyLmdbShard(const std::string& directory, bool caffe, int64_t expected_records,
+                     VerifyReport* report) {
+  report->shards_checked += 1;
+  LmdbReader reader;
+  Status status = reader.Open(directory);
+  if (!status.ok()) {
+    report->problems.push_back(status.ToString());
+    return;
+  }
+  uint64_t count = 0;
+  std::vector<float> labels;
+  size_t reported = 0;
+  uint64_t key_base = 0;
+  status = reader.ForEach([&](std::string_view key, std::string_view value) {
+    Status check;
+    if (!caffe) {
+      // Reads look keys up as first key + position: they must be consecutive.
+      bool decimal = !key.empty() && key.size() <= 19 &&
+                     key.find_first_not_of("0123456789") == std::string_view::npos;
+      uint64_t number = decimal ? std::stoull(std::string(key)) : 0;
+      if (count == 0) key_base = number;
+      if (!decimal || number != key_base + count) {
+        if (reported++ < 100) {
+          report->problems.push_back(directory + "/data.mdb: key \"" + std::string(key) +
+                                     "\" at position " + std::to_string(count) +
+                                     " is not the consecutive sample index " +
+                                     std::to_string(key_base + count));
+        }
+      }
+    }
+    if (caffe) {
+      CaffeDatum datum;
+      check = DecodeCaffeDatum(value, &datum);
+      if (check.ok() && !datum.encoded && datum.data.empty()) {
+        check = Status::NotSupported("a Datum with float_data instead of uint8 data (byte offset 0 "
+                                     "of the value); gpufeed reads uint8 and encoded Datums only");
+      }
+    } else {
+      ParsedPayload parsed;
+      check = ParseIRPayload(value, &labels, &parsed);
+    }
+    if (!check.ok() && reported++ < 100) {
+      report->problems.push_back(
+          check.WithContext(directory + "/data.mdb, key \"" + std::string(key) + "\"").ToString());
+    }
+    count += 1;
+    return true;
+  });
+  report->records_checked += count;
+  if (!status.ok()) report->problems.push_back(status.ToString());
+  if (expected_records >= 0 && count != static_cast<uint64_t>(expected_records)) {
+    report->problems.push_back(directory + ": holds " + std::to_string(count) +
+                               " records, the manifest says " + std::to_string(expected_records));
+  }
+}
+
+// Each environment of the manifest (inside the directory, its record count,
+// its data.mdb's xxh64), or of the opened dataset.
+void VerifyLmdb(const VerifyRequest& request, VerifyReport* report) {
+  if (request.manifest == nullptr) {
+    for (const ShardInfo& shard : request.dataset->shards()) {
+      VerifyLmdbShard(shard.path, false, -1, report);
+    }
+    return;
+  }
+  const Manifest& manifest = *request.manifest;
+  for (size_t i = 0; i < manifest.shards.size(); ++i) {
+    const ManifestShard& shard = manifest.shards[i];
+    const std::string named_by = request.manifest_path + " shard " + std::to_string(i);
+    std::string environment;
+    Status inside = ResolveInsideDirectory(request.path, shard.file,
+                                           request.options.allow_external_paths, named_by,
+                                           &environment);
+    if (!inside.ok()) {
+      report->problems.push_back(inside.ToString());
+      continue;
+    }
+    if (!PathExists(environment)) {
+      report->problems.push_back(environment + ": shard listed in the manifest does not exist");
+      continue;
+    }
+    VerifyLmdbShard(environment, false, static_cast<int64_t>(shard.records), report);
+    CheckChecksum(JoinPath(environment, "data.mdb"), shard.xxh64, report);
+  }
+}
+
+// Caffe writes no manifest: the opened environment's Datums.
+void VerifyCaffe(const VerifyRequest& request, VerifyReport* report) {
+  for (const ShardInfo& shard : request.dataset->shards()) {
+    VerifyLmdbShard(shard.path, true, -1, report);
+  }
+}
+
 }  // namespace
 
 const FormatEntry& LmdbFormat() {
@@ -134,6 +228,7 @@ const FormatEntry& LmdbFormat() {
     e.open_directory = OpenLmdbDirectory;
     e.claims_directory = ClaimsLmdbDirectory;
     e.open_manifest = OpenLmdbManifest;
+    e.verify = VerifyLmdb;
     return e;
   }();
   return entry;
@@ -146,6 +241,7 @@ const FormatEntry& CaffeLmdbFormat() {
     e.name = "caffe_lmdb";
     e.open_directory = OpenCaffeDirectory;
     e.claims_directory = ClaimsCaffeDirectory;
+    e.verify = VerifyCaffe;
     e.reads_manifest = false;  // Caffe writes none; a gpufeed.json here is another dataset's
     return e;
   }();

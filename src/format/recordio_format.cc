@@ -1,6 +1,10 @@
 // RecordIO's registry entry: a .rec file, a directory of .rec shards (each
-// with its .idx beside it, or scanned), or a gpufeed.json listing them.
+// with its .idx beside it, or scanned), or a gpufeed.json listing them;
+// verify scans every record and checks each .idx against it.
+#include <unordered_set>
+
 #include "format/datasets.h"
+#include "format/irheader.h"
 #include "format/registry.h"
 #include "util/file.h"
 #include "util/path.h"
@@ -93,6 +97,104 @@ Status OpenManifest(const std::string& manifest_path, const Manifest& manifest,
   return OpenRecordIODataset(directory, specs, &manifest, request.store, dataset);
 }
 
+// Scans one .rec file and checks its index against the records found.
+void VerifyRecordIOShard(const std::string& rec_path, const std::string& idx_path,
+                         int64_t expected_records, VerifyReport* report) {
+  report->shards_checked += 1;
+  UniqueFd fd;
+  uint64_t size = 0;
+  Status status = OpenForRead(rec_path, &fd);
+  if (status.ok()) status = FileSizeOf(fd.get(), rec_path, &size);
+  if (!status.ok()) {
+    report->problems.push_back(status.ToString());
+    return;
+  }
+  std::vector<uint64_t> offsets;
+  std::vector<float> labels;
+  status = ScanRecordIO(fd.get(), rec_path, size, [&](uint64_t offset, const std::string& payload) {
+    ParsedPayload parsed;
+    Status parse = ParseIRPayload(payload, &labels, &parsed);
+    if (!parse.ok()) {
+      report->problems.push_back(
+          parse.WithContext(rec_path + " at byte offset " + std::to_string(offset)).ToString());
+    }
+    offsets.push_back(offset);
+    report->records_checked += 1;
+    return Status::OK();
+  });
+  if (!status.ok()) report->problems.push_back(status.ToString());
+  if (!idx_path.empty() && PathExists(idx_path)) {
+    std::vector<uint64_t> idx_offsets;
+    std::vector<std::string> keys;
+    Status idx_status = ReadRecordIOIndex(idx_path, size, &idx_offsets, &keys);
+    if (!idx_status.ok()) {
+      report->problems.push_back(idx_status.ToString());
+    } else if (status.ok()) {
+      std::unordered_set<uint64_t> starts(offsets.begin(), offsets.end());
+      size_t reported = 0;
+      for (size_t line = 0; line < idx_offsets.size(); ++line) {
+        if (!starts.count(idx_offsets[line]) && reported++ < 10) {
+          report->problems.push_back(idx_path + " line " + std::to_string(line + 1) +
+                                     ": offset " + std::to_string(idx_offsets[line]) +
+                                     " is not at a record boundary of " + rec_path);
+        }
+      }
+      if (idx_offsets.size() != offsets.size()) {
+        report->problems.push_back(idx_path + ": lists " + std::to_string(idx_offsets.size()) +
+                                   " records, " + rec_path + " holds " +
+                                   std::to_string(offsets.size()));
+      }
+    }
+  } else if (!idx_path.empty()) {
+    report->problems.push_back(idx_path + ": index file is missing");
+  }
+  if (status.ok() && expected_records >= 0 &&
+      offsets.size() != static_cast<uint64_t>(expected_records)) {
+    report->problems.push_back(rec_path + ": holds " + std::to_string(offsets.size()) +
+                               " records, the manifest says " + std::to_string(expected_records));
+  }
+}
+
+// Each shard of the manifest (its .rec and .idx inside the directory, the
+// record count, both xxh64s), or each .rec of the opened dataset.
+void Verify(const VerifyRequest& request, VerifyReport* report) {
+  if (request.manifest == nullptr) {
+    for (const ShardInfo& shard : request.dataset->shards()) {
+      const std::string idx = IndexPathFor(shard.path);
+      VerifyRecordIOShard(shard.path, PathExists(idx) ? idx : "", -1, report);
+    }
+    return;
+  }
+  const Manifest& manifest = *request.manifest;
+  for (size_t i = 0; i < manifest.shards.size(); ++i) {
+    const ManifestShard& shard = manifest.shards[i];
+    const std::string named_by = request.manifest_path + " shard " + std::to_string(i);
+    std::string file, idx;
+    Status inside = ResolveInsideDirectory(request.path, shard.file,
+                                           request.options.allow_external_paths, named_by, &file);
+    if (inside.ok()) {
+      inside = ResolveInsideDirectory(
+          request.path, shard.index.empty() ? IndexPathFor(shard.file) : shard.index,
+          request.options.allow_external_paths, named_by + " index", &idx);
+    }
+    if (!inside.ok()) {
+      report->problems.push_back(inside.ToString());
+      continue;
+    }
+    if (!PathExists(file)) {
+      report->problems.push_back(file + ": shard listed in the manifest does not exist");
+      continue;
+    }
+    VerifyRecordIOShard(file, idx, static_cast<int64_t>(shard.records), report);
+    CheckChecksum(file, shard.xxh64, report);
+    // A lazily opened dataset trusts these to identify its node-cache
+    // copies: checked like the .rec's.
+    if (!shard.index_xxh64.empty() && PathExists(idx)) {
+      CheckChecksum(idx, shard.index_xxh64, report);
+    }
+  }
+}
+
 }  // namespace
 
 const FormatEntry& RecordIOFormat() {
@@ -106,6 +208,7 @@ const FormatEntry& RecordIOFormat() {
     e.claims_file_name = IsRecName;
     e.file_names = "a .rec";
     e.open_manifest = OpenManifest;
+    e.verify = Verify;
     return e;
   }();
   return entry;

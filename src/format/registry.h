@@ -35,6 +35,16 @@ struct DirectoryListing {
   std::vector<DirectoryEntry> entries;  // sorted by name, symlinks followed
 };
 
+// What `gpufeed verify` hands a format's verify hook: either the dataset's
+// gpufeed.json (naming this format), or the dataset opened without one.
+struct VerifyRequest {
+  std::string path;  // absolute
+  const DatasetOptions& options;
+  const Manifest* manifest = nullptr;  // with manifest_path, or nullptr
+  std::string manifest_path;
+  const Dataset* dataset = nullptr;  // when there is no manifest
+};
+
 // One dataset format. A hook left nullptr means the format has no such way
 // in. Hooks are plain functions: an entry is constant data.
 struct FormatEntry {
@@ -62,6 +72,11 @@ struct FormatEntry {
   // names this format.
   Status (*open_manifest)(const std::string& manifest_path, const Manifest& manifest,
                           const OpenRequest&, std::unique_ptr<Dataset>*) = nullptr;
+  // gpufeed verify: every record's framing, each shard against what the
+  // manifest says of it (records, bytes, xxh64); each problem, naming the
+  // file and the offset, appended to report->problems (counted in its
+  // records_checked, shards_checked, checksums_checked).
+  void (*verify)(const VerifyRequest&, VerifyReport* report) = nullptr;
   // When this format is asked for, a gpufeed.json in the directory is read
   // (false: the format has none, and looks past one).
   bool reads_manifest = true;
