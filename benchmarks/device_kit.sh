@@ -87,7 +87,7 @@ copy_path() {
 # x86-64 entry): `ldconfig -p` runs past a pipe's buffer on a machine with many
 # libraries, so no reader may stop early behind it.
 declare -A linker_cache=()
-ldconfig_output=$(ldconfig -p)
+ldconfig_output=$("$(command -v ldconfig || echo /sbin/ldconfig)" -p)
 while read -r library_name library_path; do
   [ -n "${linker_cache[$library_name]:-}" ] || linker_cache[$library_name]=$library_path
 done < <(awk '/x86-64/ {print $1, $NF}' <<<"$ldconfig_output")

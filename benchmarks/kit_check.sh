@@ -11,12 +11,13 @@
 #   1. make: benchmarks/device_kit.sh with a dynamic-linker cache over 64 KiB.
 #      A machine with few libraries has a shorter `ldconfig -p` than a pipe's
 #      buffer, which hides the class of bug where a reader stops early behind
-#      it under pipefail; below 64 KiB the cache is padded (an `ldconfig`
+#      it under pipefail; up to twice 64 KiB the cache is padded (an `ldconfig`
 #      first on PATH prints the real cache, then entries of libraries that
 #      do not exist) so that the kit is made as on a machine with many more.
 #   2. contents: the archive is under 30 MiB and holds every header, library,
 #      pkg-config file and CMake package the build asks for (the list below,
-#      which follows CMakeLists.txt), and no link in it points nowhere.
+#      which follows CMakeLists.txt), and every link in it is relative and
+#      leads to a file of the kit.
 #   3. build: in a private mount namespace, every file of the Debian packages
 #      the kit was made from (KIT.txt) is hidden by overlay whiteouts, then
 #      benchmarks/gpu_check.sh --kit ARCHIVE --build-without-gpu configures
@@ -46,10 +47,22 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "kit_check: needs root (device_kit installs packages; the build step mounts overlays)" >&2
   exit 2
 fi
-rm -rf "$DIR"
-mkdir -p "$DIR"
 # report STEP RESULT TEXT: one line per finished step.
 report() { echo "kit_check: $1: $2 ${*:3}"; }
+# What the build step needs of this machine, said before anything is made.
+nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+if [ ! -x "$nvcc" ]; then
+  report preflight FAIL "no CUDA compiler ($nvcc; install the CUDA toolkit at /usr/local/cuda or" \
+    "set CUDACXX): the kit's build compiles gpufeed's CUDA sources"
+  exit 1
+fi
+if ! unshare --mount --propagation private true 2>/dev/null; then
+  report preflight FAIL "unshare --mount is refused here (needs CAP_SYS_ADMIN): the build step" \
+    "hides the system's -dev files in a private mount namespace"
+  exit 1
+fi
+rm -rf "$DIR"
+mkdir -p "$DIR"
 
 # ------------------------------------------------------------------ 1. make
 real_ldconfig=$(command -v ldconfig || echo /sbin/ldconfig)
@@ -116,6 +129,10 @@ if [ ${#absent[@]} -gt 0 ]; then
 fi
 mkdir -p "$DIR/unpacked"
 tar -C "$DIR/unpacked" -xzf "$ARCHIVE"
+# An absolute link would lead to this machine's /usr here and to nothing on
+# the GPU machine: every link must be relative, and lead into the kit.
+absolute_links=$(find "$DIR/unpacked" -type l -lname '/*' -printf '%P ')
+[ -z "$absolute_links" ] || { report contents FAIL "absolute links: $absolute_links"; exit 1; }
 dangling=$(find "$DIR/unpacked" -xtype l -printf '%P ')
 [ -z "$dangling" ] || { report contents FAIL "links that point nowhere: $dangling"; exit 1; }
 report contents PASS "$(awk -v b="$size" 'BEGIN {printf "%.1f MiB", b / 1048576}'), $(wc -l <<<"$members") members;" \
@@ -138,7 +155,7 @@ done | while IFS= read -r path; do
     if [ "$top" != /usr ] && [ -L "$top" ]; then path=/usr$path; fi
     echo "$path"
   fi
-done | grep -v '^/usr/share/\(doc\|man\|lintian\)/' | sort -u >"$hidden_list"
+done | { grep -v '^/usr/share/\(doc\|man\|lintian\)/' || true; } | sort -u >"$hidden_list"
 hidden_count=$(wc -l <"$hidden_list")
 [ "$hidden_count" -gt 0 ] || { report build FAIL "no installed file of ${packages[*]} to hide"; exit 1; }
 echo "kit_check: hiding $hidden_count files of ${#packages[@]} Debian packages; building against the kit alone"
@@ -149,6 +166,9 @@ unshare --mount --propagation private /bin/bash -s -- "$hidden_list" "$DIR" "$RO
   >"$build_log" 2>&1 <<'NAMESPACE'
 set -euo pipefail
 hidden_list=$1 dir=$2 root=$3 archive=$4
+source "$root/tests/script_errors.sh"
+gpufeed_trap_errors "kit_check (mount namespace)"
+echo "kit_check: namespace: hiding the system's -dev files"
 layers=$dir/overlay
 mkdir -p "$layers"
 mount -t tmpfs tmpfs "$layers"
@@ -157,7 +177,9 @@ mount -t tmpfs tmpfs "$layers"
 declare -A roots=()
 while IFS= read -r path; do
   IFS=/ read -r -a parts <<<"${path#/}"
-  if [ "${parts[1]}" = include ] || [ ${#parts[@]} -le 3 ]; then
+  if [ ${#parts[@]} -le 2 ]; then
+    mount_root=/${parts[0]}  # a file right under a top folder (/usr/foo)
+  elif [ "${parts[1]}" = include ] || [ ${#parts[@]} -le 3 ]; then
     mount_root=/${parts[0]}/${parts[1]}
   else
     mount_root=/${parts[0]}/${parts[1]}/${parts[2]}
@@ -167,7 +189,10 @@ while IFS= read -r path; do
   mkdir -p "$layers/$name/upper$(dirname "${path#"$mount_root"}")" "$layers/$name/work"
   mknod "$layers/$name/upper${path#"$mount_root"}" c 0 0
 done <"$hidden_list"
-for mount_root in "${!roots[@]}"; do
+# Outer folders first: an overlay mounted later on an outer folder would
+# cover an inner one's whiteouts.
+mapfile -t ordered < <(printf '%s\n' "${!roots[@]}" | awk '{print length($0), $0}' | sort -n | cut -d' ' -f2-)
+for mount_root in "${ordered[@]}"; do
   name=${roots[$mount_root]}
   mount -t overlay overlay -o "lowerdir=$mount_root,upperdir=$layers/$name/upper,workdir=$layers/$name/work" "$mount_root"
 done
@@ -185,6 +210,11 @@ code=$?
 set -e
 tail -n 25 "$build_log" | sed 's/^/kit_check: gpu_check| /'
 elapsed=$(( $(date +%s) - started ))
+if ! grep -q '^gpu_check: ' "$build_log"; then
+  report build FAIL "the mount namespace that hides the system's -dev files could not be set up" \
+    "(exit $code, before gpu_check.sh ran; log $build_log)"
+  exit 1
+fi
 if grep -q '^gpu_check: kit proof:' "$build_log" && grep -q '^gpu_check: build complete' "$build_log"; then
   if [ "$code" -eq 3 ] && grep -q '^gpu_check: STOP: no GPU' "$build_log"; then
     report build PASS "against the kit alone ($hidden_count system files hidden), stopped at the missing GPU; ${elapsed} s in all"

@@ -194,10 +194,15 @@ void VerifyLmdb(const VerifyRequest& request, VerifyReport* report) {
   for (size_t i = 0; i < manifest.shards.size(); ++i) {
     const ManifestShard& shard = manifest.shards[i];
     const std::string named_by = request.manifest_path + " shard " + std::to_string(i);
-    std::string environment;
+    std::string environment, data_file;
     Status inside = ResolveInsideDirectory(request.path, shard.file,
                                            request.options.allow_external_paths, named_by,
                                            &environment);
+    // Its data.mdb too (a link out of the directory is refused, as at open).
+    if (inside.ok()) {
+      inside = ResolveInsideDirectory(request.path, JoinPath(shard.file, "data.mdb"),
+                                      request.options.allow_external_paths, named_by, &data_file);
+    }
     if (!inside.ok()) {
       report->problems.push_back(inside.ToString());
       continue;

@@ -8,9 +8,10 @@ const std::vector<const FormatEntry*>& RegisteredFormats() {
   // before an LMDB (a Caffe one before a gpufeed one), tars, and an
   // ImageFolder last (it takes any directory that is not empty); before a
   // path is stat'ed, a list or pattern of tars before the token corpora.
-  static const std::vector<const FormatEntry*> formats = {
-      &RecordIOFormat(), &CaffeLmdbFormat(), &LmdbFormat(),     &WebDatasetFormat(),
-      &ImageFolderFormat(), &MegatronFormat(), &LlmcFormat(), &TokensFormat(),
+  // Never destroyed: a thread still opening a dataset at exit reads it.
+  static const std::vector<const FormatEntry*>& formats = *new std::vector<const FormatEntry*>{
+      &RecordIOFormat(),    &CaffeLmdbFormat(), &LmdbFormat(), &WebDatasetFormat(),
+      &ImageFolderFormat(), &MegatronFormat(),  &LlmcFormat(), &TokensFormat(),
   };
   return formats;
 }

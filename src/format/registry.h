@@ -88,14 +88,14 @@ const std::vector<const FormatEntry*>& RegisteredFormats();
 const FormatEntry* FindFormat(DatasetFormat format);
 
 // Each format's entry, defined beside its reader.
-const FormatEntry& RecordIOFormat();    // recordio_dataset.cc
-const FormatEntry& CaffeLmdbFormat();   // caffe_lmdb_dataset.cc
-const FormatEntry& LmdbFormat();        // lmdb_dataset.cc
-const FormatEntry& WebDatasetFormat();  // webdataset_sources.cc
-const FormatEntry& ImageFolderFormat(); // imagefolder_dataset.cc
-const FormatEntry& MegatronFormat();    // token_dataset.cc
-const FormatEntry& LlmcFormat();        // token_dataset.cc
-const FormatEntry& TokensFormat();      // token_dataset.cc
+const FormatEntry& RecordIOFormat();     // recordio_format.cc
+const FormatEntry& CaffeLmdbFormat();    // lmdb_format.cc
+const FormatEntry& LmdbFormat();         // lmdb_format.cc
+const FormatEntry& WebDatasetFormat();   // webdataset_format.cc
+const FormatEntry& ImageFolderFormat();  // imagefolder_format.cc
+const FormatEntry& MegatronFormat();     // token_format.cc
+const FormatEntry& LlmcFormat();         // token_format.cc
+const FormatEntry& TokensFormat();       // token_format.cc
 
 // A directory holding an LMDB environment (its data.mdb).
 bool IsLmdbDirectory(const std::string& directory);

@@ -34,16 +34,27 @@ Status Verify(const std::string& path, const DatasetOptions& options, VerifyRepo
   if (tokens) return Status::OK();
   std::string absolute = AbsolutePath(path);
   if (!PathExists(absolute)) return Status::FromErrno(ENOENT, absolute);
+  // A dataset's manifest stands for its directory, as for Dataset::Open.
+  if (Basename(absolute) == kManifestName) absolute = Dirname(absolute);
+  // The manifest is read as Dataset::Open reads it: unless the format asked
+  // for has none (ImageFolder, Caffe LMDB), and only when it names that format.
+  const FormatEntry* requested = FindFormat(options.format);
   VerifyRequest request{absolute, options, nullptr, "", nullptr};
   std::string manifest_path = JoinPath(absolute, kManifestName);
   Manifest manifest;
   std::unique_ptr<Dataset> dataset;
-  if (IsDirectory(absolute) && PathExists(manifest_path)) {
+  if (IsDirectory(absolute) && PathExists(manifest_path) &&
+      (requested == nullptr || requested->reads_manifest)) {
     // The manifest names the format, the shards, their sizes and checksums.
     Status status = ReadManifest(manifest_path, &manifest);
     if (!status.ok()) {
       report->problems.push_back(status.ToString());
       return Status::OK();
+    }
+    if (requested != nullptr && requested->format != manifest.format) {
+      return Status::InvalidArgument(manifest_path + " describes a " +
+                                     FormatName(manifest.format) + " dataset, but format=\"" +
+                                     requested->name + "\" was asked for");
     }
     report->format = manifest.format;
     request.manifest = &manifest;
@@ -62,9 +73,16 @@ Status Verify(const std::string& path, const DatasetOptions& options, VerifyRepo
   }
   const FormatEntry* entry = FindFormat(report->format);
   if (entry == nullptr || entry->verify == nullptr) {
-    report->problems.push_back(absolute + ": gpufeed verify does not check " +
-                               FormatName(report->format) + " datasets" +
-                               (request.manifest != nullptr ? " described by a gpufeed.json" : ""));
+    if (request.manifest == nullptr) {
+      report->problems.push_back(absolute + ": gpufeed verify does not check " +
+                                 FormatName(report->format) + " datasets");
+    } else {
+      // A token manifest (VerifyTokenCorpus did not take it): one that does
+      // not identify its files.
+      report->problems.push_back(manifest_path + " describes a " + FormatName(report->format) +
+                                 " corpus but not every file's bytes, xxh64 and token_dtype: "
+                                 "run `gpufeed index` on it again");
+    }
     return Status::OK();
   }
   entry->verify(request, report);

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 import gpufeed
 from conftest import run_cli
 
@@ -63,3 +65,23 @@ def test_errors_are_one_clean_line(tmp_path):
     assert "missing" in result.stderr
     result = run_cli("pack", check=False)
     assert result.returncode == 2  # usage error from argparse
+
+
+def test_verify_reads_the_manifest_as_open_does(tmp_path, image_folder):
+    # The same dataset open would read: the manifest's path stands for its
+    # directory (shards, counts and checksums checked), a format the manifest
+    # does not name is refused, and ImageFolder looks past a manifest.
+    out = tmp_path / "packed"
+    run_cli("pack", image_folder, out, "--quiet")
+    whole = gpufeed.verify(out)
+    assert not whole["problems"] and whole["checksums_checked"] > 0
+    assert gpufeed.verify(out / "gpufeed.json") == whole
+    with pytest.raises(ValueError, match='describes a recordio dataset, but format="lmdb"'):
+        gpufeed.verify(out, format="lmdb")
+    folder = gpufeed.verify(image_folder, format="imagefolder")
+    assert folder["format"] == "imagefolder" and not folder["problems"]
+    (image_folder / "gpufeed.json").write_text((out / "gpufeed.json").read_text())
+    try:
+        assert gpufeed.verify(image_folder, format="imagefolder") == folder
+    finally:
+        (image_folder / "gpufeed.json").unlink()
