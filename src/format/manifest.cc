@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "format/registry.h"
 #include "util/file.h"
 
 namespace gpufeed {
@@ -102,16 +103,12 @@ Status ParseManifest(const std::string& text, const std::string& path, Manifest*
     return Status::OK();
   };
   try {
+    // The formats a gpufeed.json may name: those the registry opens from one.
     std::string format = json.at("format").get<std::string>();
-    if (format == "recordio") {
+    const FormatEntry* entry = nullptr;
+    if (ParseFormat(format, &manifest->format).ok()) entry = FindFormat(manifest->format);
+    if (entry == nullptr || entry->open_manifest == nullptr) {
       manifest->format = DatasetFormat::kRecordIO;
-    } else if (format == "lmdb") {
-      manifest->format = DatasetFormat::kLmdb;
-    } else if (format == "webdataset") {
-      manifest->format = DatasetFormat::kWebDataset;
-    } else if (format == "megatron" || format == "llmc" || format == "tokens") {
-      GPUFEED_RETURN_IF_ERROR(ParseFormat(format, &manifest->format));
-    } else {
       return bad("unknown format \"" + format + "\"");
     }
     if (!json.at("format_version").is_number_integer()) return bad("format_version must be an integer");

@@ -38,6 +38,12 @@ TEST(ManifestTest, RejectsMalformed) {
   ExpectBad(R"({"format":"recordio","format_version":1,"records":1e99999,"shards":[]})",
             "number overflow");
   ExpectBad(R"({"format":"tfrecord","format_version":1,"records":0,"shards":[]})", "unknown format");
+  // Registered formats that a gpufeed.json cannot describe (they open none).
+  ExpectBad(R"({"format":"imagefolder","format_version":1,"records":0,"shards":[]})",
+            "unknown format");
+  ExpectBad(R"({"format":"caffe_lmdb","format_version":1,"records":0,"shards":[]})",
+            "unknown format");
+  ExpectBad(R"({"format":"auto","format_version":1,"records":0,"shards":[]})", "unknown format");
   ExpectBad(R"({"format":"recordio","format_version":9,"records":0,"shards":[]})", "format_version 9");
   ExpectBad(R"({"format":"recordio","format_version":1,"records":5,
                "shards":[{"file":"a.rec","records":4}]})", "hold 4 records");
