@@ -62,7 +62,7 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.8",
-    packages=["gpufeed", "gpufeed.diagnose"],
+    packages=["gpufeed", "gpufeed.bench", "gpufeed.diagnose"],
     package_dir={"": "python"},
     package_data={"gpufeed": ["py.typed", "*.pyi"]},
     ext_modules=[CMakeExtension("gpufeed._core")],

@@ -387,9 +387,11 @@ fi
 # ------------------------------------------------------------------ 2. build
 rm -rf "$STAGE"
 mkdir -p "$STAGE/gpufeed"
-# The package's Python files; the build writes gpufeed/_core*.so beside them.
-find "$ROOT/python/gpufeed" -maxdepth 1 -type f \( -name '*.py' -o -name '*.pyi' -o -name 'py.typed' \) \
-  -exec cp {} "$STAGE/gpufeed/" \;
+# The package's Python files, subpackages (bench/, diagnose/) included; the
+# build writes gpufeed/_core*.so beside them.
+(cd "$ROOT/python/gpufeed" &&
+  find . -type f \( -name '*.py' -o -name '*.pyi' -o -name 'py.typed' \) -not -path '*/__pycache__/*' \
+    -exec cp --parents {} "$STAGE/gpufeed/" \;)
 run_step configure 300 cmake -S "$ROOT" -B "$CMAKE_DIR" -G Ninja \
   -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_MAKE_PROGRAM="$(command -v ninja)" \
