@@ -251,7 +251,8 @@ class ReadEngine {
   std::vector<std::shared_ptr<const OpenFileEntry>> files_;
 };
 
-// Backends (read_engine_uring.cc, read_engine_pread.cc).
+// Backends (read_engine_uring.h, read_engine_pread.cc). Without liburing
+// (GPUFEED_WITH_IO_URING=OFF) CreateUringEngine returns NotSupported.
 Status CreateUringEngine(const IoOptions& options, std::unique_ptr<ReadEngine>* engine);
 Status CreatePreadEngine(const IoOptions& options, std::unique_ptr<ReadEngine>* engine);
 

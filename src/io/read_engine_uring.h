@@ -1,0 +1,173 @@
+// The io_uring backend of the read engine: one ring per engine thread, no
+// SQPOLL. Private to src/io/; ReadEngine::Create reaches it through
+// CreateUringEngine (read_engine.h).
+//
+// Each thread loops: take as many requests from the shared queue as it has
+// free slots and buffer budget for, prepare their SQEs, submit them with one
+// io_uring_enter, wait for completions, handle them (matched by user_data;
+// they arrive out of order), repeat. New requests, released buffers and
+// shutdown wake a waiting thread through an eventfd polled by the ring.
+//
+// Sources (CMakeLists.txt compiles them when GPUFEED_WITH_IO_URING is ON,
+// and read_engine_uring_stub.cc, whose CreateUringEngine returns
+// NotSupported, when it is OFF):
+//   read_engine_uring.cc          the engine, ring setup and the thread's loop
+//   read_engine_uring_submit.cc   slots, and preparing the SQEs of a request
+//   read_engine_uring_reap.cc     waiting for completions and handling them
+//
+// Thread safety: a RingThread's fields are its own thread's (the ring is
+// SINGLE_ISSUER), but for event_fd, which any thread may write to wake it.
+// The engine's queue_ is guarded by queue_mutex_; stats_ by stats_mutex_.
+#ifndef GPUFEED_IO_READ_ENGINE_URING_H_
+#define GPUFEED_IO_READ_ENGINE_URING_H_
+
+#include <liburing.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "gpufeed/options.h"
+#include "gpufeed/status.h"
+#include "io/read_engine.h"
+
+namespace gpufeed {
+namespace uring {
+
+using Clock = std::chrono::steady_clock;
+
+// Registered-file table size per ring; files beyond it use plain fds.
+constexpr unsigned kRegisteredFiles = 1024;
+// -EAGAIN / -EINTR resubmissions of one request before it is served by pread.
+constexpr int kMaxRetries = 3;
+
+// user_data = slot << 8 | kind; closes carry the fd instead of a slot.
+enum OpKind : uint64_t { kWake = 1, kRead = 2, kOpen = 3, kStatx = 4, kClose = 5 };
+
+inline uint64_t UserData(uint64_t slot, OpKind kind) { return (slot << 8) | kind; }
+
+// The state of one slot (one request in flight) of a ring.
+struct Op {
+  bool busy = false;
+  // Range reads.
+  int retries = 0;
+  size_t done = 0;
+  bool waiting_for_buffer = false;  // small files: sized, waiting for budget
+  Clock::time_point retry_at;
+  // Small files.
+  int fd = -1;
+  int pending_sqes = 0;
+  int open_error = 0;
+  int statx_error = 0;
+  uint64_t file_size = 0;
+  struct statx statx_buffer;
+};
+
+class UringEngine final : public ReadEngine {
+ public:
+  explicit UringEngine(const IoOptions& options) : ReadEngine(options) {}
+  // Stops the ring threads once the reads in flight have completed.
+  ~UringEngine() override;
+
+  // Starts the ring threads; each sets its ring up itself (SINGLE_ISSUER
+  // binds a ring to the thread that creates it) and reports the outcome.
+  // NotSupported with the reason when a ring cannot be set up.
+  Status Start();
+
+  const char* backend_name() const override { return "io_uring"; }
+
+ protected:
+  void Enqueue(std::vector<PendingRequest> requests) override;
+
+ private:
+  struct RingThread {
+    UringEngine* engine = nullptr;
+    std::thread thread;
+    io_uring ring;
+    bool ring_ready = false;
+    int event_fd = -1;
+    bool buffers_registered = false;
+    bool files_registered = false;
+    std::vector<uint8_t> file_slots;  // FileId -> registered in this ring
+    // Per slot (queue_depth of them).
+    std::vector<Op> ops;
+    std::vector<PendingRequest> pendings;
+    std::vector<ReadBuffer> buffers;
+    std::vector<ReadPlan> plans;
+    std::vector<size_t> free_slots;
+    size_t active = 0;
+    size_t prepared = 0;  // SQEs prepared since the last submit
+    // This ring is counted in engine->waiters_->waiting (it waits for
+    // buffer budget).
+    bool waiting_registered = false;
+
+    ~RingThread();
+
+    // ---- read_engine_uring.cc: setup and the loop.
+    // The thread's body: Setup, its outcome into *ready, then Loop.
+    void Run(std::promise<Status>* ready);
+    // Creates the ring (newest setup flags the kernel accepts), the eventfd,
+    // and registers buffers and files where allowed.
+    Status Setup();
+    // Arms the multishot poll of event_fd. False when the SQ is full.
+    bool ArmWake();
+    // An SQE, submitting what is prepared first when the SQ is full.
+    io_uring_sqe* NextSqe();
+    // Until the engine stops and nothing is in flight.
+    void Loop();
+    bool QueueEmpty();
+    // Completes every queued request with Cancelled.
+    void CancelQueued();
+
+    // ---- read_engine_uring_submit.cc: slots and SQEs.
+    // Moves requests from the shared queue into free slots while the buffer
+    // budget allows, preparing their first SQEs.
+    void StartRequests();
+    void SetWaitingForBuffers(bool blocked);
+    // The registered-file index of `id` in this ring, or -1 (use `fd`).
+    int FixedFileFor(FileId id, int fd);
+    void PrepareRead(size_t slot);
+    // Small files: openat and statx in flight together.
+    void PrepareSmallFileOpen(size_t slot);
+    // Small files, once sized: a buffer, then the read (or waits for budget).
+    void StartSmallFileRead(size_t slot);
+    void PrepareSmallRead(size_t slot);
+    void CloseAsync(int fd);
+    void Release(size_t slot);
+    void FinishRange(size_t slot, Status status);
+    void FinishSmallFile(size_t slot, Status status);
+    // Finishes a range read with a synchronous pread of what remains.
+    void FinishRangeWithPread(size_t slot);
+    // Resubmits the reads whose backoff has passed.
+    void RetryDue();
+    Clock::time_point NextRetry() const;
+
+    // ---- read_engine_uring_reap.cc: completions.
+    // Waits for a completion (or the next retry), then handles all ready.
+    void WaitAndReap();
+    void Handle(uint64_t user_data, int result, unsigned flags);
+    void HandleMetadata(OpKind kind, size_t slot, int result);
+    void HandleRead(size_t slot, int result);
+    // -EAGAIN / -EINTR: a backoff, or pread after kMaxRetries.
+    void HandleRetryable(size_t slot);
+  };
+
+  void WakeAll();
+
+  std::vector<std::unique_ptr<RingThread>> rings_;
+  std::mutex queue_mutex_;
+  std::deque<PendingRequest> queue_;  // guarded by queue_mutex_
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace uring
+}  // namespace gpufeed
+
+#endif  // GPUFEED_IO_READ_ENGINE_URING_H_

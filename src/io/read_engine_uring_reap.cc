@@ -1,0 +1,162 @@
+// A ring thread's completions: waiting for them, and what each one means
+// for its slot (read_engine_uring.h). A read is finished, resubmitted for
+// its remainder, retried after a backoff, or served by pread.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "io/read_engine_uring.h"
+#include "util/logging.h"
+
+namespace gpufeed {
+namespace uring {
+
+void UringEngine::RingThread::WaitAndReap() {
+  io_uring_cqe* cqe = nullptr;
+  auto started = Clock::now();
+  Clock::time_point retry = NextRetry();
+  int rc;
+  if (retry != Clock::time_point::max()) {
+    auto wait = std::max<Clock::duration>(retry - started, std::chrono::microseconds(1));
+    auto nanoseconds = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+    __kernel_timespec timeout{nanoseconds / 1000000000, nanoseconds % 1000000000};
+    rc = io_uring_wait_cqe_timeout(&ring, &cqe, &timeout);
+  } else {
+    rc = io_uring_wait_cqe(&ring, &cqe);
+  }
+  double waited = std::chrono::duration<double>(Clock::now() - started).count();
+  {
+    std::lock_guard<std::mutex> lock(engine->stats_mutex_);
+    engine->stats_.wait_seconds += waited;
+  }
+  if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EAGAIN) {
+    Log().error("io_uring_wait_cqe: {}", std::strerror(-rc));
+  }
+  unsigned head;
+  unsigned seen = 0;
+  io_uring_for_each_cqe(&ring, head, cqe) {
+    Handle(cqe->user_data, cqe->res, cqe->flags);
+    seen += 1;
+  }
+  io_uring_cq_advance(&ring, seen);
+}
+
+void UringEngine::RingThread::Handle(uint64_t user_data, int result, unsigned flags) {
+  OpKind kind = static_cast<OpKind>(user_data & 0xff);
+  size_t slot = static_cast<size_t>(user_data >> 8);
+  switch (kind) {
+    case kWake: {
+      uint64_t value;
+      while (::read(event_fd, &value, sizeof(value)) > 0) {
+      }
+      if (!(flags & IORING_CQE_F_MORE)) ArmWake();
+      return;
+    }
+    case kClose:
+      return;  // nothing waits on a close
+    case kOpen:
+    case kStatx:
+      HandleMetadata(kind, slot, result);
+      return;
+    case kRead:
+      HandleRead(slot, result);
+      return;
+  }
+}
+
+void UringEngine::RingThread::HandleMetadata(OpKind kind, size_t slot, int result) {
+  Op& op = ops[slot];
+  if (kind == kOpen) {
+    if (result >= 0) op.fd = result; else op.open_error = -result;
+  } else {
+    if (result >= 0) op.file_size = op.statx_buffer.stx_size; else op.statx_error = -result;
+  }
+  if (--op.pending_sqes > 0) return;
+  if (op.open_error != 0 || op.statx_error != 0) {
+    Status status = op.open_error != 0 ? ErrorFor(pendings[slot], op.open_error, "open")
+                                       : ErrorFor(pendings[slot], op.statx_error, "statx");
+    FinishSmallFile(slot, std::move(status));
+    return;
+  }
+  StartSmallFileRead(slot);
+}
+
+void UringEngine::RingThread::HandleRead(size_t slot, int result) {
+  Op& op = ops[slot];
+  PendingRequest& pending = pendings[slot];
+  if (result >= 0 && engine->hooks_.inject_read_error) {
+    int injected = engine->hooks_.inject_read_error(pending.request.tag);
+    if (injected != 0) {
+      result = -injected;
+      // The injected failure replaces a read that did happen: forget it.
+    }
+  }
+  bool small = !pending.request.path.empty();
+  const ReadPlan& plan = plans[slot];
+  if (result == -EAGAIN || result == -EINTR) {
+    HandleRetryable(slot);
+    return;
+  }
+  if (result < 0) {
+    if (!small && result == -EINVAL && pending.file->direct) {
+      // O_DIRECT refused this range: read it buffered.
+      FinishRangeWithPread(slot);
+      return;
+    }
+    Status status = ErrorFor(pending, -result, "read");
+    if (small) FinishSmallFile(slot, std::move(status)); else FinishRange(slot, std::move(status));
+    return;
+  }
+  op.done += static_cast<size_t>(result);
+  size_t wanted = small ? op.file_size : plan.length;
+  if (result == 0 || op.done >= wanted) {
+    // Complete, or end of file (a short read there is normal).
+    if (small) FinishSmallFile(slot, Status::OK()); else FinishRange(slot, Status::OK());
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(engine->stats_mutex_);
+    engine->stats_.short_reads += 1;
+  }
+  if (small) {
+    PrepareSmallRead(slot);
+    return;
+  }
+  if (pending.file->direct && (plan.offset + op.done) % pending.file->alignment != 0) {
+    // An unaligned remainder cannot go through O_DIRECT.
+    FinishRangeWithPread(slot);
+    return;
+  }
+  PrepareRead(slot);
+}
+
+void UringEngine::RingThread::HandleRetryable(size_t slot) {
+  Op& op = ops[slot];
+  if (++op.retries <= kMaxRetries) {
+    // Back off 50 us, 100 us, 200 us before trying the ring again.
+    op.retry_at = Clock::now() + std::chrono::microseconds(50 << (op.retries - 1));
+    std::lock_guard<std::mutex> lock(engine->stats_mutex_);
+    engine->stats_.retries += 1;
+    return;
+  }
+  // Still refused: serve the rest with a plain pread.
+  {
+    std::lock_guard<std::mutex> lock(engine->stats_mutex_);
+    engine->stats_.pread_fallbacks += 1;
+  }
+  PendingRequest& pending = pendings[slot];
+  if (!pending.request.path.empty()) {
+    size_t more = 0;
+    int error = PreadInto(op.fd, op.done, op.file_size - op.done, buffers[slot].raw() + op.done,
+                          &more);
+    op.done += more;
+    FinishSmallFile(slot, error ? ErrorFor(pending, error, "read") : Status::OK());
+    return;
+  }
+  FinishRangeWithPread(slot);
+}
+
+}  // namespace uring
+}  // namespace gpufeed

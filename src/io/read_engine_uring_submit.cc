@@ -1,0 +1,210 @@
+// A ring thread's slots: taking requests off the engine's queue within the
+// buffer budget, preparing their SQEs, and releasing a slot once its request
+// has completed (read_engine_uring.h).
+#include <fcntl.h>
+
+#include <algorithm>
+
+#include "io/read_engine_uring.h"
+
+namespace gpufeed {
+namespace uring {
+
+void UringEngine::RingThread::StartRequests() {
+  // Small files that were sized earlier and wait for buffer budget.
+  for (size_t slot = 0; slot < ops.size(); ++slot) {
+    if (ops[slot].busy && ops[slot].waiting_for_buffer) StartSmallFileRead(slot);
+  }
+  bool blocked = false;
+  while (!free_slots.empty()) {
+    PendingRequest pending;
+    ReadBuffer buffer;
+    ReadPlan plan;
+    {
+      std::lock_guard<std::mutex> lock(engine->queue_mutex_);
+      if (engine->queue_.empty()) break;
+      PendingRequest& front = engine->queue_.front();
+      if (front.request.path.empty()) {
+        plan = PlanFor(front);
+        BufferPool::Allocation allocation;
+        if (!engine->pool_->TryAcquire(plan.length, &allocation)) {
+          blocked = true;
+          break;
+        }
+        buffer = ReadBuffer(engine->pool_, allocation);
+      }
+      pending = std::move(front);
+      engine->queue_.pop_front();
+    }
+    size_t slot = free_slots.back();
+    free_slots.pop_back();
+    active += 1;
+    engine->NoteInflight(1);
+    Op& op = ops[slot];
+    op = Op();
+    op.busy = true;
+    pendings[slot] = std::move(pending);
+    buffers[slot] = std::move(buffer);
+    plans[slot] = plan;
+    if (pendings[slot].request.path.empty()) {
+      if (plan.length == 0) {
+        FinishRange(slot, Status::OK());
+      } else {
+        PrepareRead(slot);
+      }
+    } else {
+      PrepareSmallFileOpen(slot);
+    }
+  }
+  SetWaitingForBuffers(blocked);
+}
+
+void UringEngine::RingThread::SetWaitingForBuffers(bool blocked) {
+  bool small_waiting = false;
+  for (const Op& op : ops) small_waiting |= op.busy && op.waiting_for_buffer;
+  bool now = blocked || small_waiting;
+  if (now != waiting_registered) {
+    engine->waiters_->waiting.fetch_add(now ? 1 : -1, std::memory_order_acq_rel);
+    waiting_registered = now;
+  }
+}
+
+int UringEngine::RingThread::FixedFileFor(FileId id, int fd) {
+  if (!files_registered || id >= kRegisteredFiles) return -1;
+  if (file_slots[id] == 0) {
+    int updated = io_uring_register_files_update(&ring, id, &fd, 1);
+    file_slots[id] = updated == 1 ? 1 : 2;  // 2: registration failed, use the fd
+  }
+  return file_slots[id] == 1 ? static_cast<int>(id) : -1;
+}
+
+void UringEngine::RingThread::PrepareRead(size_t slot) {
+  Op& op = ops[slot];
+  const ReadPlan& plan = plans[slot];
+  PendingRequest& pending = pendings[slot];
+  const auto& file = *pending.file;
+  char* destination = buffers[slot].raw() + op.done;
+  unsigned length = static_cast<unsigned>(std::min<uint64_t>(plan.length - op.done, 1u << 30));
+  uint64_t offset = plan.offset + op.done;
+  io_uring_sqe* sqe = NextSqe();
+  bool in_arena = buffers[slot].allocation().in_arena;
+  if (buffers_registered && in_arena) {
+    io_uring_prep_read_fixed(sqe, file.fd, destination, length, offset, 0);
+  } else {
+    io_uring_prep_read(sqe, file.fd, destination, length, offset);
+  }
+  int fixed = file.registrable ? FixedFileFor(pending.request.file, file.fd) : -1;
+  if (fixed >= 0) {
+    sqe->fd = fixed;
+    sqe->flags |= IOSQE_FIXED_FILE;
+  }
+  io_uring_sqe_set_data64(sqe, UserData(slot, kRead));
+}
+
+void UringEngine::RingThread::PrepareSmallFileOpen(size_t slot) {
+  Op& op = ops[slot];
+  const std::string& path = pendings[slot].request.path;
+  // Open and size the file at once: two metadata round trips overlap.
+  io_uring_sqe* sqe = NextSqe();
+  io_uring_prep_openat(sqe, AT_FDCWD, path.c_str(), O_RDONLY | O_CLOEXEC, 0);
+  io_uring_sqe_set_data64(sqe, UserData(slot, kOpen));
+  sqe = NextSqe();
+  io_uring_prep_statx(sqe, AT_FDCWD, path.c_str(), 0, STATX_SIZE,
+                      reinterpret_cast<struct ::statx*>(&op.statx_buffer));
+  io_uring_sqe_set_data64(sqe, UserData(slot, kStatx));
+  op.pending_sqes = 2;
+}
+
+void UringEngine::RingThread::StartSmallFileRead(size_t slot) {
+  Op& op = ops[slot];
+  BufferPool::Allocation allocation;
+  if (!engine->pool_->TryAcquire(op.file_size, &allocation)) {
+    op.waiting_for_buffer = true;
+    return;
+  }
+  op.waiting_for_buffer = false;
+  buffers[slot] = ReadBuffer(engine->pool_, allocation);
+  plans[slot] = ReadPlan{0, static_cast<size_t>(op.file_size), 0};
+  if (op.file_size == 0) {
+    FinishSmallFile(slot, Status::OK());
+    return;
+  }
+  PrepareSmallRead(slot);
+}
+
+void UringEngine::RingThread::PrepareSmallRead(size_t slot) {
+  Op& op = ops[slot];
+  io_uring_sqe* sqe = NextSqe();
+  char* destination = buffers[slot].raw() + op.done;
+  unsigned length = static_cast<unsigned>(std::min<uint64_t>(op.file_size - op.done, 1u << 30));
+  if (buffers_registered && buffers[slot].allocation().in_arena) {
+    io_uring_prep_read_fixed(sqe, op.fd, destination, length, op.done, 0);
+  } else {
+    io_uring_prep_read(sqe, op.fd, destination, length, op.done);
+  }
+  io_uring_sqe_set_data64(sqe, UserData(slot, kRead));
+}
+
+void UringEngine::RingThread::CloseAsync(int fd) {
+  io_uring_sqe* sqe = NextSqe();
+  io_uring_prep_close(sqe, fd);
+  io_uring_sqe_set_data64(sqe, (static_cast<uint64_t>(fd) << 8) | kClose);
+}
+
+void UringEngine::RingThread::Release(size_t slot) {
+  ops[slot].busy = false;
+  pendings[slot] = PendingRequest();
+  free_slots.push_back(slot);
+  active -= 1;
+  engine->NoteInflight(-1);
+}
+
+void UringEngine::RingThread::FinishRange(size_t slot, Status status) {
+  engine->Complete(pendings[slot], std::move(status), std::move(buffers[slot]),
+                   plans[slot].slice_offset, ops[slot].done);
+  Release(slot);
+}
+
+void UringEngine::RingThread::FinishSmallFile(size_t slot, Status status) {
+  Op& op = ops[slot];
+  if (op.fd >= 0) {
+    CloseAsync(op.fd);
+    op.fd = -1;
+  }
+  engine->Complete(pendings[slot], std::move(status), std::move(buffers[slot]), 0, op.done);
+  Release(slot);
+}
+
+void UringEngine::RingThread::FinishRangeWithPread(size_t slot) {
+  size_t done = 0;
+  Status status = engine->PreadPlanned(pendings[slot], plans[slot], ops[slot].done,
+                                       buffers[slot].raw(), &done);
+  ops[slot].done = done;
+  FinishRange(slot, std::move(status));
+}
+
+void UringEngine::RingThread::RetryDue() {
+  auto now = Clock::now();
+  for (size_t slot = 0; slot < ops.size(); ++slot) {
+    Op& op = ops[slot];
+    if (op.busy && op.retry_at != Clock::time_point() && op.retry_at <= now) {
+      op.retry_at = Clock::time_point();
+      if (pendings[slot].request.path.empty()) {
+        PrepareRead(slot);
+      } else {
+        PrepareSmallRead(slot);
+      }
+    }
+  }
+}
+
+Clock::time_point UringEngine::RingThread::NextRetry() const {
+  Clock::time_point next = Clock::time_point::max();
+  for (const Op& op : ops) {
+    if (op.busy && op.retry_at != Clock::time_point()) next = std::min(next, op.retry_at);
+  }
+  return next;
+}
+
+}  // namespace uring
+}  // namespace gpufeed
