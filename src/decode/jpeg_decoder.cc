@@ -68,6 +68,86 @@ void CmykToRgb(const uint8_t* cmyk, uint8_t* rgb, int width, bool adobe_inverted
   }
 }
 
+// The largest DCT downscale (8, 4, 2, else 1) that keeps the crop at least
+// min_width x min_height; 1 when either is not positive.
+int DctDenominator(const CropRect& crop, int min_width, int min_height) {
+  for (int candidate : {8, 4, 2}) {
+    if (min_width > 0 && min_height > 0 && crop.width / candidate >= min_width &&
+        crop.height / candidate >= min_height) {
+      return candidate;
+    }
+  }
+  return 1;
+}
+
+// The crop in scaled coordinates: rows [y0, y1) and columns [x0, x1) of the
+// scaled image, non-empty; the decoder's rows start skip_x columns left of x0
+// (whole iMCU columns).
+struct ScaledCrop {
+  int x0 = 0;
+  int y0 = 0;
+  int x1 = 0;
+  int y1 = 0;
+  int skip_x = 0;
+};
+
+// Starts decompressing at 1/denominator scale (RGB, or CMYK for CMYK/YCCK
+// sources) and positions libjpeg on the crop: its iMCU columns
+// (jpeg_crop_scanline) and its first row (jpeg_skip_scanlines).
+// REQUIRES: the caller's setjmp is armed (libjpeg errors longjmp there;
+// nothing here has a destructor).
+ScaledCrop StartScaledCrop(jpeg_decompress_struct* info, const CropRect& crop, int denominator,
+                           bool cmyk) {
+  info->scale_num = 1;
+  info->scale_denom = static_cast<unsigned>(denominator);
+  info->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  info->dct_method = JDCT_ISLOW;  // the same IDCT as PIL / torchvision's decode
+  jpeg_start_decompress(info);
+  const int full_width = static_cast<int>(info->output_width);
+  const int full_height = static_cast<int>(info->output_height);
+  ScaledCrop scaled;
+  scaled.x0 = crop.x / denominator;
+  scaled.y0 = crop.y / denominator;
+  scaled.x1 = std::min(full_width, (crop.x + crop.width + denominator - 1) / denominator);
+  scaled.y1 = std::min(full_height, (crop.y + crop.height + denominator - 1) / denominator);
+  scaled.x1 = std::max(scaled.x1, scaled.x0 + 1);
+  scaled.y1 = std::max(scaled.y1, scaled.y0 + 1);
+  JDIMENSION column = static_cast<JDIMENSION>(scaled.x0);
+  JDIMENSION columns = static_cast<JDIMENSION>(scaled.x1 - scaled.x0);
+  if (columns < info->output_width) jpeg_crop_scanline(info, &column, &columns);
+  scaled.skip_x = scaled.x0 - static_cast<int>(column);
+  if (scaled.y0 > 0) jpeg_skip_scanlines(info, static_cast<JDIMENSION>(scaled.y0));
+  return scaled;
+}
+
+// Reads out->height rows (fewer when the data ends) into *out, kRowsPerRead
+// per libjpeg call: straight into out's rows when `in_place`; else through
+// `scratch` (kRowsPerRead rows of row_bytes), copying out->width columns from
+// skip_x on (CMYK converted to RGB). REQUIRES: out sized, the caller's
+// setjmp armed (as StartScaledCrop).
+void ReadCropRows(jpeg_decompress_struct* info, bool in_place, bool cmyk, int skip_x,
+                  size_t row_bytes, uint8_t* scratch, Image* out) {
+  JSAMPROW rows[kRowsPerRead];
+  const bool adobe = info->saw_Adobe_marker;
+  for (int y = 0; y < out->height;) {
+    const int wanted = std::min(kRowsPerRead, out->height - y);
+    for (int i = 0; i < wanted; ++i) {
+      rows[i] = in_place ? out->row(y + i) : scratch + i * row_bytes;
+    }
+    const int got =
+        static_cast<int>(jpeg_read_scanlines(info, rows, static_cast<JDIMENSION>(wanted)));
+    if (got == 0) break;
+    for (int i = 0; !in_place && i < got; ++i) {
+      if (cmyk) {
+        CmykToRgb(rows[i] + 4 * skip_x, out->row(y + i), out->width, adobe);
+      } else {
+        std::memcpy(out->row(y + i), rows[i] + 3 * skip_x, static_cast<size_t>(out->width) * 3);
+      }
+    }
+    y += got;
+  }
+}
+
 }  // namespace
 
 struct JpegDecoder::State {
@@ -127,48 +207,24 @@ Status JpegDecoder::DecodeRegion(const CropRect& requested, int min_width, int m
                               " pixels, more than the limit of " + std::to_string(max_pixels) +
                               " (a decompression bomb?)");
   }
+  // Every libjpeg call below, in this function or the helpers it calls,
+  // reports an error by a longjmp back here.
   if (setjmp(s->error.jump)) {
     jpeg_abort_decompress(info);
     return JpegFailure(s->error, "decode");
   }
   CropRect crop = ClampCrop(requested, static_cast<int>(info->image_width),
                             static_cast<int>(info->image_height));
-  // The largest DCT downscale that keeps the crop at least the wanted size.
-  int denominator = 1;
-  for (int candidate : {8, 4, 2}) {
-    if (min_width > 0 && min_height > 0 && crop.width / candidate >= min_width &&
-        crop.height / candidate >= min_height) {
-      denominator = candidate;
-      break;
-    }
-  }
-  info->scale_num = 1;
-  info->scale_denom = static_cast<unsigned>(denominator);
+  const int denominator = DctDenominator(crop, min_width, min_height);
   const bool cmyk = info->jpeg_color_space == JCS_CMYK || info->jpeg_color_space == JCS_YCCK;
-  info->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-  info->dct_method = JDCT_ISLOW;  // the same IDCT as PIL / torchvision's decode
-  jpeg_start_decompress(info);
-  // The crop in scaled coordinates.
-  const int full_width = static_cast<int>(info->output_width);
-  const int full_height = static_cast<int>(info->output_height);
-  const int x0 = crop.x / denominator;
-  const int y0 = crop.y / denominator;
-  int x1 = std::min(full_width, (crop.x + crop.width + denominator - 1) / denominator);
-  int y1 = std::min(full_height, (crop.y + crop.height + denominator - 1) / denominator);
-  x1 = std::max(x1, x0 + 1);
-  y1 = std::max(y1, y0 + 1);
-  JDIMENSION column = static_cast<JDIMENSION>(x0);
-  JDIMENSION columns = static_cast<JDIMENSION>(x1 - x0);
-  if (columns < info->output_width) jpeg_crop_scanline(info, &column, &columns);
-  const int skip_x = x0 - static_cast<int>(column);
-  if (y0 > 0) jpeg_skip_scanlines(info, static_cast<JDIMENSION>(y0));
-  const int requested_width = x1 - x0;
+  const ScaledCrop scaled = StartScaledCrop(info, crop, denominator, cmyk);
+  const int requested_width = scaled.x1 - scaled.x0;
   // Straight into *out, whole rows as decoded, when the caller takes the
   // extra columns (RGB only: CMYK is converted row by row).
   const bool in_place = decoded_columns != nullptr && !cmyk;
   out->width = in_place ? static_cast<int>(info->output_width) : requested_width;
-  out->height = y1 - y0;
-  if (decoded_columns != nullptr) *decoded_columns = {in_place ? skip_x : 0, requested_width};
+  out->height = scaled.y1 - scaled.y0;
+  if (decoded_columns != nullptr) *decoded_columns = {in_place ? scaled.skip_x : 0, requested_width};
   const size_t row_bytes = static_cast<size_t>(info->output_width) * info->output_components;
   const size_t out_bytes = static_cast<size_t>(out->width) * out->height * 3;
   if (!TryResize(&out->pixels, out_bytes) ||
@@ -176,25 +232,7 @@ Status JpegDecoder::DecodeRegion(const CropRect& requested, int min_width, int m
     jpeg_abort_decompress(info);
     return OutOfMemory("decoded pixels", out_bytes, out->width, out->height);
   }
-  JSAMPROW rows[kRowsPerRead];
-  const bool adobe = info->saw_Adobe_marker;
-  for (int y = 0; y < out->height;) {
-    const int wanted = std::min(kRowsPerRead, out->height - y);
-    for (int i = 0; i < wanted; ++i) {
-      rows[i] = in_place ? out->row(y + i) : s->rows.data() + i * row_bytes;
-    }
-    const int got =
-        static_cast<int>(jpeg_read_scanlines(info, rows, static_cast<JDIMENSION>(wanted)));
-    if (got == 0) break;
-    for (int i = 0; !in_place && i < got; ++i) {
-      if (cmyk) {
-        CmykToRgb(rows[i] + 4 * skip_x, out->row(y + i), out->width, adobe);
-      } else {
-        std::memcpy(out->row(y + i), rows[i] + 3 * skip_x, static_cast<size_t>(out->width) * 3);
-      }
-    }
-    y += got;
-  }
+  ReadCropRows(info, in_place, cmyk, scaled.skip_x, row_bytes, s->rows.data(), out);
   const bool truncated = s->error.truncated;
   if (info->output_scanline < info->output_height) {
     jpeg_abort_decompress(info);  // rows below the crop are not needed
