@@ -66,11 +66,28 @@ void ReadAhead::Submit(std::unique_lock<std::mutex>& lock, const std::vector<uin
     task_samples.push_back(samples[task]);
   }
   lock.unlock();
-  std::vector<ReadRequest> requests;
-  std::vector<std::pair<uint64_t, RecordLocation>> located;
-  std::vector<RangeKey> keys;  // of `located`, in order (unused for whole files)
-  std::vector<FileId> files;   // likewise
-  std::vector<uint64_t> direct;
+  LocatedTasks batch;
+  LocateTasks(tasks, task_samples, &batch);
+  lock.lock();
+  if (run_ != run) return;  // the run changed meanwhile: nothing to record
+  for (uint64_t task : batch.direct) direct_.insert(task);
+  std::vector<RangeKey> leads;  // ranges this call reads
+  std::vector<ReadRequest> requests = PlanReads(run, &batch, &leads);
+  lock.unlock();
+  if (!requests.empty() && !engine_->Submit(std::move(requests), &queue_).ok()) {
+    lock.lock();
+    ReadDirectlyAfterFailedSubmit(batch, leads);
+    lock.unlock();
+  }
+  lock.lock();
+  changed_->notify_all();
+}
+
+void ReadAhead::LocateTasks(const std::vector<uint64_t>& tasks,
+                            const std::vector<uint64_t>& task_samples, LocatedTasks* batch) {
+  auto& located = batch->located;
+  auto& keys = batch->keys;
+  auto& files = batch->files;
   located.reserve(tasks.size());
   keys.reserve(tasks.size());
   files.reserve(tasks.size());
@@ -99,7 +116,7 @@ void ReadAhead::Submit(std::unique_lock<std::mutex>& lock, const std::vector<uin
     FileId file = 0;
     if (!dataset_->Locate(task_samples[i], &location) ||
         (!location.whole_file && !FileFor(location, &file))) {
-      direct.push_back(tasks[i]);
+      batch->direct.push_back(tasks[i]);
       continue;
     }
     // The engine reads through its own duplicate of the descriptor: the
@@ -114,12 +131,14 @@ void ReadAhead::Submit(std::unique_lock<std::mutex>& lock, const std::vector<uin
     }
     located.emplace_back(tasks[i], std::move(location));
   }
-  lock.lock();
-  if (run_ != run) return;  // the run changed meanwhile: nothing to record
-  for (uint64_t task : direct) direct_.insert(task);
-  std::vector<RangeKey> leads;  // ranges this call reads
-  for (size_t i = 0; i < located.size(); ++i) {
-    auto& [task, location] = located[i];
+}
+
+std::vector<ReadRequest> ReadAhead::PlanReads(uint64_t run, LocatedTasks* batch,
+                                              std::vector<RangeKey>* leads) {
+  std::vector<ReadRequest> requests;
+  const std::vector<RangeKey>& keys = batch->keys;
+  for (size_t i = 0; i < batch->located.size(); ++i) {
+    auto& [task, location] = batch->located[i];
     if (!location.whole_file) {
       auto found = shared_reads_.find(keys[i]);
       if (found != shared_reads_.end()) {
@@ -138,7 +157,7 @@ void ReadAhead::Submit(std::unique_lock<std::mutex>& lock, const std::vector<uin
       shared.key = keys[i];
       shared.users = 1;
       lead_keys_[Tag(run, task)] = keys[i];
-      leads.push_back(keys[i]);
+      leads->push_back(keys[i]);
     }
     const uint64_t tag = Tag(run, task);
     ReadRequest request;
@@ -146,33 +165,31 @@ void ReadAhead::Submit(std::unique_lock<std::mutex>& lock, const std::vector<uin
     if (location.whole_file) {
       request.path = location.path;
     } else {
-      request.file = files[i];
+      request.file = batch->files[i];
       request.offset = location.offset;
       request.length = location.length;
     }
     requests.push_back(std::move(request));
     locations_[tag] = std::move(location);
   }
-  lock.unlock();
-  if (!requests.empty() && !engine_->Submit(std::move(requests), &queue_).ok()) {
-    lock.lock();
-    for (auto& [task, location] : located) direct_.insert(task);
-    for (const RangeKey& key : leads) {
-      auto found = shared_reads_.find(key);
-      if (found == shared_reads_.end()) continue;
-      for (auto& follower : found->second.followers) direct_.insert(follower.first);
-      shared_reads_.erase(found);
-    }
-    lock.unlock();
+  return requests;
+}
+
+void ReadAhead::ReadDirectlyAfterFailedSubmit(const LocatedTasks& batch,
+                                              const std::vector<RangeKey>& leads) {
+  for (const auto& located : batch.located) direct_.insert(located.first);
+  for (const RangeKey& key : leads) {
+    auto found = shared_reads_.find(key);
+    if (found == shared_reads_.end()) continue;
+    for (auto& follower : found->second.followers) direct_.insert(follower.first);
+    shared_reads_.erase(found);
   }
-  lock.lock();
-  changed_->notify_all();
 }
 
 bool ReadAhead::Take(std::unique_lock<std::mutex>& lock, uint64_t task, const bool& stopping,
                      Fetched* fetched, double* waited_seconds) {
-  // Mostly the bytes are here already (token windows: a quarter of a
-  // million a second): no clock, no wait.
+  // The common case: the bytes are here already (token windows take one per
+  // window); then no clock read and no wait.
   auto ready = fetched_.find(task);
   if (ready != fetched_.end()) {
     *fetched = std::move(ready->second);

@@ -45,8 +45,8 @@ class ReadAhead {
   // byte range (the windows of one token block) share one read: `shared`
   // is that read, whose completion the ReadAhead owns until the last of its
   // tasks is Released; their `completion` then does not own it (no atomic
-  // reference count per window: two workers releasing the windows of one
-  // block made the count's cache line the hottest spot of the loop).
+  // reference count per window: workers releasing the windows of one block
+  // would all write one cache line).
   struct Fetched {
     std::shared_ptr<const ReadCompletion> completion;
     RecordLocation location;
@@ -124,8 +124,8 @@ class ReadAhead {
   std::unordered_map<uint64_t, RecordLocation> locations_;  // tag -> where
   std::unordered_set<uint64_t> direct_;                     // tasks read by the workers
   // A byte range of an engine file (FileIds are never reused). Integers,
-  // not a formatted string: token windows look one up per window, a
-  // quarter of a million times a second.
+  // not a formatted string: token windows look one up per window, on the
+  // workers' hot path.
   struct RangeKey {
     FileId file = 0;
     uint64_t offset = 0;
@@ -158,6 +158,30 @@ class ReadAhead {
   // Node-based: Fetched::shared points into it.
   std::unordered_map<RangeKey, SharedRead, RangeKeyHash> shared_reads_;
   std::unordered_map<uint64_t, RangeKey> lead_keys_;  // tag of the read -> its range
+
+  // Submit's steps. What its unlocked part learns about its tasks:
+  struct LocatedTasks {
+    std::vector<std::pair<uint64_t, RecordLocation>> located;  // task, where
+    std::vector<RangeKey> keys;    // of `located`, in order (unused for whole files)
+    std::vector<FileId> files;     // likewise
+    std::vector<uint64_t> direct;  // tasks the workers read themselves (Dataset::Read)
+  };
+  // Locates the tasks (whose samples are `task_samples`) and takes their
+  // files into the engine; the windows of one token block share its range.
+  // Runs without the mutex (FileFor takes files_mutex_).
+  void LocateTasks(const std::vector<uint64_t>& tasks, const std::vector<uint64_t>& task_samples,
+                   LocatedTasks* batch);
+  // The requests for batch's located tasks of `run`, moving each location
+  // into locations_; a range already in shared_reads_ is joined instead of
+  // read again (the task is its follower, or fetched at once), a new one is
+  // added there and to *leads. REQUIRES: the mutex.
+  std::vector<ReadRequest> PlanReads(uint64_t run, LocatedTasks* batch,
+                                     std::vector<RangeKey>* leads);
+  // The engine refused the requests: batch's tasks and the followers of the
+  // ranges in `leads` are read directly, and those ranges forgotten.
+  // REQUIRES: the mutex.
+  void ReadDirectlyAfterFailedSubmit(const LocatedTasks& batch,
+                                     const std::vector<RangeKey>& leads);
 };
 
 }  // namespace gpufeed
