@@ -1,11 +1,10 @@
 // A libjpeg-turbo decompressor kept between images: one per decode thread.
 //
-// A plain decode creates a decompressor, parses the header, decodes and
-// destroys it; the transform used to do that twice per image (once for the
-// dimensions, once for the pixels). A JpegDecoder is created once; per
-// image, Start parses the header once and DecodeRegion decodes the crop
-// from that parse, reading many rows per libjpeg call. Results are those of
-// DecodeRegion (image_decoder.h), byte for byte.
+// A JpegDecoder is created once and reused: per image, Start parses the
+// header once (the dimensions the crop is chosen from) and DecodeRegion
+// decodes the crop from that same parse, reading many rows per libjpeg
+// call; no decompressor is created or destroyed per image. Results are those
+// of DecodeRegion (image_decoder.h), byte for byte.
 //
 // Errors: Corruption naming the libjpeg message (truncated files included,
 // which libjpeg would otherwise pad with gray); the decoder is reset and

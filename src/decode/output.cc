@@ -144,8 +144,9 @@ void Lookup(const uint8_t* __restrict__ bytes, int count, const T* __restrict__ 
 }
 
 // Planar (NCHW): each row de-interleaved into three byte planes, then one
-// contiguous lookup loop per plane (the strided form is several times
-// slower). Interleaved (NHWC): three lookups per pixel, in output order.
+// contiguous lookup loop per plane (never a strided loop over the
+// interleaved row). Interleaved (NHWC): three lookups per pixel, in output
+// order.
 template <typename T>
 void WriteTable(const Image& image, int size, bool planar, const T* __restrict__ table,
                 T* __restrict__ out) {

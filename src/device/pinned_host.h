@@ -15,8 +15,8 @@
 namespace gpufeed {
 
 // Batch buffers in pinned (page-locked) host memory on `device_id`'s
-// context (cudaHostAlloc, portable). Pinning costs about 1 GB/s: the loader
-// allocates its buffers once at Open, never on the hot path.
+// context (cudaHostAlloc, portable). Pinning is slow (every page is locked):
+// the loader allocates its buffers once at Open, never on the hot path.
 Status MakePinnedAllocator(int device_id, std::shared_ptr<BatchAllocator>* allocator);
 
 // The device handle of a pinned host batch on `device_id`: WaitOn and

@@ -24,9 +24,9 @@ const char* IoBackendName(IoBackend backend) {
 
 // Push and Close notify while holding the mutex: a waiter that sees the
 // completion may return and destroy the queue (ReadAll keeps it on its
-// stack), so the condition variable must not be touched after the unlock.
-// Found by TSan (./tests/run.sh --sanitize=thread): notify_all racing with
-// ~CompletionQueue.
+// stack), so the condition variable must not be touched after the unlock
+// (else notify_all races with ~CompletionQueue; ./tests/run.sh
+// --sanitize=thread checks it).
 void CompletionQueue::Push(ReadCompletion completion) {
   std::lock_guard<std::mutex> lock(mutex_);
   completions_.push_back(std::move(completion));

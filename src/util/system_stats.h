@@ -20,8 +20,8 @@ namespace gpufeed {
 
 // getpid(), without a system call after the first: cached, and forgotten in
 // a forked child (pthread_atfork). The loader asks on every batch whether it
-// runs in the process that created it (a system call each, a microsecond in
-// a VM, was 1% of a token epoch).
+// runs in the process that created it, so the answer must not cost a system
+// call.
 pid_t CurrentProcessId();
 
 // CPU time the calling thread has run (CLOCK_THREAD_CPUTIME_ID), seconds.
