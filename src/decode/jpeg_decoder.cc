@@ -224,7 +224,9 @@ Status JpegDecoder::DecodeRegion(const CropRect& requested, int min_width, int m
   const bool in_place = decoded_columns != nullptr && !cmyk;
   out->width = in_place ? static_cast<int>(info->output_width) : requested_width;
   out->height = scaled.y1 - scaled.y0;
-  if (decoded_columns != nullptr) *decoded_columns = {in_place ? scaled.skip_x : 0, requested_width};
+  if (decoded_columns != nullptr) {
+    *decoded_columns = {in_place ? scaled.skip_x : 0, requested_width};
+  }
   const size_t row_bytes = static_cast<size_t>(info->output_width) * info->output_components;
   const size_t out_bytes = static_cast<size_t>(out->width) * out->height * 3;
   if (!TryResize(&out->pixels, out_bytes) ||
