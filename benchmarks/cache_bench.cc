@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "gpufeed/cache.h"
+#include "format/dataset_base.h"
 #include "gpufeed/dataset.h"
 #include "storage/source_throttle.h"
 #include "util/file.h"
@@ -116,7 +117,7 @@ struct EpochResult {
 
 EpochResult RunEpoch(const gpufeed::Dataset& dataset, int epoch, int threads) {
   std::vector<uint64_t> order = BlockOrder(dataset, static_cast<uint64_t>(epoch - 1));
-  dataset.ExpectReads(order);
+  gpufeed::ReadPathOf(dataset).ExpectReads(order);
   std::atomic<uint64_t> next{0}, bytes{0};
   std::atomic<int> errors{0};
   uint64_t source_before = gpufeed::SourceBytesRead();

@@ -13,9 +13,10 @@
 //   megatron     Megatron-LM indexed datasets, PREFIX.bin + PREFIX.idx (read only)
 //   llmc         llm.c / modded-nanogpt token shards (256 x int32 header; read only)
 //   tokens       headerless token files (nanoGPT's train.bin), dtype named by the user
-// Token corpora are read as fixed-length windows (see TokenCorpusOptions).
 //   webdataset   WebDataset tar shards (KEY.jpg + KEY.cls members), read through
 //                a member index built once per tar
+// Token corpora are read as fixed-length windows (see TokenCorpusOptions).
+// FormatNames() lists every format of this build.
 //
 // Thread safety: after Open returns, every const method may be called from
 // any number of threads at once; Read is the hot path and takes no
@@ -48,6 +49,9 @@ enum class DatasetFormat : int {
   kMegatron = 10,
   kLlmc = 11,
   kTokens = 12,
+  // Formats added since have values from 20 up, given by their registration
+  // (src/format/registry.cc) and not listed here: name them with
+  // ParseFormat("name") and print them with FormatName.
 };
 
 // The element type of a token file. kAuto: from the file's header (Megatron
@@ -79,7 +83,8 @@ struct TokenCorpusInfo {
   uint64_t windows = 0;    // == Dataset::size()
 };
 
-// "auto", "recordio", "lmdb", "caffe_lmdb", "imagefolder", "webdataset".
+// The format's registered name ("recordio", "webdataset", ...; "auto" for
+// kAuto), or "unknown" for a value no format registered.
 GPUFEED_EXPORT const char* FormatName(DatasetFormat format);
 // The inverse of FormatName; InvalidArgument listing the accepted names.
 GPUFEED_EXPORT Status ParseFormat(const std::string& name, DatasetFormat* format);
@@ -159,21 +164,6 @@ struct Record {
   std::string source;
 };
 
-// Where a record's bytes lie on disk, for readers that batch their I/O (the
-// loader's read engine): a byte range of a file, or a whole file.
-struct RecordLocation {
-  std::string path;  // the source file, for messages
-  uint64_t offset = 0;
-  uint64_t length = 0;
-  bool whole_file = false;
-  // Byte ranges: the descriptor to read them from (the source, or a
-  // node-cache copy), kept open and leased while `hold` lives. A reader
-  // keys its own handles by hold.get().
-  int fd = -1;
-  bool local = false;  // fd is a node-cache copy
-  std::shared_ptr<const void> hold;
-};
-
 // What the storage layer under a dataset did since it was opened.
 struct StorageStats {
   uint64_t source_opens = 0;  // open() of a source file
@@ -233,33 +223,8 @@ class GPUFEED_EXPORT Dataset {
   // for raw pixels that are not 1 or 3 channels. Safe from many threads.
   virtual Status ReadForDecode(uint64_t index, Record* record) const;
 
-  // Where sample `index` lies: false when the format has no byte ranges
-  // (LMDB, Caffe: pages of a memory map) or the range is not known (an
-  // unsorted .idx). Safe from many threads.
-  virtual bool Locate(uint64_t index, RecordLocation* location) const;
-  // Builds the record from the bytes of Locate's range (reading more
-  // itself if the record runs past them). Safe from many threads.
-  virtual Status ParseLocated(uint64_t index, const RecordLocation& location, const char* data,
-                              size_t size, Record* record) const;
-  // True when Locate gives byte ranges for this dataset's samples.
-  virtual bool CanLocate() const;
-  // The read engine read `bytes` of Locate's range once, for every sample
-  // whose location names that range (token windows share their block's
-  // read): a format that counts a located read once per range, not in
-  // ParseLocated per sample, counts it here. The default does nothing.
-  // Safe from many threads.
-  virtual void CountLocatedRead(const RecordLocation& location, uint64_t bytes) const;
-  // The samples the caller will read next, in order (a loader's epoch for
-  // this rank): a node cache fetches the files ahead of the reads. Safe
-  // from many threads; a later call replaces the earlier one.
-  virtual void ExpectReads(const std::vector<uint64_t>& samples) const;
-
-  // Counters of the storage layer (zeros for a Dataset not made by Open).
+  // Counters of the storage layer under the dataset since Open.
   virtual StorageStats storage_stats() const;
-  // Samples per unit of shuffle="block" (kBlock shuffles these units, then
-  // samples within windows of them), in storage order: the shards' record
-  // counts by default; token corpora give contiguous blocks of windows.
-  virtual std::vector<uint64_t> BlockSizes() const;
   // Token corpora: what the corpus holds; nullptr for the other formats.
   virtual const TokenCorpusInfo* token_info() const { return nullptr; }
 
@@ -273,7 +238,11 @@ class GPUFEED_EXPORT Dataset {
   bool integer_labels() const { return integer_labels_; }
   const std::vector<ShardInfo>& shards() const { return shards_; }
 
- protected:
+ private:
+  // Every Dataset is made by Open: its formats derive from the internal
+  // DatasetBase (src/format/dataset_base.h), which carries the read path the
+  // Loader uses, so the constructor is for it alone.
+  friend class DatasetBase;
   Dataset(DatasetFormat format, std::string path);
 
   DatasetFormat format_;

@@ -134,8 +134,7 @@ struct LoaderOptions {
   // Reads go through the read engine (io_uring, many in flight, ahead of
   // the decode threads) for formats with byte ranges (RecordIO shards,
   // LMDB values, ImageFolder files); Caffe records are read by the decode
-  // threads. false: every record is read by the decode threads.
-  bool use_read_engine = true;
+  // threads.
   IoOptions io;
   DeviceOptions device;
 };
@@ -342,6 +341,7 @@ class GPUFEED_EXPORT Loader {
   class Impl;
 
  private:
+  friend class LoaderFactory;  // Open's internal variants (src/pipeline/loader_factory.h)
   explicit Loader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;  // the chain of stages (src/pipeline/loader.cc)
   int owner_process_ = 0;                  // getpid() at Open (fork detection)

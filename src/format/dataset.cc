@@ -25,30 +25,7 @@ Dataset::~Dataset() = default;
 
 Status Dataset::ReadForDecode(uint64_t index, Record* record) const { return Read(index, record); }
 
-bool Dataset::Locate(uint64_t, RecordLocation*) const { return false; }
-
-bool Dataset::CanLocate() const {
-  RecordLocation probe;
-  return size() > 0 && Locate(0, &probe);
-}
-
-void Dataset::CountLocatedRead(const RecordLocation&, uint64_t) const {}
-
-void Dataset::ExpectReads(const std::vector<uint64_t>&) const {}
-
 StorageStats Dataset::storage_stats() const { return StorageStats(); }
-
-std::vector<uint64_t> Dataset::BlockSizes() const {
-  std::vector<uint64_t> sizes;
-  for (const ShardInfo& shard : shards_) sizes.push_back(shard.records);
-  if (sizes.empty()) sizes.push_back(size());
-  return sizes;
-}
-
-Status Dataset::ParseLocated(uint64_t index, const RecordLocation&, const char*, size_t,
-                             Record* record) const {
-  return Read(index, record);
-}
 
 Status ResolveInsideDirectory(const std::string& directory, const std::string& name,
                               bool allow_external_paths, const std::string& named_by,
@@ -209,7 +186,34 @@ Status Dataset::Open(const std::string& path, const DatasetOptions& options,
 }
 
 DatasetBase::DatasetBase(DatasetFormat format, std::string path, std::shared_ptr<Store> store)
-    : Dataset(format, std::move(path)), store_(std::move(store)) {}
+    : Dataset(format, std::move(path)),
+      format_(Dataset::format_),
+      path_(Dataset::path_),
+      classes_(Dataset::classes_),
+      integer_labels_(Dataset::integer_labels_),
+      shards_(Dataset::shards_),
+      store_(std::move(store)) {}
+
+bool DatasetBase::Locate(uint64_t, RecordLocation*) const { return false; }
+
+bool DatasetBase::CanLocate() const {
+  RecordLocation probe;
+  return size() > 0 && Locate(0, &probe);
+}
+
+void DatasetBase::CountLocatedRead(const RecordLocation&, uint64_t) const {}
+
+std::vector<uint64_t> DatasetBase::BlockSizes() const {
+  std::vector<uint64_t> sizes;
+  for (const ShardInfo& shard : shards_) sizes.push_back(shard.records);
+  if (sizes.empty()) sizes.push_back(size());
+  return sizes;
+}
+
+Status DatasetBase::ParseLocated(uint64_t index, const RecordLocation&, const char*, size_t,
+                                 Record* record) const {
+  return Read(index, record);
+}
 
 const StoreFile* DatasetBase::FileOf(uint64_t) const { return nullptr; }
 

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "format/dataset_base.h"
 #include "format/manifest.h"
 #include "gpufeed/dataset.h"
 #include "gpufeed/status.h"
@@ -52,38 +53,6 @@ inline bool LocateRange(const StoreFile& file, const std::string& path, uint64_t
 }  // namespace gpufeed
 
 namespace gpufeed {
-
-// The base of every format: it reads through a Store (storage/store.h) and
-// never knows whether the bytes come from the source or a node-cache copy.
-class DatasetBase : public Dataset {
- public:
-  // Maps the samples to the files or bundles that hold them (UnitOf) and
-  // tells the store the order in which they will be needed and the working
-  // set.
-  void ExpectReads(const std::vector<uint64_t>& samples) const override;
-  // The counters of the store chain (opens, stats, source bytes, cache reads).
-  StorageStats storage_stats() const override;
-  const std::shared_ptr<Store>& store() const { return store_; }
-
- protected:
-  DatasetBase(DatasetFormat format, std::string path, std::shared_ptr<Store> store);
-
-  // The file sample `index` is read from, for ExpectReads; nullptr when
-  // the format has no per-sample files worth fetching ahead.
-  virtual const StoreFile* FileOf(uint64_t index) const;
-  // The file or bundle sample `index` is read from: FileOf unless the
-  // format reads bundles of small files.
-  virtual const StoreUnit* UnitOf(uint64_t index) const { return FileOf(index); }
-
-  // OutOfRange naming the index, the dataset and its size.
-  Status CheckIndex(uint64_t index) const {
-    if (index < size()) return Status::OK();
-    return Status::OutOfRange("sample " + std::to_string(index) + " is past the end of " + path_ +
-                              " (" + std::to_string(size()) + " samples)");
-  }
-
-  std::shared_ptr<Store> store_;
-};
 
 struct RecordIOShardSpec {
   std::string rec_path;

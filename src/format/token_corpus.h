@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "format/dataset_base.h"
 #include "format/manifest.h"
 #include "gpufeed/dataset.h"
 #include "gpufeed/options.h"

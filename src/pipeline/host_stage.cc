@@ -19,27 +19,15 @@ namespace gpufeed {
 namespace {
 // on_error=skip: substitutes tried for one bad sample before giving up.
 constexpr int kMaxSubstitutes = 16;
-// Token windows a worker claims at once, across batches (up to half the
-// prefetch window, so that two workers overlap): about 4 us of widening each
-// for seq_len 2048, so one lock round trip, one read-ahead submission and
-// one wake-up of the consumer serve up to 128 windows. The hand-offs, not
-// the widening, were the difference each time: runs of 32 took 15% less CPU
-// per token than runs of 16; at batch 32 and prefetch 8, runs over two
-// batches gave +8% tokens/s and a quarter fewer context switches, and over
-// four batches 15% less CPU again.
-constexpr uint64_t kTokenRun = 128;
-// Token windows read in blocks (block shuffle, no shuffle): tasks submitted
-// to the read-ahead at once, a small part of its window (read_ahead_tasks_,
-// thousands of windows).
-constexpr uint64_t kTokenSubmitChunk = 256;
-// Token runs per reading of the thread's CPU time (see Work).
+// WorkSchedule::time_per_run: runs per reading of the thread's CPU time
+// (see TimeRun).
 constexpr int kCpuSampleRuns = 8;
 }  // namespace
 
 Status HostStage::Create(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
                          HostStageSetup setup, std::unique_ptr<HostStage>* stage) {
   BatchLayout layout;
-  GPUFEED_RETURN_IF_ERROR(BatchLayout::For(options, *dataset, &layout));
+  GPUFEED_RETURN_IF_ERROR(setup.kind->Layout(*dataset, &layout));
   uint64_t max_held_bytes = options.max_held_bytes;
   if (max_held_bytes == 0) {
     // A quarter of the machine's memory.
@@ -58,21 +46,12 @@ Status HostStage::Create(std::shared_ptr<const Dataset> dataset, const LoaderOpt
       new HostStage(std::move(dataset), options, std::move(setup), layout, std::move(ring)));
   // CanLocate, not Locate(0): a shard served from a node-cache copy is not
   // located, yet the others still want the engine.
-  if (options.use_read_engine && host->dataset_->size() > 0 && host->dataset_->CanLocate()) {
+  const DatasetBase& read_path = ReadPathOf(*host->dataset_);
+  if (host->setup_.use_read_engine && read_path.size() > 0 && read_path.CanLocate()) {
     host->read_ahead_ = ReadAhead::Create(host->dataset_.get(), options.io, &host->ring_->mutex,
                                           &host->ring_->changed);
-    if (options.transform == TransformKind::kTokenWindows &&
-        options.shuffle != ShuffleMode::kGlobal) {
-      uint64_t blocks = options.shuffle == ShuffleMode::kBlock
-                            ? std::max<uint32_t>(1, options.shuffle_window_shards) : 4;
-      host->read_ahead_tasks_ = host->shard_sizes_.front() * blocks;
-    }
   }
-  if (options.transform == TransformKind::kTokenWindows) {
-    host->run_tasks_ = kTokenRun;
-    host->max_run_batches_ = std::max(1, options.prefetch / 2);
-    if (host->read_ahead_tasks_ > 0) host->submit_chunk_ = kTokenSubmitChunk;
-  }
+  host->schedule_ = host->setup_.kind->Schedule(host->shard_sizes_, host->read_ahead_ != nullptr);
   host->stats_.started = Clock::now();
   {
     std::lock_guard<std::mutex> lock(host->ring_->mutex);
@@ -91,12 +70,12 @@ HostStage::HostStage(std::shared_ptr<const Dataset> dataset, const LoaderOptions
       options_(options),
       setup_(std::move(setup)),
       layout_(layout),
-      writer_(dataset_.get(), options_, layout_),
+      writer_(dataset_.get(), setup_.kind, layout_, options.label_lengths),
       ring_(std::move(ring)) {
   threads_ = options.num_threads > 0
                  ? options.num_threads
                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  shard_sizes_ = dataset_->BlockSizes();
+  shard_sizes_ = ReadPathOf(*dataset_).BlockSizes();
 }
 
 HostStage::~HostStage() {
@@ -126,7 +105,7 @@ void HostStage::StartRun(uint64_t epoch, uint64_t consumed) {
   epoch_size_ = order.size();
   // It fails only for options Loader::Open has already refused.
   (void)RankSamples(order, consumed, sampler, &samples_);
-  dataset_->ExpectReads(samples_);  // a node cache fetches the coming shards ahead
+  ReadPathOf(*dataset_).ExpectReads(samples_);  // a node cache fetches the coming shards ahead
   epoch_ = epoch;
   run_start_ = consumed;
   batches_ = (samples_.size() + options_.batch_size - 1) / options_.batch_size;
@@ -263,11 +242,7 @@ void HostStage::HandOut(Slot& slot, uint64_t k, Batch* batch) {
   labels.data = static_cast<char*>(slot.labels) + layout_.lengths_bytes;
   labels.dtype = layout_.label_dtype;
   labels.shape = {slot.samples};
-  if (options_.transform == TransformKind::kTokenWindows) {
-    labels.shape.push_back(options_.tokens.seq_len);  // y: the next-token targets
-  } else if (options_.label_count > 1) {
-    labels.shape.push_back(options_.label_count);
-  }
+  labels.shape.insert(labels.shape.end(), layout_.label_shape.begin(), layout_.label_shape.end());
   std::vector<uint64_t> ids(slot.sample_ids.begin(), slot.sample_ids.begin() + slot.samples);
   size_t slot_index = slot.index;
   std::shared_ptr<BatchRing> ring = ring_;
@@ -285,7 +260,7 @@ void HostStage::HandOut(Slot& slot, uint64_t k, Batch* batch) {
   }
   BatchAccess::Fill(batch, std::move(data), std::move(labels), std::move(ids), epoch_, k, false,
                     std::move(hold), std::move(pinned));
-  if (options_.label_lengths) {
+  if (layout_.lengths_bytes > 0) {
     Tensor lengths;
     lengths.data = slot.labels;
     lengths.dtype = TensorDtype::kInt32;
@@ -304,8 +279,8 @@ bool HostStage::CanStart(uint64_t task) {
   return false;
 }
 
-// Claims the next run of tasks: up to run_tasks_ from next_task_, in up to
-// max_run_batches_ batches that can start now, assigning their slots. A run
+// Claims the next run of tasks: up to schedule_.run_tasks from next_task_, in
+// up to schedule_.max_run_batches batches that can start now, assigning their slots. A run
 // that fills several batches shares one lock round trip and one wake-up of
 // the consumer among them (it then finds the next batches ready). Returns
 // the tasks claimed. REQUIRES: the lock; CanStart(next_task_).
@@ -313,12 +288,12 @@ uint64_t HostStage::ClaimRun(std::vector<RunPart>* parts) {
   const uint64_t first = next_task_;
   parts->clear();
   uint64_t count = 0;
-  while (count < run_tasks_ && first + count < samples_.size()) {
+  while (count < schedule_.run_tasks && first + count < samples_.size()) {
     const uint64_t task = first + count;
-    if (count > 0 && (parts->size() >= max_run_batches_ || !CanStart(task))) break;
+    if (count > 0 && (parts->size() >= schedule_.max_run_batches || !CanStart(task))) break;
     const uint64_t k = task / options_.batch_size;
     const uint64_t batch_end = std::min<uint64_t>((k + 1) * options_.batch_size, samples_.size());
-    const uint64_t n = std::min<uint64_t>(run_tasks_ - count, batch_end - task);
+    const uint64_t n = std::min<uint64_t>(schedule_.run_tasks - count, batch_end - task);
     Slot* found = ring_->Find(k);
     if (found == nullptr) found = ring_->Free();  // CanStart made sure there is one
     if (found->batch != k) {
@@ -335,17 +310,10 @@ uint64_t HostStage::ClaimRun(std::vector<RunPart>* parts) {
   return count;
 }
 
-// A decode thread.
+// A decode thread: claims a run, fetches its bytes, writes it unlocked,
+// then publishes it, until the stage stops.
 void HostStage::Work() {
-  SampleWriter::Scratch scratch;
-  // The claimed run's bytes and outcomes, reused from run to run.
-  std::vector<ReadAhead::Fetched> fetched;
-  std::vector<char> have_bytes;
-  std::vector<uint64_t> used;
-  std::vector<Status> statuses;
-  std::vector<RunPart> parts;  // the batches the run writes into
-  int cpu_sample_countdown = 0;  // token runs until the next CPU time reading
-  double on_cpu_share = 1;       // of the wall time, at the last reading
+  WorkerRun run;
   std::unique_lock<std::mutex> lock(ring_->mutex);
   while (true) {
     auto wait_started = Clock::now();
@@ -354,92 +322,112 @@ void HostStage::Work() {
     });
     stats_.blocked += Seconds(Clock::now() - wait_started);
     if (stopping_) return;
-    const uint64_t first = next_task_;
-    const uint64_t count = ClaimRun(&parts);
-    uint64_t epoch = epoch_;
+    run.first = next_task_;
+    run.count = ClaimRun(&run.parts);
+    run.epoch = epoch_;
     active_ += 1;
-    WorkFigures figures;
-    fetched.assign(count, ReadAhead::Fetched());
-    have_bytes.assign(count, 0);
-    if (read_ahead_) {
-      uint64_t window_end = std::min<uint64_t>(
-          samples_.size(),
-          (delivered_ + static_cast<uint64_t>(options_.prefetch)) * options_.batch_size +
-              read_ahead_tasks_);
-      // Token windows submit in chunks of kTokenSubmitChunk tasks, while the
-      // claimed run is submitted already: each Submit takes and drops the
-      // lock three times, and the read-ahead stays far ahead of the runs.
-      const uint64_t submitted = read_ahead_->submitted();
-      if (submitted < first + count || window_end >= submitted + submit_chunk_) {
-        auto submit_started = Clock::now();
-        read_ahead_->Submit(lock, samples_, window_end);
-        figures.read += Seconds(Clock::now() - submit_started);
-      }
-      for (uint64_t i = 0; i < count; ++i) {
-        have_bytes[i] = read_ahead_->Take(lock, first + i, stopping_, &fetched[i], &figures.read);
-      }
-    }
+    run.figures = WorkFigures();
+    FetchRun(lock, &run);
     lock.unlock();
-    for (RunPart& part : parts) {
-      if (part.fence) part.fence->Wait();  // before anything writes the slot
-    }
-
-    used.assign(count, 0);
-    statuses.assign(count, Status::OK());
-    // Token windows take microseconds each: their CPU time is not read per
-    // window as SampleWriter::Write does for images, but around every
-    // kCpuSampleRuns-th run (CLOCK_THREAD_CPUTIME_ID is a system call, 1.5
-    // us in a VM; two per run were 4% of a token epoch), and the share of
-    // the wall time on a CPU seen there applies to the runs between.
-    // Without it every token second looked like waiting for a CPU.
-    const bool tokens = options_.transform == TransformKind::kTokenWindows;
-    const bool sample_cpu = tokens && cpu_sample_countdown-- == 0;
-    if (sample_cpu) cpu_sample_countdown = kCpuSampleRuns - 1;
-    const double cpu_before = sample_cpu ? ThreadCpuSeconds() : 0;
-    const auto wall_before = tokens ? Clock::now() : Clock::time_point();
-    const WorkFigures before = figures;
-    for (const RunPart& part : parts) {
-      for (uint64_t i = part.first - first; i < part.first - first + part.count; ++i) {
-        statuses[i] = WriteSample(first + i, epoch, *part.slot, &fetched[i], have_bytes[i] != 0,
-                                  &scratch, &figures, &used[i]);
-      }
-    }
-    if (tokens) {
-      // Widening (and the few windows spanning two files, read directly:
-      // their read time stays read), wall and CPU, the CPU capped by the wall.
-      const double wall = std::max(0.0, Seconds(Clock::now() - wall_before) -
-                                            (figures.read - before.read));
-      if (sample_cpu && wall > 0) {
-        on_cpu_share = std::min(1.0, (ThreadCpuSeconds() - cpu_before) / wall);
-      }
-      figures.decode = before.decode + wall;
-      figures.decode_cpu = before.decode_cpu + wall * on_cpu_share;
-    }
-
+    WriteRun(&run);
     lock.lock();
-    if (read_ahead_) {
-      for (uint64_t i = 0; i < count; ++i) read_ahead_->Release(&fetched[i]);
-    }
-    active_ -= 1;
-    stats_.Add(figures);
-    // A finished sample matters only to the consumer when it completes the
-    // batch the consumer waits for, and to Quiesce when it was the last one
-    // in progress: a broadcast per sample, or one that also woke the other
-    // workers, woke threads for nothing (token windows finish in
-    // microseconds, and the wake-ups cost more than the work).
-    bool awaited = false;
-    for (const RunPart& part : parts) {
-      Slot& slot = *part.slot;
-      for (uint64_t i = part.first - first; i < part.first - first + part.count; ++i) {
-        slot.sample_ids[(first + i) % options_.batch_size] = used[i];
-        if (!statuses[i].ok() && slot.error.ok()) slot.error = statuses[i];
-      }
-      slot.done += static_cast<int>(part.count);
-      awaited = awaited || (slot.done == slot.samples && slot.batch == delivered_);
-    }
-    if (awaited) ring_->batch_done.notify_all();
-    if (active_ == 0 && !accepting_) ring_->changed.notify_all();
+    FinishRun(&run);
   }
+}
+
+// The engine's bytes of the claimed run: submits what the window allows
+// (in chunks of schedule_.submit_chunk tasks once the run is submitted:
+// each Submit takes and drops the lock, and the read-ahead stays far ahead
+// of the runs), then takes each task's completion. REQUIRES: the lock.
+void HostStage::FetchRun(std::unique_lock<std::mutex>& lock, WorkerRun* run) {
+  run->fetched.assign(run->count, ReadAhead::Fetched());
+  run->have_bytes.assign(run->count, 0);
+  if (!read_ahead_) return;
+  const uint64_t window_end = std::min<uint64_t>(
+      samples_.size(),
+      (delivered_ + static_cast<uint64_t>(options_.prefetch)) * options_.batch_size +
+          schedule_.read_ahead_tasks);
+  const uint64_t submitted = read_ahead_->submitted();
+  if (submitted < run->first + run->count || window_end >= submitted + schedule_.submit_chunk) {
+    auto submit_started = Clock::now();
+    read_ahead_->Submit(lock, samples_, window_end);
+    run->figures.read += Seconds(Clock::now() - submit_started);
+  }
+  for (uint64_t i = 0; i < run->count; ++i) {
+    run->have_bytes[i] = read_ahead_->Take(lock, run->first + i, stopping_, &run->fetched[i],
+                                           &run->figures.read);
+  }
+}
+
+// Writes every sample of the run into its row. Without the lock.
+void HostStage::WriteRun(WorkerRun* run) {
+  for (RunPart& part : run->parts) {
+    if (part.fence) part.fence->Wait();  // before anything writes the slot
+  }
+  run->used.assign(run->count, 0);
+  run->statuses.assign(run->count, Status::OK());
+  const RunTimer timer = StartRunTimer(run);
+  for (const RunPart& part : run->parts) {
+    for (uint64_t i = part.first - run->first; i < part.first - run->first + part.count; ++i) {
+      run->statuses[i] =
+          WriteSample(run->first + i, run->epoch, *part.slot, &run->fetched[i],
+                      run->have_bytes[i] != 0, &run->scratch, &run->figures, &run->used[i]);
+    }
+  }
+  StopRunTimer(timer, run);
+}
+
+// WorkSchedule::time_per_run: the kind's samples take microseconds each, so
+// their CPU time is not read per sample (a system call) but around every
+// kCpuSampleRuns-th run, and the share of the wall time on a CPU seen there
+// applies to the runs between.
+HostStage::RunTimer HostStage::StartRunTimer(WorkerRun* run) const {
+  RunTimer timer;
+  if (!schedule_.time_per_run) return timer;
+  timer.sample_cpu = run->cpu_sample_countdown-- == 0;
+  if (timer.sample_cpu) run->cpu_sample_countdown = kCpuSampleRuns - 1;
+  timer.cpu_before = timer.sample_cpu ? ThreadCpuSeconds() : 0;
+  timer.wall_before = Clock::now();
+  timer.before = run->figures;
+  return timer;
+}
+
+// The run's write time (without the reads done directly inside it: their
+// time stays read), wall and CPU, the CPU capped by the wall.
+void HostStage::StopRunTimer(const RunTimer& timer, WorkerRun* run) const {
+  if (!schedule_.time_per_run) return;
+  WorkFigures& figures = run->figures;
+  const double wall = std::max(
+      0.0, Seconds(Clock::now() - timer.wall_before) - (figures.read - timer.before.read));
+  if (timer.sample_cpu && wall > 0) {
+    run->on_cpu_share = std::min(1.0, (ThreadCpuSeconds() - timer.cpu_before) / wall);
+  }
+  figures.decode = timer.before.decode + wall;
+  figures.decode_cpu = timer.before.decode_cpu + wall * run->on_cpu_share;
+}
+
+// Publishes the run: bytes back to the engine, figures, each slot's samples
+// and first error. A finished sample matters to the consumer only when it
+// completes the batch the consumer waits for, and to Quiesce when it was
+// the last one in progress, so only those wake anyone. REQUIRES: the lock.
+void HostStage::FinishRun(WorkerRun* run) {
+  if (read_ahead_) {
+    for (uint64_t i = 0; i < run->count; ++i) read_ahead_->Release(&run->fetched[i]);
+  }
+  active_ -= 1;
+  stats_.Add(run->figures);
+  bool awaited = false;
+  for (const RunPart& part : run->parts) {
+    Slot& slot = *part.slot;
+    for (uint64_t i = part.first - run->first; i < part.first - run->first + part.count; ++i) {
+      slot.sample_ids[(run->first + i) % options_.batch_size] = run->used[i];
+      if (!run->statuses[i].ok() && slot.error.ok()) slot.error = run->statuses[i];
+    }
+    slot.done += static_cast<int>(part.count);
+    awaited = awaited || (slot.done == slot.samples && slot.batch == delivered_);
+  }
+  if (awaited) ring_->batch_done.notify_all();
+  if (active_ == 0 && !accepting_) ring_->changed.notify_all();
 }
 
 Status HostStage::WriteSample(uint64_t task, uint64_t epoch, Slot& slot,

@@ -21,12 +21,18 @@
 #include "pipeline/batch_ring.h"
 #include "pipeline/host_stats.h"
 #include "pipeline/read_ahead.h"
+#include "pipeline/sample_kind.h"
 #include "pipeline/sample_writer.h"
 
 namespace gpufeed {
 
 // How the Loader sets the stage up beyond LoaderOptions.
 struct HostStageSetup {
+  // What a sample becomes (required), prepared for the stage's dataset.
+  std::shared_ptr<const SampleKind> kind;
+  // false: the workers read every sample themselves (Dataset::Read), never
+  // through the read engine (tests compare the two paths).
+  bool use_read_engine = true;
   // Slots beyond prefetch + 1: the device stage's copy thread holds up to
   // two host batches while their copies run.
   int extra_slots = 0;
@@ -78,7 +84,34 @@ class HostStage final : public BatchSource {
     uint64_t count;
   };
   uint64_t ClaimRun(std::vector<RunPart>* parts);
+  // What a worker carries from claiming a run to publishing it, reused
+  // from run to run.
+  struct WorkerRun {
+    uint64_t first = 0;  // task
+    uint64_t count = 0;
+    uint64_t epoch = 0;
+    std::vector<RunPart> parts;  // the batches the run writes into
+    std::vector<ReadAhead::Fetched> fetched;
+    std::vector<char> have_bytes;
+    std::vector<uint64_t> used;  // the sample written at each task
+    std::vector<Status> statuses;
+    WorkFigures figures;
+    SampleWriter::Scratch scratch;
+    int cpu_sample_countdown = 0;  // runs until the next CPU time reading
+    double on_cpu_share = 1;       // of the wall time, at the last reading
+  };
+  struct RunTimer {
+    bool sample_cpu = false;
+    double cpu_before = 0;
+    Clock::time_point wall_before;
+    WorkFigures before;
+  };
   void Work();
+  void FetchRun(std::unique_lock<std::mutex>& lock, WorkerRun* run);
+  void WriteRun(WorkerRun* run);
+  RunTimer StartRunTimer(WorkerRun* run) const;
+  void StopRunTimer(const RunTimer& timer, WorkerRun* run) const;
+  void FinishRun(WorkerRun* run);
   // One claimed sample into its row (read or parse, write, and in skip
   // mode the substitutes); *used is the sample written. Without the lock.
   Status WriteSample(uint64_t task, uint64_t epoch, Slot& slot, ReadAhead::Fetched* fetched,
@@ -99,20 +132,9 @@ class HostStage final : public BatchSource {
   // Shared with the Batches handed out; its mutex guards what follows.
   const std::shared_ptr<BatchRing> ring_;
   std::unique_ptr<ReadAhead> read_ahead_;  // null: the workers read everything
-  // Tasks submitted to the engine beyond the prefetch window: token windows
-  // read in blocks submit the next window of blocks while this one is
-  // consumed, so the disk never waits for the consumer (0 otherwise).
-  uint64_t read_ahead_tasks_ = 0;
-  // Consecutive samples a worker claims at once: 1, except for token
-  // windows, whose microseconds of work would otherwise go to the mutex and
-  // the hand-offs (kTokenRun).
-  uint64_t run_tasks_ = 1;
-  // Batches a run may write into (token windows: half the prefetch window;
-  // images: 1).
-  size_t max_run_batches_ = 1;
-  // Tasks the read-ahead may lag the window by before a worker submits
-  // more (0: submit whenever there are any).
-  uint64_t submit_chunk_ = 0;
+  // How the kind wants its work handed out (SampleKind::Schedule, with
+  // read_ahead_ known): runs of samples, tasks read ahead, timing per run.
+  WorkSchedule schedule_;
   std::vector<std::thread> workers_;
 
   // The run: this rank's samples from a cursor. Guarded by ring_->mutex.

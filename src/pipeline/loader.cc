@@ -22,8 +22,8 @@
 #include "decode/transform.h"
 #include "device/device_stage.h"
 #include "device/pinned_host.h"
-#include "format/token_corpus.h"
 #include "pipeline/host_stage.h"
+#include "pipeline/loader_factory.h"
 #include "pipeline/node_partition.h"
 #include "pipeline/sampler.h"
 #include "pipeline/stats_window.h"
@@ -35,8 +35,9 @@ namespace gpufeed {
 
 class Loader::Impl {
  public:
-  Impl(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options)
-      : dataset(std::move(dataset)), options(options) {}
+  Impl(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+       std::shared_ptr<const SampleKind> kind)
+      : dataset(std::move(dataset)), options(options), kind(std::move(kind)) {}
 
   // The one place where cursors and LoaderStates meet.
   LoaderState StateAt(const BatchCursor& cursor) const {
@@ -49,10 +50,7 @@ class Loader::Impl {
     state.split = NodeSplitOf(SamplerOptionsFor(options));
     state.earlier_splits = host->EarlierSplitsAt(cursor);
     state.samples = dataset->size();
-    if (options.transform == TransformKind::kTokenWindows) {
-      state.seq_len = options.tokens.seq_len;
-      state.token_block_bytes = options.tokens.block_bytes;
-    }
+    kind->DescribeState(&state);
     return state;
   }
   // *earlier: the splits the epoch was drawn under before this loader's
@@ -63,19 +61,7 @@ class Loader::Impl {
         state.shuffle_window_shards != options.shuffle_window_shards) {
       return Status::InvalidArgument("the state was saved with other seed or shuffle settings");
     }
-    const bool tokens = options.transform == TransformKind::kTokenWindows;
-    if (state.seq_len != 0 &&
-        (!tokens || state.seq_len != options.tokens.seq_len ||
-         state.token_block_bytes != options.tokens.block_bytes)) {
-      return Status::InvalidArgument(
-          "the state was saved by a token-window loader with seq_len " +
-          std::to_string(state.seq_len) + " and block_bytes " +
-          std::to_string(state.token_block_bytes) + "; this loader has " +
-          (tokens ? "seq_len " + std::to_string(options.tokens.seq_len) + " and block_bytes " +
-                        std::to_string(options.tokens.block_bytes)
-                  : std::string("no token windows")) +
-          ": its positions would name other tokens");
-    }
+    GPUFEED_RETURN_IF_ERROR(kind->CheckState(state));
     if (state.samples != 0 && state.samples != dataset->size()) {
       return Status::InvalidArgument(
           "the state was saved over " + std::to_string(state.samples) + " samples; " +
@@ -100,8 +86,9 @@ class Loader::Impl {
     return Status::OK();
   }
 
-  const std::shared_ptr<const Dataset> dataset;
+  const std::shared_ptr<const Dataset> dataset;  // as the sample kind prepared it
   const LoaderOptions options;  // as the caller gave them
+  const std::shared_ptr<const SampleKind> kind;
   HostStage* host = nullptr;    // the chain's first stage (owned by it)
   std::unique_ptr<BatchSource> chain;
   std::unique_ptr<StatsWindow> window;  // the spans of Stats()
@@ -131,23 +118,6 @@ Status ValidateOptions(const LoaderOptions& o) {
                                    std::to_string(o.prefetch));
   }
   if (o.label_count < 1) return Status::InvalidArgument("label_count must be at least 1");
-  if (o.transform == TransformKind::kRaw && o.raw.length <= 0) {
-    return Status::InvalidArgument("a raw transform needs a positive length");
-  }
-  if (o.transform == TransformKind::kImage &&
-      (o.image.dtype == TensorDtype::kInt32 || o.image.dtype == TensorDtype::kInt64)) {
-    return Status::InvalidArgument(std::string("the image transform outputs uint8, float32, "
-                                               "float16 or bfloat16, not ") +
-                                   TensorDtypeName(o.image.dtype));
-  }
-  if (o.transform == TransformKind::kTokenWindows &&
-      (o.tokens.seq_len == 0 ||
-       (o.tokens.dtype != TensorDtype::kInt32 && o.tokens.dtype != TensorDtype::kInt64))) {
-    return Status::InvalidArgument("token windows need seq_len >= 1 and dtype int32 or int64");
-  }
-  if (o.transform == TransformKind::kImage && (o.image.size <= 0 || o.image.size > 8192)) {
-    return Status::InvalidArgument("image size must be between 1 and 8192");
-  }
   return Status::OK();
 }
 
@@ -173,6 +143,11 @@ Loader::~Loader() {
 
 Status Loader::Open(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
                     std::unique_ptr<Loader>* loader) {
+  return LoaderFactory::Open(std::move(dataset), options, LoaderInternals(), loader);
+}
+
+Status LoaderFactory::Open(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+                           const LoaderInternals& internals, std::unique_ptr<Loader>* loader) {
   if (!dataset) return Status::InvalidArgument("Loader::Open: no dataset");
   const DeviceOptions& device = options.device;
   const bool cuda = device.kind == DeviceKind::kCuda;
@@ -183,20 +158,15 @@ Status Loader::Open(std::shared_ptr<const Dataset> dataset, const LoaderOptions&
     }
   }
   GPUFEED_RETURN_IF_ERROR(ValidateOptions(options));
-  if (options.transform == TransformKind::kTokenWindows) {
-    // Windows of the transform's length; a shuffle that keeps blocks
-    // together reads whole blocks (one large read for many windows).
-    std::shared_ptr<const Dataset> corpus = dataset;
-    uint32_t block_bytes = options.shuffle == ShuffleMode::kGlobal ? 0 : options.tokens.block_bytes;
-    GPUFEED_RETURN_IF_ERROR(TokenWindowsOf(corpus, options.tokens.seq_len, block_bytes, &dataset));
-  } else if (dataset->token_info() != nullptr) {
-    return Status::InvalidArgument(dataset->path() + " is a token corpus (" +
-                                   FormatName(dataset->format()) +
-                                   "): load it with the token-window transform (Python: "
-                                   "transform=gpufeed.TokenWindows(seq_len=...))");
-  }
+  std::shared_ptr<SampleKind> kind;
+  GPUFEED_RETURN_IF_ERROR(MakeSampleKind(options, &kind));
+  GPUFEED_RETURN_IF_ERROR(kind->Validate());
+  std::shared_ptr<const Dataset> prepared;
+  GPUFEED_RETURN_IF_ERROR(kind->Prepare(std::move(dataset), &prepared));
   LoaderOptions host = options;
   HostStageSetup setup;
+  setup.kind = kind;
+  setup.use_read_engine = internals.use_read_engine;
   if ((cuda || device.pin_memory) && !options.allocator) {
     GPUFEED_RETURN_IF_ERROR(MakePinnedAllocator(device.device_id, &host.allocator));
   }
@@ -206,24 +176,14 @@ Status Loader::Open(std::shared_ptr<const Dataset> dataset, const LoaderOptions&
     stage.device_id = device.device_id;
     stage.prefetch = options.prefetch;
     stage.max_held_bytes = options.max_held_bytes;
-    stage.normalize = device.normalize_on_device && options.transform == TransformKind::kImage &&
-                      options.image.dtype != OutputDtype::kUint8;
-    if (stage.normalize) {
-      // uint8 HWC crosses PCIe; the kernel writes the dtype and layout asked.
-      host.image.dtype = OutputDtype::kUint8;
-      host.image.layout = OutputLayout::kNHWC;
-      stage.normalize_dtype = options.image.dtype;
-      stage.normalize_nchw = options.image.layout == OutputLayout::kNCHW;
-      stage.normalize_table.resize(768 * TensorDtypeSize(options.image.dtype));
-      NormalizeTable(options.image, options.image.dtype, stage.normalize_table.data());
-    }
+    kind->ConfigureDevice(device, &host, &stage);
   } else if (device.pin_memory) {
     setup.pinned_device = device.device_id;
   }
-  auto impl = std::make_unique<Impl>(dataset, options);
-  impl->window = std::make_unique<StatsWindow>(dataset->path(), options.stats_window_seconds);
+  auto impl = std::make_unique<Loader::Impl>(prepared, options, kind);
+  impl->window = std::make_unique<StatsWindow>(prepared->path(), options.stats_window_seconds);
   std::unique_ptr<HostStage> host_stage;
-  GPUFEED_RETURN_IF_ERROR(HostStage::Create(std::move(dataset), host, std::move(setup), &host_stage));
+  GPUFEED_RETURN_IF_ERROR(HostStage::Create(std::move(prepared), host, std::move(setup), &host_stage));
   impl->host = host_stage.get();
   impl->chain = std::move(host_stage);
   if (cuda) {

@@ -18,7 +18,10 @@ std::shared_ptr<const ReadCompletion> Unowned(const std::shared_ptr<const ReadCo
 }  // namespace
 
 ReadAhead::ReadAhead(const Dataset* dataset, std::mutex* mutex, std::condition_variable* changed)
-    : dataset_(dataset), tokens_(AsTokenWindows(*dataset)), mutex_(mutex), changed_(changed) {}
+    : dataset_(&ReadPathOf(*dataset)),
+      tokens_(AsTokenWindows(*dataset)),
+      mutex_(mutex),
+      changed_(changed) {}
 
 std::unique_ptr<ReadAhead> ReadAhead::Create(const Dataset* dataset, const IoOptions& io,
                                              std::mutex* mutex, std::condition_variable* changed) {

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "batch/batch_source.h"
+#include "format/dataset_base.h"
 #include "format/token_corpus.h"
 #include "gpufeed/dataset.h"
 #include "gpufeed/options.h"
@@ -91,7 +92,7 @@ class ReadAhead {
   void Collect();  // the collector thread
 
   // Constant after Create.
-  const Dataset* const dataset_;
+  const DatasetBase* const dataset_;  // the read path of the dataset given to Create
   const TokenWindows* const tokens_;  // dataset_ as token windows, or null
   std::mutex* const mutex_;
   std::condition_variable* const changed_;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "format/dataset_base.h"
 #include "format/datasets.h"
 #include "format/manifest.h"
 #include "format/token_corpus.h"
@@ -83,7 +84,7 @@ TEST_F(TokenManifestTest, LlmcOpensNothingAtOpenAndEachFileOnceAtItsFirstRead) {
   EXPECT_EQ(stats.source_stats, 3u);
   // Located reads (the read engine's path) agree too.
   RecordLocation location;
-  ASSERT_TRUE(lazy->Locate(20, &location));
+  ASSERT_TRUE(ReadPathOf(*lazy).Locate(20, &location));
   EXPECT_EQ(location.path, shards_[2]);
 }
 
@@ -181,7 +182,7 @@ TEST_F(TokenManifestTest, AFileThatChangedFailsItsFirstReadNamingItTheOffsetAndT
       << status.ToString();
   EXPECT_NE(status.message().find("sample 20"), std::string::npos) << status.ToString();
   RecordLocation location;
-  EXPECT_FALSE(dataset->Locate(21, &location));  // never the wrong tokens
+  EXPECT_FALSE(ReadPathOf(*dataset).Locate(21, &location));  // never the wrong tokens
   VerifyReport report;
   ASSERT_TRUE(Verify(dir_.path(), DatasetOptions(), &report).ok());
   EXPECT_EQ(report.problems.size(), 2u);

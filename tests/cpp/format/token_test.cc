@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "format/dataset_base.h"
 #include "format/token_corpus.h"
 #include "gpufeed/dataset.h"
 #include "test_util.h"
@@ -71,7 +72,7 @@ TEST(TokenCorpusTest, LlmcDirectoryIsOneStreamAndWindowsSpanFiles) {
     ASSERT_EQ(Window(record), expected) << i;
     RecordLocation location;
     bool inside = (i * 10 + 11 <= 101) || (i * 10 >= 108 && i * 10 + 11 <= 108 + 300);
-    EXPECT_EQ(dataset->Locate(i, &location), inside) << i;  // spanning: Read assembles
+    EXPECT_EQ(ReadPathOf(*dataset).Locate(i, &location), inside) << i;  // spanning: Read assembles
   }
 }
 

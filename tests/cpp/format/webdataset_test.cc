@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 
+#include "format/dataset_base.h"
 #include "format/datasets.h"
 #include "format/tar_index.h"
 #include "gpufeed/dataset.h"
@@ -79,10 +80,10 @@ TEST_P(FormatsTest, SamplesReadBackWithLabels) {
     EXPECT_EQ(record.labels, std::vector<float>{static_cast<float>(i % 5)});
     // The byte range the read engine would fetch parses to the same record.
     RecordLocation location;
-    ASSERT_TRUE(dataset->Locate(i, &location));
+    ASSERT_TRUE(ReadPathOf(*dataset).Locate(i, &location));
     std::string bytes = ReadBytes(tar).substr(location.offset, location.length);
     Record located;
-    ASSERT_TRUE(dataset->ParseLocated(i, location, bytes.data(), bytes.size(), &located).ok());
+    ASSERT_TRUE(ReadPathOf(*dataset).ParseLocated(i, location, bytes.data(), bytes.size(), &located).ok());
     EXPECT_EQ(located.data, record.data);
     EXPECT_EQ(located.labels, record.labels);
   }
@@ -186,7 +187,7 @@ TEST_F(TarFixture, MissingOrBadLabelNamesTheMember) {
   EXPECT_NE(status.message().find("no label member (.cls)"), std::string::npos)
       << status.ToString();
   RecordLocation location;
-  EXPECT_FALSE(dataset->Locate(2, &location));  // read directly, which reports it
+  EXPECT_FALSE(ReadPathOf(*dataset).Locate(2, &location));  // read directly, which reports it
 
   VerifyReport report;
   ASSERT_TRUE(Verify(tar, {}, &report).ok());

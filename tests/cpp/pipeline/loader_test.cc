@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "gpufeed/writer.h"
+#include "pipeline/loader_factory.h"
 #include "jpeg_test_util.h"
 #include "test_util.h"
 #include "util/path.h"
@@ -163,10 +164,10 @@ TEST_F(LoaderTest, BitIdenticalBatchesWhateverTheThreadCount) {
 }
 
 TEST_F(LoaderTest, ReadEngineAndDirectReadsGiveTheSameBatches) {
-  LoaderOptions direct = Options();
+  LoaderInternals direct;
   direct.use_read_engine = false;
   std::unique_ptr<Loader> a, b, c;
-  ASSERT_TRUE(Loader::Open(dataset_, direct, &a).ok());
+  ASSERT_TRUE(LoaderFactory::Open(dataset_, Options(), direct, &a).ok());
   ASSERT_TRUE(Loader::Open(dataset_, Options(), &b).ok());  // RecordIO ranges via io_uring
   auto reference = Epoch(a.get());
   auto engine = Epoch(b.get());

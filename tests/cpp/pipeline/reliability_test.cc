@@ -18,6 +18,7 @@
 
 #include "gpufeed/loader.h"
 #include "io/read_engine.h"
+#include "pipeline/loader_factory.h"
 #include "gpufeed/writer.h"
 #include "jpeg_test_util.h"
 #include "test_util.h"
@@ -76,8 +77,13 @@ class ReliabilityTest : public ::testing::TestWithParam<bool> {
     options.prefetch = 1;  // little read ahead: the faults land mid-epoch
     options.image.size = 16;
     options.shuffle = ShuffleMode::kNone;
-    options.use_read_engine = GetParam();
     return options;
+  }
+  // The parameter: through the read engine, or every read by the workers.
+  LoaderInternals Internals() {
+    LoaderInternals internals;
+    internals.use_read_engine = GetParam();
+    return internals;
   }
 
   // Runs one epoch to its end. Returns the delivered sample ids; failed
@@ -115,7 +121,7 @@ void ReliabilityTest::TruncateWhileReading(OnError mode) {
   LoaderOptions options = Options();
   options.on_error = mode;
   std::unique_ptr<Loader> loader;
-  ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+  ASSERT_TRUE(LoaderFactory::Open(dataset_, options, Internals(), &loader).ok());
   Batch batch;
   ASSERT_TRUE(loader->Next(&batch).ok());  // the pipeline is running
   size_t victim = dataset_->shards().size() - 1;
@@ -161,7 +167,7 @@ TEST_P(ReliabilityTest, ShardOverwrittenWhileALoaderReadsIt) {
   LoaderOptions options = Options();
   options.on_error = OnError::kSkip;
   std::unique_ptr<Loader> loader;
-  ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+  ASSERT_TRUE(LoaderFactory::Open(dataset_, options, Internals(), &loader).ok());
   Batch batch;
   ASSERT_TRUE(loader->Next(&batch).ok());
   // Overwrite the second half of the last shard in place (same size, as a
@@ -198,7 +204,7 @@ TEST_P(ReliabilityTest, ShardOverwrittenWhileALoaderReadsIt) {
 
   // In raise mode the error names the file, the offset and the sample.
   options.on_error = OnError::kRaise;
-  ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+  ASSERT_TRUE(LoaderFactory::Open(dataset_, options, Internals(), &loader).ok());
   errors.clear();
   RunEpoch(loader.get(), &errors);
   ASSERT_FALSE(errors.empty());
@@ -226,7 +232,7 @@ TEST_P(ReliabilityTest, EioFromTheReadEngine) {
     };
     ScopedReadEngineTestHooks hooks(std::move(injected));
     std::unique_ptr<Loader> loader;
-    ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+    ASSERT_TRUE(LoaderFactory::Open(dataset_, options, Internals(), &loader).ok());
     std::vector<Status> errors;
     std::vector<uint64_t> ids = RunEpoch(loader.get(), &errors);
     std::multiset<uint64_t> delivered(ids.begin(), ids.end());
@@ -254,7 +260,7 @@ TEST_P(ReliabilityTest, FiftyShuffledEpochsEveryOneExactlyOnceWithFlatResources)
   options.prefetch = 2;
   options.seed = 11;
   std::unique_ptr<Loader> loader;
-  ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+  ASSERT_TRUE(LoaderFactory::Open(dataset_, options, Internals(), &loader).ok());
   std::vector<uint64_t> first_order;
   size_t fds_warm = 0, threads_warm = 0;
   uint64_t rss_warm = 0;

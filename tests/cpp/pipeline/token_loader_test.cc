@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpufeed/loader.h"
+#include "pipeline/loader_factory.h"
 #include "test_util.h"
 #include "util/path.h"
 
@@ -82,10 +83,11 @@ TEST_F(TokenLoaderTest, EveryWindowOncePerEpochInEachMode) {
     // prefetch 8: a worker's run spans up to 4 batches.
     for (auto [engine, prefetch] : {std::pair{true, 2}, {false, 2}, {true, 8}}) {
       LoaderOptions options = Options(shuffle);
-      options.use_read_engine = engine;
       options.prefetch = prefetch;
+      LoaderInternals internals;
+      internals.use_read_engine = engine;
       std::unique_ptr<Loader> loader;
-      ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
+      ASSERT_TRUE(LoaderFactory::Open(dataset_, options, internals, &loader).ok());
       std::vector<uint64_t> starts = Epoch(loader.get());
       ASSERT_EQ(starts.size(), windows);
       EXPECT_EQ(std::set<uint64_t>(starts.begin(), starts.end()).size(), windows);

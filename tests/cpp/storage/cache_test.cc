@@ -22,6 +22,7 @@
 
 #include <gtest/gtest.h>
 
+#include "format/dataset_base.h"
 #include "storage/cache_directory.h"
 #include "storage/node_cache.h"
 #include "format/datasets.h"
@@ -382,7 +383,7 @@ TEST_F(CacheTest, FourProcessesShareOneCacheUnderABudget) {
             std::shuffle(records.begin(), records.end(), rng);
             order.insert(order.end(), records.begin(), records.end());
           }
-          dataset->ExpectReads(order);
+          ReadPathOf(*dataset).ExpectReads(order);
           wrong += CheckAll(*dataset, 4000, order);
         }
       }
@@ -873,7 +874,7 @@ TEST_F(CacheTest, AnImageFolderIsCachedInBundlesAndANewProcessReadsNoSource) {
     // The read engine's way: byte ranges of the copies.
     for (uint64_t i = 0; i < expected.size(); i += 97) {
       RecordLocation location;
-      if (!dataset->Locate(i, &location) || location.whole_file || !location.local) ::_exit(4);
+      if (!ReadPathOf(*dataset).Locate(i, &location) || location.whole_file || !location.local) ::_exit(4);
       std::string bytes(location.length, '\0');
       if (::pread(location.fd, bytes.data(), bytes.size(), static_cast<off_t>(location.offset)) !=
               static_cast<ssize_t>(bytes.size()) ||
@@ -894,7 +895,7 @@ TEST_F(CacheTest, AnImageFolderIsCachedInBundlesAndANewProcessReadsNoSource) {
   std::unique_ptr<Dataset> plain;
   ASSERT_TRUE(Dataset::Open(source_, {}, &plain).ok());
   RecordLocation location;
-  ASSERT_TRUE(plain->Locate(5, &location));
+  ASSERT_TRUE(ReadPathOf(*plain).Locate(5, &location));
   EXPECT_TRUE(location.whole_file);
 }
 

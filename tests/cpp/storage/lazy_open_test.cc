@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "format/dataset_base.h"
 #include "format/datasets.h"
 #include "format/manifest.h"
 #include "gpufeed/dataset.h"
@@ -229,7 +230,7 @@ TEST_F(LazyOpenTest, ASourceChangedSinceItsManifestIsAnErrorNeverItsBytes) {
   // its reads fail naming the file.
   std::vector<uint64_t> shard1;
   for (uint64_t i = kPerShard; i < 2 * kPerShard; ++i) shard1.push_back(i);
-  dataset->ExpectReads(shard1);
+  ReadPathOf(*dataset).ExpectReads(shard1);
   store.Drain();
   Record record;
   Status status = dataset->Read(kPerShard, &record);

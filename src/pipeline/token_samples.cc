@@ -1,0 +1,151 @@
+// The token-window kind: sample i of a token corpus is the window of
+// seq_len + 1 tokens at i * seq_len; x (its first seq_len tokens) goes into
+// the data row and y (its last seq_len, the next-token targets) into the
+// label row, both widened to tokens.dtype.
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "format/token_corpus.h"
+#include "pipeline/sample_kind.h"
+
+namespace gpufeed {
+namespace {
+
+// Windows a worker claims at once, across batches (up to half the prefetch
+// window, so that two workers overlap): one lock round trip, one read-ahead
+// submission and one wake-up of the consumer serve the whole run, since a
+// window takes microseconds to widen.
+constexpr uint64_t kTokenRun = 128;
+// Block reads (block shuffle, no shuffle): tasks submitted to the
+// read-ahead at once, a small part of its window (thousands of windows).
+constexpr uint64_t kTokenSubmitChunk = 256;
+
+class TokenSamples final : public SampleKind {
+ public:
+  explicit TokenSamples(const LoaderOptions& options) : SampleKind(options) {}
+
+  Status Validate() const override {
+    const TokenWindowOptions& tokens = options_.tokens;
+    if (tokens.seq_len == 0 ||
+        (tokens.dtype != TensorDtype::kInt32 && tokens.dtype != TensorDtype::kInt64)) {
+      return Status::InvalidArgument("token windows need seq_len >= 1 and dtype int32 or int64");
+    }
+    return Status::OK();
+  }
+
+  // Windows of the transform's length; a shuffle that keeps blocks together
+  // reads whole blocks (one large read for many windows).
+  Status Prepare(std::shared_ptr<const Dataset> opened,
+                 std::shared_ptr<const Dataset>* prepared) override {
+    const uint32_t block_bytes =
+        options_.shuffle == ShuffleMode::kGlobal ? 0 : options_.tokens.block_bytes;
+    GPUFEED_RETURN_IF_ERROR(
+        TokenWindowsOf(opened, options_.tokens.seq_len, block_bytes, prepared));
+    windows_ = AsTokenWindows(**prepared);
+    token_dtype_ = (*prepared)->token_info()->token_dtype;
+    return Status::OK();
+  }
+
+  Status Layout(const Dataset& dataset, BatchLayout* layout) const override {
+    if (dataset.token_info() == nullptr) {
+      return Status::InvalidArgument(dataset.path() + " is not a token corpus");
+    }
+    const TensorDtype dtype = options_.tokens.dtype;
+    const int64_t length = options_.tokens.seq_len;
+    layout->data_dtype = dtype;
+    layout->sample_shape = {length};
+    layout->sample_bytes = TensorDtypeSize(dtype) * static_cast<size_t>(length);
+    layout->label_dtype = dtype;
+    layout->label_shape = {length};  // y: the next-token targets
+    layout->label_bytes_per_sample = layout->sample_bytes;
+    layout->lengths_bytes = 0;
+    return Status::OK();
+  }
+
+  WorkSchedule Schedule(const std::vector<uint64_t>& block_sizes,
+                        bool read_engine) const override {
+    WorkSchedule schedule;
+    schedule.run_tasks = kTokenRun;
+    schedule.max_run_batches = static_cast<size_t>(std::max(1, options_.prefetch / 2));
+    schedule.time_per_run = true;
+    if (read_engine && options_.shuffle != ShuffleMode::kGlobal && !block_sizes.empty()) {
+      // Block reads: the next window of blocks is submitted while this one
+      // is consumed, so the disk never waits for the consumer.
+      const uint64_t blocks = options_.shuffle == ShuffleMode::kBlock
+                                  ? std::max<uint32_t>(1, options_.shuffle_window_shards)
+                                  : 4;
+      schedule.read_ahead_tasks = block_sizes.front() * blocks;
+      if (schedule.read_ahead_tasks > 0) schedule.submit_chunk = kTokenSubmitChunk;
+    }
+    return schedule;
+  }
+
+  void DescribeState(LoaderState* state) const override {
+    state->seq_len = options_.tokens.seq_len;
+    state->token_block_bytes = options_.tokens.block_bytes;
+  }
+
+  Status CheckState(const LoaderState& state) const override {
+    const TokenWindowOptions& tokens = options_.tokens;
+    if (state.seq_len == 0 ||
+        (state.seq_len == tokens.seq_len && state.token_block_bytes == tokens.block_bytes)) {
+      return Status::OK();
+    }
+    return Status::InvalidArgument(
+        "the state was saved by a token-window loader with seq_len " +
+        std::to_string(state.seq_len) + " and block_bytes " +
+        std::to_string(state.token_block_bytes) + "; this loader has seq_len " +
+        std::to_string(tokens.seq_len) + " and block_bytes " + std::to_string(tokens.block_bytes) +
+        ": its positions would name other tokens");
+  }
+
+  // A window read directly (one spanning two files, or no read engine).
+  Status Write(uint64_t sample, uint64_t, const Record& record, const BatchLayout& layout,
+               const SampleRow& row, SampleScratch*) const override {
+    const size_t length = options_.tokens.seq_len;
+    if (record.data.size() != (length + 1) * TokenDtypeSize(token_dtype_)) {
+      return Status::Internal("sample " + std::to_string(sample) + " (" + record.source + "): " +
+                              std::to_string(record.data.size()) +
+                              " bytes, not a window of " + std::to_string(length + 1) +
+                              " tokens");
+    }
+    WriteWindow(record.data.data(), layout, row);
+    return Status::OK();
+  }
+
+  // Widened straight from the engine's buffer (a block shared by many
+  // windows): no copy into a Record.
+  Status WriteFetched(const DatasetBase&, uint64_t sample, const RecordLocation& location,
+                      const char* data, size_t size, const BatchLayout& layout,
+                      const SampleRow& row, bool* handled, uint64_t* bytes) const override {
+    *handled = true;
+    const char* window = nullptr;
+    GPUFEED_RETURN_IF_ERROR(windows_->WindowIn(sample, location, data, size, &window));
+    WriteWindow(window, layout, row);
+    *bytes = TokenDtypeSize(token_dtype_) * options_.tokens.seq_len;
+    return Status::OK();
+  }
+
+ private:
+  // x (the first seq_len tokens) into the data row, y (the last seq_len)
+  // into the label row, widened to the output dtype.
+  void WriteWindow(const char* window, const BatchLayout& layout, const SampleRow& row) const {
+    const size_t length = options_.tokens.seq_len;
+    WidenTokens(token_dtype_, window, length, layout.data_dtype, row.data);
+    WidenTokens(token_dtype_, window + TokenDtypeSize(token_dtype_), length, layout.label_dtype,
+                row.labels);
+  }
+
+  // Set by Prepare (the prepared dataset outlives the kind's use).
+  const TokenWindows* windows_ = nullptr;
+  TokenDtype token_dtype_ = TokenDtype::kAuto;
+};
+
+}  // namespace
+
+std::shared_ptr<SampleKind> NewTokenSamples(const LoaderOptions& options) {
+  return std::make_shared<TokenSamples>(options);
+}
+
+}  // namespace gpufeed
