@@ -136,8 +136,8 @@ void JudgeBottleneck(LoaderStats* stats) {
     s.bottleneck = Bottleneck::kRead;
   } else if (s.consumer_wait_share >= kConsumerStarved) {
     // Not bursts: the consumer starves while finished batches queue behind
-    // the one it waits for. (Token windows of 4 MiB blocks read too late
-    // showed read 17%, blocked 26%, the consumer waiting 91%.)
+    // the one it waits for, the head batch's read late (a modest read
+    // share with a starving consumer is still read-bound).
     s.bottleneck = s.read_share >= kHeadReadShare ? Bottleneck::kRead : Bottleneck::kDecode;
   } else {
     s.bottleneck = Bottleneck::kConsumer;  // idle on a full window: bursts
