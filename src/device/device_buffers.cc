@@ -1,5 +1,7 @@
 #include "device/device_buffers.h"
 
+#include "device/device_stage.h"
+
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -192,6 +194,42 @@ Status CudaBatchHandle::RecordStream(void* stream) {
 Status CudaBatchHandle::Synchronize() {
   return CudaError(cudaEventSynchronize(shared_->buffers[index_].ready.get()),
                    "cudaEventSynchronize on the batch's ready event");
+}
+
+Status DeviceShared::Prepare(const DeviceStageOptions& options, size_t* element_size) {
+  size_t bytes = options.max_data_bytes;
+  if (options.normalize) {
+    const std::vector<uint8_t>& host_table = options.normalize_table;
+    size_t pixels = bytes / 3;  // the host batch is uint8 HWC
+    *element_size = TensorDtypeSize(options.normalize_dtype);
+    if (host_table.size() != 768 * *element_size) {
+      return Status::Internal("the normalize table holds " + std::to_string(host_table.size()) +
+                              " bytes, not 3 x 256 elements of " +
+                              TensorDtypeName(options.normalize_dtype));
+    }
+    bytes = pixels * 3 * *element_size;
+    GPUFEED_RETURN_IF_ERROR(AllocateDeviceMemory(options.max_data_bytes, &staging));
+    GPUFEED_RETURN_IF_ERROR(AllocateDeviceMemory(host_table.size(), &table));
+    GPUFEED_CUDA_RETURN_IF_ERROR(cudaMemcpy(table.get(), host_table.data(), host_table.size(),
+                                            cudaMemcpyHostToDevice));
+  }
+  data_bytes = bytes;
+  label_bytes = options.max_label_bytes;
+  max_held_bytes = options.max_held_bytes;
+  if (max_held_bytes == 0) {
+    // A quarter of the GPU memory free now.
+    size_t free_bytes = 0, total_bytes = 0;
+    GPUFEED_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+    max_held_bytes = free_bytes / 4;
+  }
+  buffers.reserve(kMaxBuffers);
+  buffers.resize(static_cast<size_t>(options.prefetch) + 2);
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    GPUFEED_RETURN_IF_ERROR(Allocate(&buffers[i]));
+    live += 1;
+    free.push_back(i);
+  }
+  return Status::OK();
 }
 
 }  // namespace gpufeed

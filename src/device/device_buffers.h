@@ -23,6 +23,7 @@
 
 #include "batch/device_handle.h"
 #include "device/cuda_util.h"
+#include "device/device_stage.h"
 #include "gpufeed/status.h"
 
 namespace gpufeed {
@@ -75,6 +76,11 @@ struct DeviceShared {
 
   // Allocates buffer `buffer`'s memory (and its events, the first time).
   // REQUIRES: `device` current.
+  // Sizes and allocates the steady buffers (prefetch + 2), and the staging
+  // buffer and table of device normalisation, from the stage's options;
+  // *element_size: the normalised dtype's size. Called once, by the stage's
+  // Start, before the copy thread exists.
+  Status Prepare(const DeviceStageOptions& options, size_t* element_size);
   Status Allocate(DeviceBuffer* buffer);
 
   // One more buffer for a consumer that holds all of them, within

@@ -97,38 +97,7 @@ class CopyStage final : public BatchSource {
     shared_->device = options_.device_id;
     DeviceScope scope(options_.device_id);
     GPUFEED_RETURN_IF_ERROR(CreateCudaStream(cudaStreamNonBlocking, &shared_->copy_stream));
-    size_t data_bytes = options_.max_data_bytes;
-    if (options_.normalize) {
-      const std::vector<uint8_t>& table = options_.normalize_table;
-      size_t pixels = data_bytes / 3;  // the host batch is uint8 HWC
-      element_size_ = TensorDtypeSize(options_.normalize_dtype);
-      if (table.size() != 768 * element_size_) {
-        return Status::Internal("the normalize table holds " + std::to_string(table.size()) +
-                                " bytes, not 3 x 256 elements of " +
-                                TensorDtypeName(options_.normalize_dtype));
-      }
-      data_bytes = pixels * 3 * element_size_;
-      GPUFEED_RETURN_IF_ERROR(AllocateDeviceMemory(options_.max_data_bytes, &shared_->staging));
-      GPUFEED_RETURN_IF_ERROR(AllocateDeviceMemory(table.size(), &shared_->table));
-      GPUFEED_CUDA_RETURN_IF_ERROR(
-          cudaMemcpy(shared_->table.get(), table.data(), table.size(), cudaMemcpyHostToDevice));
-    }
-    shared_->data_bytes = data_bytes;
-    shared_->label_bytes = options_.max_label_bytes;
-    shared_->max_held_bytes = options_.max_held_bytes;
-    if (shared_->max_held_bytes == 0) {
-      // A quarter of the GPU memory free now.
-      size_t free_bytes = 0, total_bytes = 0;
-      GPUFEED_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
-      shared_->max_held_bytes = free_bytes / 4;
-    }
-    shared_->buffers.reserve(DeviceShared::kMaxBuffers);
-    shared_->buffers.resize(static_cast<size_t>(options_.prefetch) + 2);
-    for (size_t i = 0; i < shared_->buffers.size(); ++i) {
-      GPUFEED_RETURN_IF_ERROR(shared_->Allocate(&shared_->buffers[i]));
-      shared_->live += 1;
-      shared_->free.push_back(i);
-    }
+    GPUFEED_RETURN_IF_ERROR(shared_->Prepare(options_, &element_size_));
     // Timing pairs for the copies in flight (at most kMaxInFlight + 1).
     for (int i = 0; i < kMaxInFlight + 1; ++i) {
       CudaEvent start, done;
@@ -264,50 +233,8 @@ class CopyStage final : public BatchSource {
       uint64_t generation = generation_;
       lock.unlock();
 
-      // Host batches whose copy is done go back upstream; keep at
-      // most one copy in flight while waiting for the next host batch.
-      Retire(&in_flight, 1);
-      Batch host;
-      bool got = false;
-      Status status = upstream_->NextFor(&host, 20, &got);
       Item item;
-      bool push = false;
-      if (!status.ok()) {
-        item.error = status;
-        item.after = upstream_->Position();
-        push = true;
-      } else if (got && host.end_of_epoch()) {
-        // Every copy of the epoch is done before its end is announced.
-        Retire(&in_flight, 0);
-        item.end = true;
-        item.epoch = host.epoch();
-        item.index = host.index();
-        item.after = upstream_->Position();
-        push = true;
-      } else if (got) {
-        item.after = upstream_->Position();
-        size_t index = 0;
-        if (TakeBuffer(generation, &index)) {
-          InFlight copy;
-          copy.start = timing_events_[next_timing].first.get();
-          copy.done = timing_events_[next_timing].second.get();
-          next_timing = (next_timing + 1) % timing_events_.size();
-          Status issued = Issue(host, index, &copy, &item);
-          if (issued.ok()) {
-            copy.host = std::move(host);
-            in_flight.push_back(std::move(copy));
-            Retire(&in_flight, kMaxInFlight);
-          } else {
-            // Nothing may still read the host batch when it goes back.
-            cudaStreamSynchronize(shared_->copy_stream.get());
-            item.handle.reset();  // the buffer goes back
-            item.batch.reset();
-            item.error = issued;
-          }
-          push = true;
-        }
-      }
-      host.reset();  // its release takes upstream's lock: not under ours
+      const bool push = Step(generation, &in_flight, &next_timing, &item);
       lock.lock();
       busy_ = false;
       if (push && generation == generation_ && !stop_) {
@@ -323,6 +250,56 @@ class CopyStage final : public BatchSource {
     }
     lock.unlock();
     Retire(&in_flight, 0);
+  }
+
+  // One turn of the copy thread, unlocked: host batches whose copy is done
+  // go back upstream (at most one copy stays in flight while it waits for
+  // the next host batch), then the next host batch, its error or its epoch
+  // end becomes *item. False: nothing to publish (no batch yet, or a
+  // reconfigure or stop came while waiting for a buffer). The host batch is
+  // released before returning, outside the stage's lock (its release takes
+  // upstream's).
+  bool Step(uint64_t generation, std::deque<InFlight>* in_flight, size_t* next_timing,
+            Item* item) {
+    Retire(in_flight, 1);
+    Batch host;
+    bool got = false;
+    Status status = upstream_->NextFor(&host, 20, &got);
+    if (!status.ok()) {
+      item->error = status;
+      item->after = upstream_->Position();
+      return true;
+    }
+    if (!got) return false;
+    if (host.end_of_epoch()) {
+      // Every copy of the epoch is done before its end is announced.
+      Retire(in_flight, 0);
+      item->end = true;
+      item->epoch = host.epoch();
+      item->index = host.index();
+      item->after = upstream_->Position();
+      return true;
+    }
+    item->after = upstream_->Position();
+    size_t index = 0;
+    if (!TakeBuffer(generation, &index)) return false;
+    InFlight copy;
+    copy.start = timing_events_[*next_timing].first.get();
+    copy.done = timing_events_[*next_timing].second.get();
+    *next_timing = (*next_timing + 1) % timing_events_.size();
+    Status issued = Issue(host, index, &copy, item);
+    if (issued.ok()) {
+      copy.host = std::move(host);
+      in_flight->push_back(std::move(copy));
+      Retire(in_flight, kMaxInFlight);
+    } else {
+      // Nothing may still read the host batch when it goes back.
+      cudaStreamSynchronize(shared_->copy_stream.get());
+      item->handle.reset();  // the buffer goes back
+      item->batch.reset();
+      item->error = issued;
+    }
+    return true;
   }
 
   // Waits for a free device buffer. False when a reconfigure or stop came.
@@ -372,55 +349,12 @@ class CopyStage final : public BatchSource {
       GPUFEED_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(shared_->staging.get(), data.data, data_bytes,
                                                    cudaMemcpyHostToDevice, stream));
     }
-    // The consumer's streams must have passed the release point before
-    // anything writes the reused buffer. If a wait cannot be queued, the
-    // host waits for the remaining events instead, so the buffer is never
-    // overwritten early.
-    size_t pending;
-    {
-      std::lock_guard<std::mutex> lock(shared_->mutex);
-      pending = buffer.pending_release;
-      buffer.pending_release = 0;
-    }
-    for (size_t i = 0; i < pending; ++i) {
-      cudaError_t error = cudaStreamWaitEvent(stream, buffer.release[i].get(), 0);
-      if (error != cudaSuccess) {
-        for (size_t j = i; j < pending; ++j) cudaEventSynchronize(buffer.release[j].get());
-        return CudaError(error, "cudaStreamWaitEvent on a release event");
-      }
-    }
-    Tensor out_data = data;
-    out_data.device = DeviceKind::kCuda;
-    out_data.device_id = options_.device_id;
-    out_data.data = buffer.data.get();
-    if (options_.normalize) {
-      // (B, H, W, 3) uint8 in; (B, 3, H, W) or (B, H, W, 3) of the dtype out.
-      int64_t images = data.shape[0], height = data.shape[1], width = data.shape[2];
-      bool nchw = options_.normalize_nchw;
-      // The launch reports the thread's last error: an earlier, unchecked
-      // one (a failed cudaEventElapsedTime, say) must not be blamed on it.
-      cudaGetLastError();
-      GPUFEED_CUDA_RETURN_IF_ERROR(LaunchNormalize(
-          static_cast<const uint8_t*>(shared_->staging.get()), buffer.data.get(), element_size_,
-          images, height, width, nchw, shared_->table.get(), stream));
-      out_data.shape = nchw ? std::vector<int64_t>{images, 3, height, width}
-                            : std::vector<int64_t>{images, height, width, 3};
-      out_data.dtype = options_.normalize_dtype;
-    } else {
-      GPUFEED_CUDA_RETURN_IF_ERROR(
-          cudaMemcpyAsync(buffer.data.get(), data.data, data_bytes, cudaMemcpyHostToDevice, stream));
-    }
-    Tensor out_labels = labels;
-    out_labels.device = DeviceKind::kCuda;
-    out_labels.device_id = options_.device_id;
-    out_labels.data = static_cast<char*>(buffer.labels.get()) + lengths_offset;
+    GPUFEED_RETURN_IF_ERROR(WaitForRelease(&buffer, stream));
+    Tensor out_data = OnDevice(data, buffer.data.get());
+    GPUFEED_RETURN_IF_ERROR(CopyData(data, data_bytes, buffer, stream, &out_data));
+    Tensor out_labels = OnDevice(labels, static_cast<char*>(buffer.labels.get()) + lengths_offset);
     Tensor out_lengths;
-    if (lengths.data != nullptr) {
-      out_lengths = lengths;
-      out_lengths.device = DeviceKind::kCuda;
-      out_lengths.device_id = options_.device_id;
-      out_lengths.data = buffer.labels.get();
-    }
+    if (lengths.data != nullptr) out_lengths = OnDevice(lengths, buffer.labels.get());
     if (label_bytes > 0) {
       GPUFEED_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffer.labels.get(), label_source, label_bytes,
                                                    cudaMemcpyHostToDevice, stream));
@@ -434,6 +368,60 @@ class CopyStage final : public BatchSource {
     if (out_lengths.data != nullptr) {
       BatchAccess::SetLabelLengths(&item->batch, std::move(out_lengths));
     }
+    return Status::OK();
+  }
+
+  // `host`'s description for the same bytes at `data` on this device.
+  Tensor OnDevice(const Tensor& host, void* data) const {
+    Tensor tensor = host;
+    tensor.device = DeviceKind::kCuda;
+    tensor.device_id = options_.device_id;
+    tensor.data = data;
+    return tensor;
+  }
+
+  // The consumer's streams must have passed the release point before
+  // anything writes the reused buffer. If a wait cannot be queued, the host
+  // waits for the remaining events instead, so the buffer is never
+  // overwritten early.
+  Status WaitForRelease(DeviceBuffer* buffer, cudaStream_t stream) {
+    size_t pending;
+    {
+      std::lock_guard<std::mutex> lock(shared_->mutex);
+      pending = buffer->pending_release;
+      buffer->pending_release = 0;
+    }
+    for (size_t i = 0; i < pending; ++i) {
+      cudaError_t error = cudaStreamWaitEvent(stream, buffer->release[i].get(), 0);
+      if (error != cudaSuccess) {
+        for (size_t j = i; j < pending; ++j) cudaEventSynchronize(buffer->release[j].get());
+        return CudaError(error, "cudaStreamWaitEvent on a release event");
+      }
+    }
+    return Status::OK();
+  }
+
+  // The batch's data into the buffer: copied, or normalised by the kernel
+  // from the staging copy ((B, H, W, 3) uint8 in; (B, 3, H, W) or
+  // (B, H, W, 3) of the dtype out, set in *out).
+  Status CopyData(const Tensor& data, size_t data_bytes, DeviceBuffer& buffer,
+                  cudaStream_t stream, Tensor* out) {
+    if (!options_.normalize) {
+      GPUFEED_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(buffer.data.get(), data.data, data_bytes, cudaMemcpyHostToDevice, stream));
+      return Status::OK();
+    }
+    int64_t images = data.shape[0], height = data.shape[1], width = data.shape[2];
+    bool nchw = options_.normalize_nchw;
+    // The launch reports the thread's last error: an earlier, unchecked one
+    // (a failed cudaEventElapsedTime, say) must not be blamed on it.
+    cudaGetLastError();
+    GPUFEED_CUDA_RETURN_IF_ERROR(LaunchNormalize(
+        static_cast<const uint8_t*>(shared_->staging.get()), buffer.data.get(), element_size_,
+        images, height, width, nchw, shared_->table.get(), stream));
+    out->shape = nchw ? std::vector<int64_t>{images, 3, height, width}
+                      : std::vector<int64_t>{images, height, width, 3};
+    out->dtype = options_.normalize_dtype;
     return Status::OK();
   }
 

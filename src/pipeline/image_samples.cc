@@ -45,16 +45,18 @@ class ImageSamples final : public SampleKind {
   // Normalisation moves to the device: uint8 HWC crosses PCIe and the
   // kernel writes the dtype and layout asked, with the CPU path's table.
   void ConfigureDevice(const DeviceOptions& device, LoaderOptions* host,
-                       DeviceStageOptions* stage) const override {
-    const ImageTransformOptions& image = options_.image;
+                       DeviceStageOptions* stage) override {
+    const ImageTransformOptions image = options_.image;
     stage->normalize = device.normalize_on_device && image.dtype != OutputDtype::kUint8;
     if (!stage->normalize) return;
-    host->image.dtype = OutputDtype::kUint8;
-    host->image.layout = OutputLayout::kNHWC;
     stage->normalize_dtype = image.dtype;
     stage->normalize_nchw = image.layout == OutputLayout::kNCHW;
     stage->normalize_table.resize(768 * TensorDtypeSize(image.dtype));
     NormalizeTable(image, image.dtype, stage->normalize_table.data());
+    for (ImageTransformOptions* host_image : {&host->image, &options_.image}) {
+      host_image->dtype = OutputDtype::kUint8;
+      host_image->layout = OutputLayout::kNHWC;
+    }
   }
 
   // The image transform takes raw pixels as RGB HWC, which the format makes.

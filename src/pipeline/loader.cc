@@ -161,8 +161,6 @@ Status LoaderFactory::Open(std::shared_ptr<const Dataset> dataset, const LoaderO
   std::shared_ptr<SampleKind> kind;
   GPUFEED_RETURN_IF_ERROR(MakeSampleKind(options, &kind));
   GPUFEED_RETURN_IF_ERROR(kind->Validate());
-  std::shared_ptr<const Dataset> prepared;
-  GPUFEED_RETURN_IF_ERROR(kind->Prepare(std::move(dataset), &prepared));
   LoaderOptions host = options;
   HostStageSetup setup;
   setup.kind = kind;
@@ -180,6 +178,8 @@ Status LoaderFactory::Open(std::shared_ptr<const Dataset> dataset, const LoaderO
   } else if (device.pin_memory) {
     setup.pinned_device = device.device_id;
   }
+  std::shared_ptr<const Dataset> prepared;
+  GPUFEED_RETURN_IF_ERROR(kind->Prepare(std::move(dataset), &prepared));
   auto impl = std::make_unique<Loader::Impl>(prepared, options, kind);
   impl->window = std::make_unique<StatsWindow>(prepared->path(), options.stats_window_seconds);
   std::unique_ptr<HostStage> host_stage;

@@ -46,8 +46,7 @@ Status SampleKind::CheckState(const LoaderState& state) const {
       "; this loader has no token windows: its positions would name other tokens");
 }
 
-void SampleKind::ConfigureDevice(const DeviceOptions&, LoaderOptions*,
-                                 DeviceStageOptions*) const {}
+void SampleKind::ConfigureDevice(const DeviceOptions&, LoaderOptions*, DeviceStageOptions*) {}
 
 Status SampleKind::ReadRecord(const Dataset& dataset, uint64_t sample, Record* record) const {
   return dataset.Read(sample, record);

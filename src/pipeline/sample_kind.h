@@ -102,9 +102,11 @@ class SampleKind {
   virtual void DescribeState(LoaderState* state) const;
   virtual Status CheckState(const LoaderState& state) const;
   // device=cuda: moves work to the device stage where the kind can (the
-  // image kind's normalisation); `host` is what the host stage produces.
+  // image kind's normalisation): *host, the options of the host stage, and
+  // the kind itself then produce what the device stage takes.
+  // REQUIRES: called before Prepare, before the kind is shared.
   virtual void ConfigureDevice(const DeviceOptions& device, LoaderOptions* host,
-                               DeviceStageOptions* stage) const;
+                               DeviceStageOptions* stage);
 
   // Reads sample `sample` itself (no read engine bytes).
   virtual Status ReadRecord(const Dataset& dataset, uint64_t sample, Record* record) const;
@@ -123,7 +125,7 @@ class SampleKind {
 
  protected:
   explicit SampleKind(const LoaderOptions& options) : options_(options) {}
-  const LoaderOptions options_;
+  LoaderOptions options_;  // constant once the kind is shared
 };
 
 // The kind LoaderOptions::transform names.
