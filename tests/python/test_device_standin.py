@@ -155,11 +155,11 @@ def test_device_batches_reach_the_consumers_stream_intact(packed, dtype, on_devi
             batches += 1
         assert batches == len(base)
         stats = device.stats()
-        assert stats["device"] == "cuda:0"
+        assert stats.device == "cuda:0"
         # The device stage's figures enter the judgement (the copy stream's share).
-        assert stats["bottleneck"] in ("consumer", "read", "decode", "copy", "cpu-contention")
-        assert stats["verdict"].startswith(stats["bottleneck"] + "-bound")
-        assert 0.0 < stats["copy_share"] <= 1.0 + 1e-6
+        assert str(stats.bottleneck) in ("consumer", "read", "decode", "copy", "cpu-contention")
+        assert stats.verdict.startswith(str(stats.bottleneck) + "-bound")
+        assert 0.0 < stats.copy_share <= 1.0 + 1e-6
     finally:
         device.close()
         cuda.cudaStreamDestroy(stream)
@@ -275,7 +275,7 @@ def test_token_windows_through_the_device_stage(tmp_path):
                 assert out.raw == host_bytes(expected)
             batches += 1
         assert batches == len(base)
-        assert device.stats()["device"] == "cuda:0"
+        assert device.stats().device == "cuda:0"
     finally:
         device.close()
         cuda.cudaStreamDestroy(stream)
