@@ -16,6 +16,8 @@ from ._core import build_info as _build_info
 from .dataset import FORMATS, Dataset, Record, open_dataset
 from .loader import DataLoader, ImageTransform, LoaderStats, RawTransform, TokenWindows
 from .pack import PackSummary, pack, parse_size
+from .tokens import TokenOptions
+from .webdataset import WebDatasetOptions
 from . import cache  # gpufeed.cache: the node-local cache (stat, clear, warm, checkpoints)
 
 __version__ = _build_info()["version"]
@@ -82,6 +84,8 @@ __all__ = [
     "RawTransform",
     "TokenWindows",
     "LoaderStats",
+    "WebDatasetOptions",
+    "TokenOptions",
     "Dataset",
     "Record",
     "FORMATS",

@@ -1,13 +1,15 @@
 # Type stubs of the private native module (the public API is gpufeed.*).
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 def build_info() -> Dict[str, Any]: ...
 def pack(source: str, destination: str, format: str, shard_size: int, workers: int,
          overwrite: bool, progress: Optional[Callable[[int, int], None]] = ...,
          allow_external_paths: bool = ...) -> Dict[str, Any]: ...
 def verify(path: str, format: str = ..., allow_external_paths: bool = ...,
-           token_dtype: str = ...) -> Dict[str, Any]: ...
+           token_dtype: str = ..., webdataset: Dict[str, Any] = ...) -> Dict[str, Any]: ...
+def format_names() -> List[str]: ...
 def write_index(rec_path: str, idx_path: str) -> int: ...
+def write_tar_index(tar_path: str, index_path: str = ...) -> int: ...
 def write_token_manifest(path: str, format: str = ..., token_dtype: str = ...,
                          allow_external_paths: bool = ...) -> Tuple[str, int]: ...
 def cuda_status(device_id: int = ...) -> str: ...
@@ -23,7 +25,7 @@ def _transform_image(data: bytes, size: int, train: bool, seed: int, epoch: int,
 class Dataset:
     def __init__(self, path: str, format: str = ..., allow_external_paths: bool = ...,
                  cache: Dict[str, Any] = ..., token_dtype: str = ...,
-                 seq_len: int = ...) -> None: ...
+                 seq_len: int = ..., webdataset: Dict[str, Any] = ...) -> None: ...
     @property
     def tokens(self) -> Optional[Dict[str, Any]]: ...
     def __len__(self) -> int: ...
@@ -38,6 +40,223 @@ class Dataset:
     def integer_labels(self) -> bool: ...
     @property
     def shards(self) -> List[Dict[str, Any]]: ...
+    def storage_stats(self) -> Dict[str, int]: ...
+
+class _TextEnum:
+    """A C++ enum: Enum.ATTRIBUTE; Enum("text") parses the keyword's string
+    (ValueError naming it and listing the accepted ones); str() gives it."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> int: ...
+    def __int__(self) -> int: ...
+    def __index__(self) -> int: ...
+    def __str__(self) -> str: ...
+
+class ShuffleMode(_TextEnum):
+    NONE: ShuffleMode  # "none"
+    GLOBAL: ShuffleMode  # "global"
+    BLOCK: ShuffleMode  # "block"
+    NODE: ShuffleMode  # "node"
+    def __init__(self, name: Union[str, int]) -> None: ...
+
+class OnError(_TextEnum):
+    RAISE: OnError  # "raise"
+    SKIP: OnError  # "skip"
+    def __init__(self, name: Union[str, int]) -> None: ...
+
+class TransformKind(_TextEnum):
+    IMAGE: TransformKind  # "image"
+    RAW: TransformKind  # "raw"
+    TOKEN_WINDOWS: TransformKind  # "tokens"
+    def __init__(self, name: Union[str, int]) -> None: ...
+
+class LabelType(_TextEnum):
+    AUTO: LabelType  # "auto"
+    INT64: LabelType  # "int64"
+    FLOAT32: LabelType  # "float32"
+    def __init__(self, name: Union[str, int]) -> None: ...
+
+class IoBackend(_TextEnum):
+    AUTO: IoBackend  # "auto"
+    IO_URING: IoBackend  # "io_uring"
+    PREAD: IoBackend  # "pread"
+    def __init__(self, name: Union[str, int]) -> None: ...
+
+class DeviceKind(_TextEnum):
+    CPU: DeviceKind  # "cpu"
+    CUDA: DeviceKind  # "cuda"
+    def __init__(self, name: Union[str, int]) -> None: ...
+
+class TensorDtype(_TextEnum):
+    UINT8: TensorDtype
+    INT32: TensorDtype
+    INT64: TensorDtype
+    FLOAT16: TensorDtype
+    BFLOAT16: TensorDtype
+    FLOAT32: TensorDtype
+    def __init__(self, name: Union[str, int]) -> None: ...
+
+class OutputLayout(_TextEnum):
+    NCHW: OutputLayout
+    NHWC: OutputLayout
+    def __init__(self, name: Union[str, int]) -> None: ...
+
+class RawElement(_TextEnum):
+    UINT8: RawElement
+    INT32: RawElement
+    INT64: RawElement
+    FLOAT32: RawElement
+    def __init__(self, name: Union[str, int]) -> None: ...
+
+class Bottleneck(_TextEnum):
+    NONE: Bottleneck  # "none"
+    CONSUMER: Bottleneck  # "consumer"
+    READ: Bottleneck  # "read"
+    DECODE: Bottleneck  # "decode"
+    COPY: Bottleneck  # "copy"
+    CPU_CONTENTION: Bottleneck  # "cpu-contention"
+    def __init__(self, name: Union[str, int]) -> None: ...
+
+class StatsSpan(_TextEnum):
+    SINCE_OPEN: StatsSpan  # "open"
+    RECENT: StatsSpan  # "recent"
+    EPOCH: StatsSpan  # "epoch"
+    def __init__(self, name: Union[str, int]) -> None: ...
+
+# The option structs of include/gpufeed/options.h and loader.h, field for
+# field; nested structs are views into their parent. copy.copy copies.
+class ImageTransformOptions:
+    size: int
+    train: bool
+    scale_min: float
+    scale_max: float
+    ratio_min: float
+    ratio_max: float
+    flip: bool
+    crop_fraction: float
+    mean: List[float]  # 3 values
+    std: List[float]  # 3 values
+    dtype: TensorDtype
+    layout: OutputLayout
+    max_pixels: int
+    def __init__(self) -> None: ...
+    def __copy__(self) -> ImageTransformOptions: ...
+
+class RawTransformOptions:
+    element: RawElement
+    length: int
+    pad: int
+    def __init__(self) -> None: ...
+    def __copy__(self) -> RawTransformOptions: ...
+
+class TokenWindowOptions:
+    seq_len: int
+    dtype: TensorDtype
+    block_bytes: int
+    def __init__(self) -> None: ...
+    def __copy__(self) -> TokenWindowOptions: ...
+
+class IoOptions:
+    backend: IoBackend
+    queue_depth: int
+    threads: int
+    inflight_bytes: int
+    direct_io: bool
+    register_buffers: bool
+    register_files: bool
+    def __init__(self) -> None: ...
+    def __copy__(self) -> IoOptions: ...
+
+class DeviceOptions:
+    kind: DeviceKind
+    device_id: int
+    normalize_on_device: bool
+    pin_memory: bool
+    def __init__(self) -> None: ...
+    def __copy__(self) -> DeviceOptions: ...
+
+class LoaderOptions:
+    batch_size: int
+    shuffle: ShuffleMode
+    seed: int
+    shuffle_window_shards: int
+    drop_last: bool
+    rank: int
+    world_size: int
+    num_nodes: int
+    node_rank: int
+    num_threads: int
+    prefetch: int
+    stats_window_seconds: float
+    transform: TransformKind
+    image: ImageTransformOptions
+    raw: RawTransformOptions
+    tokens: TokenWindowOptions
+    label_count: int
+    label_lengths: bool
+    label_pad: float
+    label_type: LabelType
+    on_error: OnError
+    max_held_bytes: int
+    io: IoOptions
+    device: DeviceOptions
+    def __init__(self) -> None: ...
+    def __copy__(self) -> LoaderOptions: ...
+
+class LoaderStats:
+    """Read-only; the properties in this order make DataLoader.stats()."""
+    @property
+    def span(self) -> StatsSpan: ...
+    batches: int
+    samples: int
+    bytes_read: int
+    skipped: int
+    threads: int
+    elapsed_seconds: float
+    read_seconds: float
+    decode_seconds: float
+    decode_cpu_seconds: float
+    blocked_seconds: float
+    other_seconds: float
+    consumer_wait_seconds: float
+    mean_ready_batches: float
+    io_backend: str
+    io_requests: int
+    io_bytes: int
+    io_queue_depth: int
+    io_mean_inflight: float
+    io_busy_share: float
+    source_opens: int
+    source_stats: int
+    source_bytes: int
+    cache_reads: int
+    open_files: int
+    cores: int
+    process_cpu_cores: float
+    external_cpu_cores: float
+    steal_share: float
+    disk: str
+    disk_note: str
+    disk_util: float
+    disk_read_bytes_per_second: float
+    device: str
+    device_batches: int
+    device_bytes: int
+    device_copy_seconds: float
+    device_wait_buffer_seconds: float
+    bottleneck: Bottleneck
+    read_share: float
+    decode_share: float
+    decode_cpu_share: float
+    cpu_wait_share: float
+    blocked_share: float
+    other_share: float
+    consumer_wait_share: float
+    copy_share: float
+    expected_gain: float
+    verdict: str
+    report: str
 
 class BatchTensor:
     def __dlpack__(self, *, stream: Any = ..., max_version: Any = ..., dl_device: Any = ...,
@@ -49,13 +268,30 @@ class BatchTensor:
     @property
     def dtype(self) -> str: ...
 
+class Batch:
+    """A batch from Loader.next() (read-only)."""
+    @property
+    def data(self) -> BatchTensor: ...
+    @property
+    def labels(self) -> BatchTensor: ...
+    @property
+    def sample_ids(self) -> List[int]: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def label_lengths(self) -> Optional[BatchTensor]: ...
+
 class Loader:
-    def __init__(self, path: str, format: str, options: Dict[str, Any]) -> None: ...
-    def next(self, timeout: float = ...) -> Optional[Tuple[BatchTensor, BatchTensor, List[int], int, int, Optional[BatchTensor]]]: ...
+    def __init__(self, path: Any, options: LoaderOptions, format: str = ...,
+                 cache: Dict[str, Any] = ..., webdataset: Dict[str, Any] = ...,
+                 token_dtype: str = ..., count_labels: bool = ...) -> None: ...
+    def next(self, timeout: float = ...) -> Optional[Batch]: ...
     def set_epoch(self, epoch: int) -> None: ...
     def state(self) -> Dict[str, Any]: ...
     def restore(self, state: Dict[str, Any]) -> None: ...
-    def stats(self, span: str = ...) -> Dict[str, Any]: ...
+    def stats(self, span: StatsSpan = ...) -> LoaderStats: ...
     def batches_per_epoch(self) -> int: ...
     def epoch(self) -> int: ...
     def close(self) -> None: ...

@@ -31,8 +31,14 @@ inline void ThrowIfError(const Status& status) {
   if (!status.ok()) RaiseStatus(status);
 }
 
+// The parts of gpufeed._core, one per file; core.cc calls them in this
+// order (the loader's signatures name the enums, options and batch types).
 void BindDataset(pybind11::module_& module);
 void BindTransform(pybind11::module_& module);
+void BindEnums(pybind11::module_& module);    // enum_binding.cc
+void BindOptions(pybind11::module_& module);  // options_binding.cc
+void BindStats(pybind11::module_& module);    // stats_binding.cc
+void BindBatch(pybind11::module_& module);    // batch_binding.cc
 void BindLoader(pybind11::module_& module);
 
 }  // namespace gpufeed::python

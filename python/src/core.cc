@@ -44,5 +44,9 @@ PYBIND11_MODULE(_core, module) {
   });
   gpufeed::python::BindDataset(module);
   gpufeed::python::BindTransform(module);
+  gpufeed::python::BindEnums(module);
+  gpufeed::python::BindOptions(module);
+  gpufeed::python::BindStats(module);
+  gpufeed::python::BindBatch(module);
   gpufeed::python::BindLoader(module);
 }

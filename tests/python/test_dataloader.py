@@ -440,7 +440,7 @@ def test_a_forked_child_gets_an_error_from_the_inherited_loader(token_dataset):
 def test_torch_keywords_map_to_gpufeed_options(token_dataset, keywords, expected):
     loader = tokens_loader(token_dataset, **keywords)
     for name, value in expected.items():
-        assert loader._options[name] == value, name
+        assert str(getattr(loader._options, name)) == str(value), name
     assert next(iter(loader)) is not None
 
 
@@ -449,7 +449,7 @@ def test_generator_gives_the_seed(token_dataset):
     generator = torch.Generator()
     generator.manual_seed(1234)
     loader = tokens_loader(token_dataset, generator=generator)
-    assert loader._options["seed"] == 1234
+    assert loader._options.seed == 1234
     assert epoch_ids(loader) == epoch_ids(tokens_loader(token_dataset, seed=1234))
     with pytest.raises(TypeError, match="generator or seed"):
         tokens_loader(token_dataset, generator=generator, seed=1)

@@ -8,6 +8,7 @@ torch here has no CUDA, so the tests play the consumer through ctypes: they
 call the stand-in's cudaMemcpyAsync on their own streams, as torch would, and
 read the capsules' DLManagedTensor as torch.from_dlpack does."""
 
+import copy
 import ctypes
 import os
 import time
@@ -97,8 +98,16 @@ def native_loaders(packed, dtype="float32", prefetch=2, **device):
     transform = gpufeed.ImageTransform(16, train=False, dtype=dtype)
     base = gpufeed.DataLoader(packed, batch_size=4, shuffle=False, transform=transform,
                               prefetch=prefetch)
-    options = dict(base._options, device="cuda", device_id=0, **device)
-    return base, _core.Loader(str(packed), "auto", options)
+    return base, device_loader(base, packed, **device)
+
+
+def device_loader(base, path, **device):
+    """A native loader with `base`'s options on CUDA device 0."""
+    options = copy.copy(base._options)
+    options.device.kind, options.device.device_id = _core.DeviceKind.CUDA, 0
+    for name, value in device.items():
+        setattr(options.device, name, value)
+    return _core.Loader(str(path), options)
 
 
 def host_bytes(tensor):
@@ -126,7 +135,7 @@ def test_device_batches_reach_the_consumers_stream_intact(packed, dtype, on_devi
             assert (want is None) == (got is None)
             if got is None:
                 break
-            for expected, tensor in zip(want[:2], got[:2]):
+            for expected, tensor in zip((want.data, want.labels), (got.data, got.labels)):
                 assert tensor.__dlpack_device__() == (KDL_CUDA, 0)
                 # As torch 2.x calls it: its current stream, max_version first.
                 capsule = tensor.__dlpack__(stream=stream, max_version=(1, 0),
@@ -146,11 +155,11 @@ def test_device_batches_reach_the_consumers_stream_intact(packed, dtype, on_devi
             batches += 1
         assert batches == len(base)
         stats = device.stats()
-        assert stats["device"] == "cuda:0"
+        assert stats.device == "cuda:0"
         # The device stage's figures enter the judgement (the copy stream's share).
-        assert stats["bottleneck"] in ("consumer", "read", "decode", "copy", "cpu-contention")
-        assert stats["verdict"].startswith(stats["bottleneck"] + "-bound")
-        assert 0.0 < stats["copy_share"] <= 1.0 + 1e-6
+        assert str(stats.bottleneck) in ("consumer", "read", "decode", "copy", "cpu-contention")
+        assert stats.verdict.startswith(str(stats.bottleneck) + "-bound")
+        assert 0.0 < stats.copy_share <= 1.0 + 1e-6
     finally:
         device.close()
         cuda.cudaStreamDestroy(stream)
@@ -158,7 +167,8 @@ def test_device_batches_reach_the_consumers_stream_intact(packed, dtype, on_devi
 
 def test_dlpack_keywords_torch_passes_and_what_is_refused(packed):
     base, device = native_loaders(packed)
-    data, labels = device.next()[:2]
+    batch = device.next()
+    data, labels = batch.data, batch.labels
     with pytest.raises(BufferError, match="copy=True"):
         data.__dlpack__(copy=True)
     with pytest.raises(BufferError, match="not copied"):
@@ -168,7 +178,7 @@ def test_dlpack_keywords_torch_passes_and_what_is_refused(packed):
     for kwargs in (dict(), dict(stream=None), dict(stream=1), dict(stream=2), dict(stream=-1),
                    dict(max_version=(1, 0)), dict(max_version=(0, 8), dl_device=(KDL_CUDA, 0))):
         Consumed(data.__dlpack__(**kwargs)).delete()
-    host_data = base._native.next()[0]
+    host_data = base._native.next().data
     assert host_data.__dlpack_device__() == (KDL_CPU, 0)
     Consumed(host_data.__dlpack__(max_version=(1, 0), dl_device=(KDL_CPU, 0), copy=False)).delete()
     with pytest.raises(BufferError):
@@ -189,7 +199,7 @@ def test_capsules_dropped_or_deleted_give_the_buffers_back(packed):
             item = device.next()
             if item is None:
                 break
-            data, labels = item[0], item[1]
+            data, labels = item.data, item.labels
             if taken % 3 == 0:
                 data.__dlpack__()  # never consumed: the capsule's destructor frees it
             elif taken % 3 == 1:
@@ -243,8 +253,7 @@ def test_token_windows_through_the_device_stage(tmp_path):
     (tmp_path / "shard.bin").write_bytes(header.tobytes() + tokens.tobytes())
     base = gpufeed.DataLoader(tmp_path / "shard.bin", batch_size=5, shuffle="block",
                               transform=gpufeed.TokenWindows(seq_len=64, block_bytes=1024))
-    device = _core.Loader(str(tmp_path / "shard.bin"), "auto",
-                          dict(base._options, device="cuda", device_id=0))
+    device = device_loader(base, tmp_path / "shard.bin")
     host = base._native
     stream = new_stream()
     batches = 0
@@ -254,7 +263,7 @@ def test_token_windows_through_the_device_stage(tmp_path):
             assert (want is None) == (got is None)
             if got is None:
                 break
-            for expected, tensor in zip(want[:2], got[:2]):
+            for expected, tensor in zip((want.data, want.labels), (got.data, got.labels)):
                 consumed = Consumed(tensor.__dlpack__(stream=stream))
                 assert consumed.device == (KDL_CUDA, 0)
                 assert consumed.shape[1] == 64 and consumed.dtype == (0, 64, 1)  # int64
@@ -266,7 +275,7 @@ def test_token_windows_through_the_device_stage(tmp_path):
                 assert out.raw == host_bytes(expected)
             batches += 1
         assert batches == len(base)
-        assert device.stats()["device"] == "cuda:0"
+        assert device.stats().device == "cuda:0"
     finally:
         device.close()
         cuda.cudaStreamDestroy(stream)
@@ -287,7 +296,7 @@ def test_webdataset_tars_through_the_device_stage(packed, tmp_path):
             assert (want is None) == (got is None)
             if got is None:
                 break
-            for expected, tensor in zip(want[:2], got[:2]):
+            for expected, tensor in zip((want.data, want.labels), (got.data, got.labels)):
                 assert tensor.__dlpack_device__() == (KDL_CUDA, 0)
                 consumed = Consumed(tensor.__dlpack__())
                 out = ctypes.create_string_buffer(consumed.nbytes)

@@ -1,0 +1,117 @@
+"""What the decode threads make of a sample: ``ImageTransform`` (torchvision
+semantics), ``RawTransform`` (record bytes as a vector) and ``TokenWindows``
+(windows of a token corpus). Each writes itself into the native
+``LoaderOptions`` (``_apply``); ``gpufeed.DataLoader(transform=...)`` takes one."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence, Tuple
+
+from . import _core
+from .tokens import check_token_dtype
+
+__all__ = ["ImageTransform", "RawTransform", "TokenWindows"]
+
+_IMAGENET_MEAN = (0.485, 0.456, 0.406)
+_IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageTransform:
+    """torchvision semantics, run in C++ on the decode threads.
+
+    train=True: RandomResizedCrop(size, scale, ratio) + RandomHorizontalFlip.
+    train=False: Resize(round(size / 0.875)) + CenterCrop(size).
+    Float outputs are x / 255 normalized by mean/std (ToTensor + Normalize);
+    uint8 outputs are the pixels (4x fewer bytes; normalize on the GPU).
+    """
+    size: int = 224
+    train: bool = True
+    scale: Tuple[float, float] = (0.08, 1.0)
+    ratio: Tuple[float, float] = (3 / 4, 4 / 3)
+    flip: bool = True
+    mean: Sequence[float] = _IMAGENET_MEAN
+    std: Sequence[float] = _IMAGENET_STD
+    dtype: str = "float32"
+    layout: str = "NCHW"
+    normalize_on_device: Optional[bool] = None
+    # Images whose header declares more pixels are refused before decoding
+    # (a decompression bomb): PIL's default limit.
+    max_pixels: int = 178_956_970
+
+    def __post_init__(self):
+        if self.dtype not in ("uint8", "float32", "float16", "bfloat16"):
+            raise ValueError(f"dtype must be uint8, float32, float16 or bfloat16, not {self.dtype!r}")
+        if self.layout not in ("NCHW", "NHWC"):
+            raise ValueError(f"layout must be NCHW or NHWC, not {self.layout!r}")
+        if not 0 < self.size <= 8192:
+            raise ValueError("size must be between 1 and 8192")
+        if len(self.mean) != 3 or len(self.std) != 3:
+            raise ValueError("mean and std take 3 values")
+        if self.max_pixels < 1:
+            raise ValueError("max_pixels must be positive")
+
+    def _apply(self, options: _core.LoaderOptions) -> None:
+        options.transform = _core.TransformKind.IMAGE
+        image = options.image  # a view: its fields are set in `options`
+        image.size, image.train, image.flip = int(self.size), bool(self.train), bool(self.flip)
+        image.scale_min, image.scale_max = float(self.scale[0]), float(self.scale[1])
+        image.ratio_min, image.ratio_max = float(self.ratio[0]), float(self.ratio[1])
+        image.mean, image.std = list(self.mean), list(self.std)
+        image.dtype = _core.TensorDtype(self.dtype)
+        image.layout = _core.OutputLayout(self.layout)
+        image.max_pixels = int(self.max_pixels)
+
+
+@dataclasses.dataclass(frozen=True)
+class RawTransform:
+    """Record bytes as a fixed-length vector (e.g. int32 tokens), padded with
+    `pad` or truncated: shape (batch, length)."""
+    dtype: str = "uint8"
+    shape: Tuple[int] = (0,)
+    pad: int = 0
+
+    def __post_init__(self):
+        if self.dtype not in ("uint8", "int32", "int64", "float32"):
+            raise ValueError(f"dtype must be uint8, int32, int64 or float32, not {self.dtype!r}")
+        if len(self.shape) != 1 or self.shape[0] <= 0:
+            raise ValueError("shape must be (length,) with a positive length")
+
+    def _apply(self, options: _core.LoaderOptions) -> None:
+        options.transform = _core.TransformKind.RAW
+        options.raw.element = _core.RawElement(self.dtype)
+        options.raw.length, options.raw.pad = int(self.shape[0]), int(self.pad)
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenWindows:
+    """Fixed-length windows of a token corpus (Megatron .bin/.idx, llm.c
+    shards, headerless token files): batches are ``(x, y)`` of shape
+    (batch, seq_len), window i being ``stream[i*seq_len : i*seq_len+seq_len+1]``
+    of the corpus's token stream, x its first seq_len tokens and y its last.
+
+    ``dtype``: "int64" (default) or "int32". ``token_dtype``: the dtype of a
+    headerless file (needed there; checked against the header elsewhere), as
+    ``gpufeed.TokenOptions(token_dtype=)`` also gives it.
+    ``block_bytes``: with shuffle="block" or False, windows are read in
+    blocks of about this many bytes, one large read each."""
+    seq_len: int = 1024
+    dtype: str = "int64"
+    token_dtype: Optional[str] = None
+    block_bytes: int = 4 << 20
+
+    def __post_init__(self):
+        if not 0 < self.seq_len < 2 ** 31:
+            raise ValueError("seq_len must be a positive int32")
+        if self.dtype not in ("int64", "int32"):
+            raise ValueError(f'dtype must be "int64" or "int32", not {self.dtype!r}')
+        check_token_dtype(self.token_dtype)
+        if not 0 < self.block_bytes < 2 ** 32:
+            raise ValueError("block_bytes must be between 1 and 2**32 - 1")
+
+    def _apply(self, options: _core.LoaderOptions) -> None:
+        options.transform = _core.TransformKind.TOKEN_WINDOWS
+        tokens = options.tokens  # a view: its fields are set in `options`
+        tokens.seq_len, tokens.block_bytes = int(self.seq_len), int(self.block_bytes)
+        tokens.dtype = _core.TensorDtype(self.dtype)

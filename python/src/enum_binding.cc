@@ -1,0 +1,152 @@
+// The C++ enums of the loader's options and figures as Python enums
+// (_core.ShuffleMode.GLOBAL, ...). Each value also has a text name: the
+// string the Python keywords take ("global", "io_uring", "cpu-contention").
+// str(value) gives it, and Enum("text") parses it; an unknown text is a
+// ValueError naming it and listing the accepted ones, never a default.
+#include <pybind11/pybind11.h>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+#include "binding_util.h"
+#include "gpufeed/batch.h"
+#include "gpufeed/loader.h"
+#include "gpufeed/options.h"
+
+namespace py = pybind11;
+
+namespace gpufeed::python {
+
+namespace {
+
+template <typename Enum>
+struct EnumName {
+  Enum value;
+  const char* attribute;  // the Python attribute: ShuffleMode.GLOBAL
+  const char* text;       // the keyword's string: "global"
+};
+
+constexpr EnumName<ShuffleMode> kShuffleModes[] = {
+    {ShuffleMode::kNone, "NONE", "none"},
+    {ShuffleMode::kGlobal, "GLOBAL", "global"},
+    {ShuffleMode::kBlock, "BLOCK", "block"},
+    {ShuffleMode::kNode, "NODE", "node"},
+};
+constexpr EnumName<OnError> kOnErrors[] = {
+    {OnError::kRaise, "RAISE", "raise"},
+    {OnError::kSkip, "SKIP", "skip"},
+};
+constexpr EnumName<TransformKind> kTransformKinds[] = {
+    {TransformKind::kImage, "IMAGE", "image"},
+    {TransformKind::kRaw, "RAW", "raw"},
+    {TransformKind::kTokenWindows, "TOKEN_WINDOWS", "tokens"},
+};
+constexpr EnumName<LoaderOptions::LabelType> kLabelTypes[] = {
+    {LoaderOptions::LabelType::kAuto, "AUTO", "auto"},
+    {LoaderOptions::LabelType::kInt64, "INT64", "int64"},
+    {LoaderOptions::LabelType::kFloat32, "FLOAT32", "float32"},
+};
+constexpr EnumName<IoBackend> kIoBackends[] = {
+    {IoBackend::kAuto, "AUTO", "auto"},
+    {IoBackend::kIoUring, "IO_URING", "io_uring"},
+    {IoBackend::kPread, "PREAD", "pread"},
+};
+constexpr EnumName<DeviceKind> kDeviceKinds[] = {
+    {DeviceKind::kCpu, "CPU", "cpu"},
+    {DeviceKind::kCuda, "CUDA", "cuda"},
+};
+constexpr EnumName<TensorDtype> kTensorDtypes[] = {
+    {TensorDtype::kUint8, "UINT8", "uint8"},       {TensorDtype::kInt32, "INT32", "int32"},
+    {TensorDtype::kInt64, "INT64", "int64"},       {TensorDtype::kFloat16, "FLOAT16", "float16"},
+    {TensorDtype::kBfloat16, "BFLOAT16", "bfloat16"}, {TensorDtype::kFloat32, "FLOAT32", "float32"},
+};
+constexpr EnumName<OutputLayout> kOutputLayouts[] = {
+    {OutputLayout::kNCHW, "NCHW", "NCHW"},
+    {OutputLayout::kNHWC, "NHWC", "NHWC"},
+};
+constexpr EnumName<RawTransformOptions::Element> kRawElements[] = {
+    {RawTransformOptions::Element::kUint8, "UINT8", "uint8"},
+    {RawTransformOptions::Element::kInt32, "INT32", "int32"},
+    {RawTransformOptions::Element::kInt64, "INT64", "int64"},
+    {RawTransformOptions::Element::kFloat32, "FLOAT32", "float32"},
+};
+// The texts are BottleneckName's (the stable names programs branch on).
+constexpr EnumName<Bottleneck> kBottlenecks[] = {
+    {Bottleneck::kNone, "NONE", "none"},
+    {Bottleneck::kConsumer, "CONSUMER", "consumer"},
+    {Bottleneck::kRead, "READ", "read"},
+    {Bottleneck::kDecode, "DECODE", "decode"},
+    {Bottleneck::kCopy, "COPY", "copy"},
+    {Bottleneck::kCpuContention, "CPU_CONTENTION", "cpu-contention"},
+};
+constexpr EnumName<StatsSpan> kStatsSpans[] = {
+    {StatsSpan::kSinceOpen, "SINCE_OPEN", "open"},
+    {StatsSpan::kRecent, "RECENT", "recent"},
+    {StatsSpan::kEpoch, "EPOCH", "epoch"},
+};
+
+// Binds `Enum` as module.<name>, with the values of `names` (a static
+// table), construction from a text name (ValueError "<what> must be one of
+// ..., not ...") and str() giving the text name.
+template <typename Enum, size_t N>
+void BindEnum(py::module_& module, const char* name, const char* what,
+              const EnumName<Enum> (&names)[N], const char* doc) {
+  py::enum_<Enum> bound(module, name, doc);
+  for (const EnumName<Enum>& entry : names) bound.value(entry.attribute, entry.value);
+  const EnumName<Enum>* table = names;
+  bound.def(py::init([table, what](const std::string& text) {
+              std::string accepted;
+              for (size_t i = 0; i < N; ++i) {
+                if (text == table[i].text) return table[i].value;
+                accepted += std::string(i == 0 ? "\"" : ", \"") + table[i].text + "\"";
+              }
+              throw py::value_error(std::string(what) + " must be one of " + accepted +
+                                    ", not \"" + text + "\"");
+            }),
+            py::arg("name"));
+  // Replaces pybind11's "Name.ATTRIBUTE": a value prints as the keyword it
+  // stands for.
+  bound.attr("__str__") = py::cpp_function(
+      [table](Enum value) -> std::string {
+        for (size_t i = 0; i < N; ++i) {
+          if (table[i].value == value) return table[i].text;
+        }
+        return "unknown";
+      },
+      py::name("__str__"), py::is_method(bound));
+}
+
+// The tables whose texts C++ also names (BottleneckName, IoBackendName,
+// TensorDtypeName) must agree with it: a mismatch fails the import.
+template <typename Enum, size_t N>
+void CheckTexts(const EnumName<Enum> (&names)[N], const char* (*name_of)(Enum)) {
+  for (const EnumName<Enum>& entry : names) {
+    if (std::string(entry.text) != name_of(entry.value)) {
+      throw std::logic_error(std::string("gpufeed._core: enum text \"") + entry.text +
+                             "\" differs from the C++ name \"" + name_of(entry.value) + "\"");
+    }
+  }
+}
+
+}  // namespace
+
+void BindEnums(py::module_& module) {
+  CheckTexts(kBottlenecks, &BottleneckName);
+  CheckTexts(kIoBackends, &IoBackendName);
+  CheckTexts(kTensorDtypes, &TensorDtypeName);
+  BindEnum(module, "ShuffleMode", "shuffle", kShuffleModes, "LoaderOptions.shuffle");
+  BindEnum(module, "OnError", "on_error", kOnErrors, "LoaderOptions.on_error");
+  BindEnum(module, "TransformKind", "transform", kTransformKinds, "LoaderOptions.transform");
+  BindEnum(module, "LabelType", "label_dtype", kLabelTypes, "LoaderOptions.label_type");
+  BindEnum(module, "IoBackend", "io_backend", kIoBackends, "IoOptions.backend");
+  BindEnum(module, "DeviceKind", "device", kDeviceKinds, "DeviceOptions.kind");
+  BindEnum(module, "TensorDtype", "dtype", kTensorDtypes,
+           "ImageTransformOptions.dtype, TokenWindowOptions.dtype");
+  BindEnum(module, "OutputLayout", "layout", kOutputLayouts, "ImageTransformOptions.layout");
+  BindEnum(module, "RawElement", "dtype", kRawElements, "RawTransformOptions.element");
+  BindEnum(module, "Bottleneck", "bottleneck", kBottlenecks, "LoaderStats.bottleneck");
+  BindEnum(module, "StatsSpan", "span", kStatsSpans, "Loader.stats(span)");
+}
+
+}  // namespace gpufeed::python

@@ -1,0 +1,139 @@
+// The loader's options as Python classes: _core.LoaderOptions and the
+// structs it holds, field for field (include/gpufeed/loader.h and options.h
+// document each). Enum fields take the enums of enum_binding.cc; nested
+// structs are views (options.image.size = 160 changes `options`).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "binding_util.h"
+#include "gpufeed/loader.h"
+#include "gpufeed/options.h"
+
+namespace py = pybind11;
+
+namespace gpufeed::python {
+
+namespace {
+
+// copy.copy and copy.deepcopy: the structs are plain values.
+template <typename Options>
+void DefValueMethods(py::class_<Options>& bound) {
+  bound.def("__copy__", [](const Options& options) { return Options(options); })
+      .def("__deepcopy__", [](const Options& options, py::dict) { return Options(options); },
+           py::arg("memo"));
+}
+
+// A float[3] member as a list of 3 floats; another length is a ValueError.
+void DefChannels(py::class_<ImageTransformOptions>& bound, const char* name,
+                 float (ImageTransformOptions::*field)[3]) {
+  bound.def_property(
+      name,
+      [field](const ImageTransformOptions& options) {
+        const float* values = options.*field;
+        return std::vector<float>(values, values + 3);
+      },
+      [field, name](ImageTransformOptions& options, const std::vector<float>& values) {
+        if (values.size() != 3) {
+          throw py::value_error(std::string(name) + " takes 3 values (one per channel), not " +
+                                std::to_string(values.size()));
+        }
+        for (int c = 0; c < 3; ++c) (options.*field)[c] = values[c];
+      });
+}
+
+void BindTransformOptions(py::module_& module) {
+  py::class_<ImageTransformOptions> image(module, "ImageTransformOptions");
+  image.def(py::init<>())
+      .def_readwrite("size", &ImageTransformOptions::size)
+      .def_readwrite("train", &ImageTransformOptions::train)
+      .def_readwrite("scale_min", &ImageTransformOptions::scale_min)
+      .def_readwrite("scale_max", &ImageTransformOptions::scale_max)
+      .def_readwrite("ratio_min", &ImageTransformOptions::ratio_min)
+      .def_readwrite("ratio_max", &ImageTransformOptions::ratio_max)
+      .def_readwrite("flip", &ImageTransformOptions::flip)
+      .def_readwrite("crop_fraction", &ImageTransformOptions::crop_fraction);
+  DefChannels(image, "mean", &ImageTransformOptions::mean);
+  DefChannels(image, "std", &ImageTransformOptions::std);
+  image.def_readwrite("dtype", &ImageTransformOptions::dtype)
+      .def_readwrite("layout", &ImageTransformOptions::layout)
+      .def_readwrite("max_pixels", &ImageTransformOptions::max_pixels);
+  DefValueMethods(image);
+
+  py::class_<RawTransformOptions> raw(module, "RawTransformOptions");
+  raw.def(py::init<>())
+      .def_readwrite("element", &RawTransformOptions::element)
+      .def_readwrite("length", &RawTransformOptions::length)
+      .def_readwrite("pad", &RawTransformOptions::pad);
+  DefValueMethods(raw);
+
+  py::class_<TokenWindowOptions> tokens(module, "TokenWindowOptions");
+  tokens.def(py::init<>())
+      .def_readwrite("seq_len", &TokenWindowOptions::seq_len)
+      .def_readwrite("dtype", &TokenWindowOptions::dtype)
+      .def_readwrite("block_bytes", &TokenWindowOptions::block_bytes);
+  DefValueMethods(tokens);
+}
+
+void BindStageOptions(py::module_& module) {
+  py::class_<IoOptions> io(module, "IoOptions");
+  io.def(py::init<>())
+      .def_readwrite("backend", &IoOptions::backend)
+      .def_readwrite("queue_depth", &IoOptions::queue_depth)
+      .def_readwrite("threads", &IoOptions::threads)
+      .def_readwrite("inflight_bytes", &IoOptions::inflight_bytes)
+      .def_readwrite("direct_io", &IoOptions::direct_io)
+      .def_readwrite("register_buffers", &IoOptions::register_buffers)
+      .def_readwrite("register_files", &IoOptions::register_files);
+  DefValueMethods(io);
+
+  py::class_<DeviceOptions> device(module, "DeviceOptions");
+  device.def(py::init<>())
+      .def_readwrite("kind", &DeviceOptions::kind)
+      .def_readwrite("device_id", &DeviceOptions::device_id)
+      .def_readwrite("normalize_on_device", &DeviceOptions::normalize_on_device)
+      .def_readwrite("pin_memory", &DeviceOptions::pin_memory);
+  DefValueMethods(device);
+}
+
+void BindLoaderOptionsStruct(py::module_& module) {
+  py::class_<LoaderOptions> options(module, "LoaderOptions");
+  options.def(py::init<>())
+      .def_readwrite("batch_size", &LoaderOptions::batch_size)
+      .def_readwrite("shuffle", &LoaderOptions::shuffle)
+      .def_readwrite("seed", &LoaderOptions::seed)
+      .def_readwrite("shuffle_window_shards", &LoaderOptions::shuffle_window_shards)
+      .def_readwrite("drop_last", &LoaderOptions::drop_last)
+      .def_readwrite("rank", &LoaderOptions::rank)
+      .def_readwrite("world_size", &LoaderOptions::world_size)
+      .def_readwrite("num_nodes", &LoaderOptions::num_nodes)
+      .def_readwrite("node_rank", &LoaderOptions::node_rank)
+      .def_readwrite("num_threads", &LoaderOptions::num_threads)
+      .def_readwrite("prefetch", &LoaderOptions::prefetch)
+      .def_readwrite("stats_window_seconds", &LoaderOptions::stats_window_seconds)
+      .def_readwrite("transform", &LoaderOptions::transform)
+      .def_readwrite("image", &LoaderOptions::image)
+      .def_readwrite("raw", &LoaderOptions::raw)
+      .def_readwrite("tokens", &LoaderOptions::tokens)
+      .def_readwrite("label_count", &LoaderOptions::label_count)
+      .def_readwrite("label_lengths", &LoaderOptions::label_lengths)
+      .def_readwrite("label_pad", &LoaderOptions::label_pad)
+      .def_readwrite("label_type", &LoaderOptions::label_type)
+      .def_readwrite("on_error", &LoaderOptions::on_error)
+      .def_readwrite("max_held_bytes", &LoaderOptions::max_held_bytes)
+      .def_readwrite("io", &LoaderOptions::io)
+      .def_readwrite("device", &LoaderOptions::device);
+  DefValueMethods(options);
+}
+
+}  // namespace
+
+void BindOptions(py::module_& module) {
+  BindTransformOptions(module);
+  BindStageOptions(module);
+  BindLoaderOptionsStruct(module);
+}
+
+}  // namespace gpufeed::python
