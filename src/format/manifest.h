@@ -83,9 +83,8 @@ struct Manifest {
 // every file (and the .idx's of a Megatron pair): its dataset is opened
 // lazily (recordio_dataset.cc, token_manifest.cc), and a node cache keys its
 // copies on those sizes and checksums.
+// The format's FormatEntry::manifest_identifies_every_file says which.
 bool ManifestIdentifiesEveryFile(const Manifest& manifest);
-// Megatron, llm.c or headerless tokens.
-bool IsTokenFormat(DatasetFormat format);
 
 // Parses and validates (counts add up, names are non-empty, checksums are
 // hex). Corruption naming the file on any problem. Where the names lead is

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "format/datasets.h"
+#include "format/registry.h"
 #include "util/file.h"
 #include "util/path.h"
 
