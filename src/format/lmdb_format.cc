@@ -12,11 +12,12 @@
 
 namespace gpufeed {
 
+namespace {
+
+// A directory holding an LMDB environment (its data.mdb).
 bool IsLmdbDirectory(const std::string& directory) {
   return IsRegularFile(JoinPath(directory, "data.mdb"));
 }
-
-namespace {
 
 // The sorted subdirectories of `directory` holding an LMDB environment;
 // each (and its data.mdb) must stay inside `directory` unless allowed.

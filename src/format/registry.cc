@@ -6,6 +6,16 @@
 
 namespace gpufeed {
 
+// Each format's entry, defined beside its reader.
+const FormatEntry& RecordIOFormat();     // recordio_format.cc
+const FormatEntry& CaffeLmdbFormat();    // lmdb_format.cc
+const FormatEntry& LmdbFormat();         // lmdb_format.cc
+const FormatEntry& WebDatasetFormat();   // webdataset_format.cc
+const FormatEntry& ImageFolderFormat();  // imagefolder_format.cc
+const FormatEntry& MegatronFormat();     // token_format.cc
+const FormatEntry& LlmcFormat();         // token_format.cc
+const FormatEntry& TokensFormat();       // token_format.cc
+
 const std::vector<const FormatEntry*>& RegisteredFormats() {
   // The order format=auto tries them in: on a directory, RecordIO shards
   // before an LMDB (a Caffe one before a gpufeed one), tars, and an

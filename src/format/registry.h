@@ -7,8 +7,8 @@
 // and never switch on a format.
 //
 // Adding a format: define its FormatEntry in the format's own source file,
-// declare its accessor below, and add it to the list in registry.cc (see
-// docs/extending.md).
+// and declare its accessor and add it to the list in registry.cc (see
+// docs/extending.md); nothing else names it.
 #ifndef GPUFEED_FORMAT_REGISTRY_H_
 #define GPUFEED_FORMAT_REGISTRY_H_
 
@@ -159,19 +159,6 @@ bool IsTokenFormat(DatasetFormat format);
 // keyed on their size and mtime, with the shard's xxh64 when known.
 Status WarmEachShardFile(const Dataset& dataset, const char* member,
                          std::vector<WarmSource>* sources);
-
-// Each format's entry, defined beside its reader.
-const FormatEntry& RecordIOFormat();     // recordio_format.cc
-const FormatEntry& CaffeLmdbFormat();    // lmdb_format.cc
-const FormatEntry& LmdbFormat();         // lmdb_format.cc
-const FormatEntry& WebDatasetFormat();   // webdataset_format.cc
-const FormatEntry& ImageFolderFormat();  // imagefolder_format.cc
-const FormatEntry& MegatronFormat();     // token_format.cc
-const FormatEntry& LlmcFormat();         // token_format.cc
-const FormatEntry& TokensFormat();       // token_format.cc
-
-// A directory holding an LMDB environment (its data.mdb).
-bool IsLmdbDirectory(const std::string& directory);
 
 }  // namespace gpufeed
 

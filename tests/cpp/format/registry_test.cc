@@ -359,7 +359,7 @@ TEST(RegistryTest, WarmSourcesAreTheFilesTheStoreReads) {
   std::unique_ptr<Dataset> folder;
   ASSERT_TRUE(Dataset::Open(root, {}, &folder).ok());
   std::vector<WarmSource> bundles;
-  ASSERT_TRUE(ImageFolderFormat().warm_sources(*folder, &bundles).ok());
+  ASSERT_TRUE(FindFormat(DatasetFormat::kImageFolder)->warm_sources(*folder, &bundles).ok());
   ASSERT_EQ(bundles.size(), 1u);
   EXPECT_TRUE(bundles[0].source.bundle());
   EXPECT_EQ(bundles[0].source.members.size(), 2u);
