@@ -46,6 +46,18 @@ TEST(RegistryTest, EveryFormatOnceWithItsNameBothWays) {
   EXPECT_EQ(FormatNames(), expected_names);
 }
 
+TEST(RegistryTest, AFormatsValueNeedsNoNamedEnumerator) {
+  // docs/extending.md: a new format may take an unused value from its own
+  // file; until its entry is in the list, nothing knows it.
+  constexpr DatasetFormat unnamed = DatasetFormat{13};
+  EXPECT_EQ(FindFormat(unnamed), nullptr);
+  EXPECT_STREQ(FormatName(unnamed), "unknown");
+  EXPECT_FALSE(IsTokenFormat(unnamed));
+  constexpr ShardFormat unnamed_writer = ShardFormat{4};
+  EXPECT_EQ(FindWriter(unnamed_writer), nullptr);
+  EXPECT_STREQ(ShardFormatName(unnamed_writer), "unknown");
+}
+
 TEST(RegistryTest, AnUnknownNameIsAnErrorListingEveryName) {
   DatasetFormat format = DatasetFormat::kRecordIO;
   Status status = ParseFormat("tfrecord", &format);
