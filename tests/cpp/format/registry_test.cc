@@ -47,13 +47,13 @@ TEST(RegistryTest, EveryFormatOnceWithItsNameBothWays) {
 }
 
 TEST(RegistryTest, AFormatsValueNeedsNoNamedEnumerator) {
-  // docs/extending.md: a new format may take an unused value from its own
-  // file; until its entry is in the list, nothing knows it.
-  constexpr DatasetFormat unnamed = DatasetFormat{13};
+  // docs/extending.md: a new format takes an unused value from 20 up in its
+  // own file; until its entry is in the list, nothing knows it.
+  constexpr DatasetFormat unnamed = DatasetFormat{20};
   EXPECT_EQ(FindFormat(unnamed), nullptr);
   EXPECT_STREQ(FormatName(unnamed), "unknown");
   EXPECT_FALSE(IsTokenFormat(unnamed));
-  constexpr ShardFormat unnamed_writer = ShardFormat{4};
+  constexpr ShardFormat unnamed_writer = ShardFormat{20};
   EXPECT_EQ(FindWriter(unnamed_writer), nullptr);
   EXPECT_STREQ(ShardFormatName(unnamed_writer), "unknown");
 }
