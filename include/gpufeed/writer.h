@@ -32,6 +32,13 @@ enum class ShardFormat : int {
   kWebDataset = 3,  // part-NNNNN.tar: KEY.jpg (the image) + KEY.cls (the label)
 };
 
+// The formats Pack writes, by name ("recordio", "lmdb", "webdataset"), in
+// the format registry's order.
+GPUFEED_EXPORT std::vector<std::string> ShardFormatNames();
+GPUFEED_EXPORT const char* ShardFormatName(ShardFormat format);  // "unknown" for no writer's
+// The inverse of ShardFormatName; InvalidArgument listing ShardFormatNames.
+GPUFEED_EXPORT Status ParseShardFormat(const std::string& name, ShardFormat* format);
+
 // A sample to append. The payload written is MXNet's IRHeader (flag, label,
 // id, id2), then the labels when there are several, then `data`.
 struct SampleToWrite {
@@ -129,6 +136,10 @@ GPUFEED_EXPORT Status WriteRecordIOIndex(const std::string& rec_path, const std:
 // NotSupported for a compressed tar (decompress it first).
 GPUFEED_EXPORT Status WriteTarIndex(const std::string& tar_path, const std::string& index_path,
                                     uint64_t* samples);
+
+// The token corpus formats ("megatron", "llmc", "tokens"): WriteTokenManifest's
+// options.format is one of them or kAuto.
+GPUFEED_EXPORT std::vector<std::string> TokenFormatNames();
 
 // Describes the token corpus at `path` in a gpufeed.json (its path goes to
 // *manifest_path, the token count to *tokens): per file its name, bytes,

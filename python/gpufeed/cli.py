@@ -1,11 +1,11 @@
 """The ``gpufeed`` command line.
 
-    gpufeed pack SRC DST [--format recordio|lmdb|webdataset] [--shard-size 256MiB] [--workers N] [--overwrite]
+    gpufeed pack SRC DST [--format F] [--shard-size 256MiB] [--workers N] [--overwrite]
     gpufeed inspect PATH [--format F] [--json]
     gpufeed verify PATH [--format F] [--json]
     gpufeed index FILE.rec [--output FILE.idx]
     gpufeed index FILE.tar [FILE.tar ...]   (the WebDataset member index, beside each tar)
-    gpufeed index CORPUS [--format megatron|llmc|tokens] [--token-dtype D]
+    gpufeed index CORPUS [--format F] [--token-dtype D]
                   (a token corpus's gpufeed.json: llm.c directory, Megatron prefix, headerless files)
     gpufeed bench PATH [--batches N] [--batch-size B] [--threads N] [--plot OUT.png] [--json] ...
     gpufeed diagnose PATH [--seconds S] [--json] ...
@@ -23,8 +23,8 @@ import sys
 from typing import List, Optional
 
 from . import _errors
-from .dataset import FORMATS, open_dataset
-from .pack import human_bytes as _human_bytes, pack, parse_size
+from .dataset import FORMATS, TOKEN_FORMATS, open_dataset
+from .pack import PACK_FORMATS, human_bytes as _human_bytes, pack, parse_size
 
 
 def _cmd_pack(args) -> int:
@@ -108,7 +108,7 @@ def _cmd_verify(args) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        if report["format"] in ("megatron", "llmc", "tokens"):
+        if report["format"] in TOKEN_FORMATS:
             print(f"checked {report['records_checked']} tokens in {report['shards_checked']} "
                   f"file(s) ({report['format']})")
         else:
@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("pack", help="pack an ImageFolder or a list file into shards")
     p.add_argument("src", help="ImageFolder directory or list file (path<TAB>label[,label...])")
     p.add_argument("dst", help="output directory")
-    p.add_argument("--format", choices=("recordio", "lmdb", "webdataset"), default="recordio")
+    p.add_argument("--format", choices=PACK_FORMATS, default="recordio")
     p.add_argument("--shard-size", type=parse_size, default=256 * 2**20,
                    help="bytes per shard, e.g. 256MiB (default)")
     p.add_argument("--workers", type=int, default=None, help="reader threads (default: cores)")
@@ -201,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "Megatron pairs, a Megatron prefix, with --format tokens headerless files)")
     p.add_argument("--output", default=None,
                    help="index path (default: beside, FILE.idx or FILE.tar.gpufeed-index)")
-    p.add_argument("--format", choices=("auto", "megatron", "llmc", "tokens"), default="auto",
+    p.add_argument("--format", choices=("auto",) + TOKEN_FORMATS, default="auto",
                    help="token corpora: the format (default: detected)")
     p.add_argument("--token-dtype", default=None,
                    help="token corpora: the dtype of headerless files (with --format tokens)")

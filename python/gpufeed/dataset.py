@@ -8,11 +8,14 @@ from typing import Iterator, List, Optional, Tuple, Union
 from . import _core
 from ._errors import OutOfRangeError
 
-__all__ = ["Dataset", "Record", "open_dataset", "FORMATS"]
+__all__ = ["Dataset", "Record", "open_dataset", "FORMATS", "TOKEN_FORMATS"]
 
 #: Names accepted by ``format=``: "auto", then the formats of the C++
 #: registry (src/format/registry.cc) in the order ``format="auto"`` tries them.
 FORMATS = tuple(_core.format_names())
+#: The token corpus formats of the registry: samples are token windows,
+#: ``gpufeed index`` describes them in a gpufeed.json, verify counts tokens.
+TOKEN_FORMATS = tuple(_core.token_format_names())
 
 
 class Record:
@@ -109,7 +112,7 @@ class Dataset:
 
     @property
     def format(self) -> str:
-        """"recordio", "lmdb", "caffe_lmdb" or "imagefolder"."""
+        """The format's name, one of :data:`FORMATS` (never "auto")."""
         return self._native.format
 
     @property

@@ -9,7 +9,11 @@ from typing import Optional, Union
 
 from . import _core
 
-__all__ = ["pack", "PackSummary", "parse_size"]
+__all__ = ["pack", "PackSummary", "parse_size", "PACK_FORMATS"]
+
+#: The formats :func:`pack` writes: the C++ registry's formats that have a
+#: writer (src/format/registry.cc), in its order.
+PACK_FORMATS = tuple(_core.pack_format_names())
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6,
           "mib": 2**20, "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12,
@@ -68,10 +72,11 @@ def pack(src: Union[str, os.PathLike], dst: Union[str, os.PathLike], format: str
             or a list file of ``path<TAB>label[,label...]`` lines (paths
             relative to the list file; MXNet ``.lst`` lines are accepted too).
         dst: output directory; must be empty or missing unless ``overwrite``.
-        format: "recordio" (``part-NNNNN.rec`` + ``.idx``, MXNet/DALI
-            compatible), "lmdb" (``part-NNNNN/`` environments) or "webdataset"
-            (``part-NNNNN.tar`` of ``KEY.jpg`` + ``KEY.cls``, one integer label
-            per sample, each with its member index beside it).
+        format: one of :data:`PACK_FORMATS`: "recordio" (``part-NNNNN.rec``
+            + ``.idx``, MXNet/DALI compatible), "lmdb" (``part-NNNNN/``
+            environments) or "webdataset" (``part-NNNNN.tar`` of ``KEY.jpg`` +
+            ``KEY.cls``, one integer label per sample, each with its member
+            index beside it).
         shard_size: bytes per shard (int or a string such as "256MiB").
         workers: threads reading the sources (default: one per core).
         progress: show a progress bar (tqdm when installed) on stderr.
@@ -85,8 +90,10 @@ def pack(src: Union[str, os.PathLike], dst: Union[str, os.PathLike], format: str
         A :class:`PackSummary`. Output order is deterministic: ImageFolder
         order (classes, then files, sorted) or list-file order.
     """
-    if format not in ("recordio", "lmdb", "webdataset"):
-        raise ValueError(f'format must be "recordio", "lmdb" or "webdataset", not {format!r}')
+    if format not in PACK_FORMATS:
+        quoted = [f'"{name}"' for name in PACK_FORMATS]
+        expected = ", ".join(quoted[:-1]) + " or " + quoted[-1] if len(quoted) > 1 else quoted[0]
+        raise ValueError(f"format must be {expected}, not {format!r}")
     if workers is not None and workers < 1:
         raise ValueError("workers must be at least 1")
     bar = None

@@ -200,16 +200,7 @@ py::dict PackBinding(const std::string& source, const std::string& destination,
                      const std::string& format, uint64_t shard_size, int workers, bool overwrite,
                      py::object progress, bool allow_external_paths) {
   PackOptions options;
-  if (format == "recordio") {
-    options.format = ShardFormat::kRecordIO;
-  } else if (format == "lmdb") {
-    options.format = ShardFormat::kLmdb;
-  } else if (format == "webdataset") {
-    options.format = ShardFormat::kWebDataset;
-  } else {
-    ThrowIfError(Status::InvalidArgument(
-        "pack format must be \"recordio\", \"lmdb\" or \"webdataset\", not \"" + format + "\""));
-  }
+  ThrowIfError(ParseShardFormat(format, &options.format));
   options.shard_size = shard_size;
   options.workers = workers;
   options.overwrite = overwrite;
@@ -424,6 +415,10 @@ void BindDataset(py::module_& module) {
              py::arg("cache_dir"));
   module.def("format_names", &FormatNames,
              "Every name format= accepts: \"auto\", then the registered formats.");
+  module.def("pack_format_names", &ShardFormatNames,
+             "The formats pack writes (registered formats with a writer).");
+  module.def("token_format_names", &TokenFormatNames,
+             "The token corpus formats (`gpufeed index` describes them in a gpufeed.json).");
   module.def("verify", &VerifyBinding, py::arg("path"), py::arg("format") = "auto",
              py::arg("allow_external_paths") = false, py::arg("token_dtype") = "auto",
              py::arg("webdataset") = py::dict());

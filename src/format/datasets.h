@@ -125,7 +125,12 @@ Status OpenWebDatasetFromManifest(const std::string& directory, const Manifest& 
                                   const DatasetOptions& options,
                                   const std::shared_ptr<Store>& store,
                                   std::unique_ptr<Dataset>* dataset);
-// The ShardWriter of ShardFormat::kWebDataset (tar_writer.cc).
+// The ShardWriters of the formats that have one (FormatEntry::writer):
+// RecordIO's .rec (recordio_writer.cc), an LMDB environment directory
+// (lmdb_writer.cc), a WebDataset .tar (tar_writer.cc). AlreadyExists when
+// `path` is there.
+Status NewRecordIOShardWriter(const std::string& path, std::unique_ptr<ShardWriter>* writer);
+Status NewLmdbShardWriter(const std::string& path, std::unique_ptr<ShardWriter>* writer);
 Status NewTarShardWriter(const std::string& path, std::unique_ptr<ShardWriter>* writer);
 // A name auto-detection takes for a WebDataset shard: .tar, or a
 // compressed tar (refused with a message when opened).

@@ -1,6 +1,7 @@
 // The registry entries of the LMDB family: gpufeed's LMDB shards (an
-// environment, a directory of them, or a gpufeed.json listing them) and
-// Caffe's LMDB of caffe.Datum values, told apart by the first value.
+// environment, a directory of them, or a gpufeed.json listing them; Pack
+// writes part-NNNNN/ environments) and Caffe's LMDB of caffe.Datum values,
+// told apart by the first value. A cache warm copies each data.mdb.
 #include "format/caffe_datum.h"
 #include "format/datasets.h"
 #include "format/irheader.h"
@@ -11,11 +12,12 @@
 
 namespace gpufeed {
 
+namespace {
+
+// A directory holding an LMDB environment (its data.mdb).
 bool IsLmdbDirectory(const std::string& directory) {
   return IsRegularFile(JoinPath(directory, "data.mdb"));
 }
-
-namespace {
 
 // The sorted subdirectories of `directory` holding an LMDB environment;
 // each (and its data.mdb) must stay inside `directory` unless allowed.
@@ -223,6 +225,15 @@ void VerifyCaffe(const VerifyRequest& request, VerifyReport* report) {
   }
 }
 
+// The store reads each environment's data.mdb.
+Status WarmSources(const Dataset& dataset, std::vector<WarmSource>* sources) {
+  return WarmEachShardFile(dataset, "data.mdb", sources);
+}
+
+void NameShard(const std::string& base, ManifestShard* shard) { shard->file = base; }
+
+std::string DataFile(const std::string& shard_path) { return JoinPath(shard_path, "data.mdb"); }
+
 }  // namespace
 
 const FormatEntry& LmdbFormat() {
@@ -234,6 +245,12 @@ const FormatEntry& LmdbFormat() {
     e.claims_directory = ClaimsLmdbDirectory;
     e.open_manifest = OpenLmdbManifest;
     e.verify = VerifyLmdb;
+    e.warm_sources = WarmSources;
+    e.writer.shard_format = ShardFormat::kLmdb;
+    e.writer.open = NewLmdbShardWriter;
+    e.writer.name_shard = NameShard;
+    e.writer.data_file = DataFile;
+    e.writer.output_suffixes = {""};  // the environment's directory
     return e;
   }();
   return entry;
@@ -247,6 +264,7 @@ const FormatEntry& CaffeLmdbFormat() {
     e.open_directory = OpenCaffeDirectory;
     e.claims_directory = ClaimsCaffeDirectory;
     e.verify = VerifyCaffe;
+    e.warm_sources = WarmSources;
     e.reads_manifest = false;  // Caffe writes none; a gpufeed.json here is another dataset's
     return e;
   }();

@@ -1,7 +1,7 @@
 // gpufeed.json: the manifest written by Pack beside the shards.
 //
 //   {
-//     "format": "recordio" | "lmdb",
+//     "format": "recordio" | "lmdb" | ...   (a registered format with open_manifest),
 //     "format_version": 1,
 //     "created_by": "gpufeed 0.1.0",
 //     "records": 2000,
@@ -21,9 +21,11 @@
 // without a stat of the source (ManifestIdentifiesEveryFile). Manifests
 // without them are read as before: every shard is opened at Dataset::Open.
 //
-// Token corpora (format "megatron", "llmc" or "tokens"; written by
-// WriteTokenManifest, `gpufeed index` on a corpus) use the same file: a
-// shard is one token file, "records" counts its tokens, and each shard adds
+// A format's own shard fields are read and written by its registry entry
+// (FormatEntry::parse_manifest_shard, write_manifest_shard). Token corpora
+// (format "megatron", "llmc" or "tokens"; written by WriteTokenManifest,
+// `gpufeed index` on a corpus) use the same file: a shard is one token
+// file, "records" counts its tokens, and each shard adds
 //   "tokens": 1000, "data_offset": 1024, "token_dtype": "uint16",
 //   "documents": 10, "sequences": 10      (Megatron, with "index", "index_bytes",
 //                                          "index_xxh64" for the .idx)
@@ -83,9 +85,8 @@ struct Manifest {
 // every file (and the .idx's of a Megatron pair): its dataset is opened
 // lazily (recordio_dataset.cc, token_manifest.cc), and a node cache keys its
 // copies on those sizes and checksums.
+// The format's FormatEntry::manifest_identifies_every_file says which.
 bool ManifestIdentifiesEveryFile(const Manifest& manifest);
-// Megatron, llm.c or headerless tokens.
-bool IsTokenFormat(DatasetFormat format);
 
 // Parses and validates (counts add up, names are non-empty, checksums are
 // hex). Corruption naming the file on any problem. Where the names lead is

@@ -1,8 +1,8 @@
-// Pack: ImageFolder or list file -> shards + gpufeed.json.
+// Pack: ImageFolder or list file -> shards + gpufeed.json, in the format of
+// the registry entry whose writer writes PackOptions::format.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
-#include <regex>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -13,6 +13,7 @@
 
 #include "format/datasets.h"
 #include "format/manifest.h"
+#include "format/registry.h"
 #include "gpufeed/writer.h"
 #include "util/checksum.h"
 #include "util/file.h"
@@ -120,10 +121,21 @@ Status ReadListFile(const std::string& list_path, bool allow_external_paths,
   return Status::OK();
 }
 
-// Names Pack writes: part-NNNNN.rec, part-NNNNN.idx, part-NNNNN/ (LMDB).
+// Names Pack writes in any format: "part-" and five or more digits, then
+// one of a writer's output_suffixes.
 bool IsPackOutputName(const std::string& name) {
-  static const std::regex pattern("part-[0-9]{5,}(\\.rec|\\.idx|\\.tar|\\.tar\\.gpufeed-index)?");
-  return std::regex_match(name, pattern);
+  if (!StartsWith(name, "part-")) return false;
+  const size_t digits_end = name.find_first_not_of("0123456789", 5);
+  const size_t digits = (digits_end == std::string::npos ? name.size() : digits_end) - 5;
+  if (digits < 5) return false;
+  const std::string suffix = name.substr(5 + digits);
+  for (const FormatEntry* entry : RegisteredFormats()) {
+    if (entry->writer.open == nullptr) continue;
+    for (const std::string& written : entry->writer.output_suffixes) {
+      if (suffix == written) return true;
+    }
+  }
+  return false;
 }
 
 void RemovePackOutput(const std::string& destination) {
@@ -244,7 +256,7 @@ class OrderedReader {
 
 // Writes the shards and the manifest; the caller cleans up on failure.
 Status PackInto(const std::vector<PackSource>& sources, const std::string& destination_path,
-                const PackOptions& options, Manifest* manifest_out) {
+                const PackOptions& options, const WriterEntry& format, Manifest* manifest_out) {
   Manifest& manifest = *manifest_out;
   int workers = options.workers > 0
                     ? std::min(options.workers, 512)
@@ -259,9 +271,7 @@ Status PackInto(const std::vector<PackSource>& sources, const std::string& desti
     if (!writer) return Status::OK();
     GPUFEED_RETURN_IF_ERROR(writer->Finish());
     current.records = writer->records();
-    std::string data_file = options.format == ShardFormat::kLmdb
-                                ? JoinPath(shard_path, "data.mdb")
-                                : shard_path;
+    const std::string data_file = format.data_file(shard_path);
     GPUFEED_RETURN_IF_ERROR(FileSizeOf(data_file, &current.bytes));
     uint64_t digest = 0;
     GPUFEED_RETURN_IF_ERROR(FileXxh64(data_file, &digest));
@@ -289,16 +299,9 @@ Status PackInto(const std::vector<PackSource>& sources, const std::string& desti
     if (!writer) {
       std::string base = ShardBaseName(manifest.shards.size());
       current = ManifestShard();
-      if (options.format == ShardFormat::kLmdb) {
-        current.file = base;
-      } else if (options.format == ShardFormat::kWebDataset) {
-        current.file = base + ".tar";  // its member index is written beside it
-      } else {
-        current.file = base + ".rec";
-        current.index = base + ".idx";
-      }
+      format.name_shard(base, &current);
       shard_path = JoinPath(destination_path, current.file);
-      GPUFEED_RETURN_IF_ERROR(ShardWriter::Open(shard_path, options.format, &writer));
+      GPUFEED_RETURN_IF_ERROR(format.open(shard_path, &writer));
     }
     SampleToWrite sample;
     sample.index = index;
@@ -330,11 +333,13 @@ Status Pack(const std::string& source, const std::string& destination, const Pac
                                    destination_path);
   }
 
+  const FormatEntry* format = FindWriter(options.format);
+  if (format == nullptr) {
+    return Status::InvalidArgument("no format writes shard format " +
+                                   std::to_string(static_cast<int>(options.format)));
+  }
   Manifest manifest;
-  manifest.format =
-      options.format == ShardFormat::kLmdb         ? DatasetFormat::kLmdb
-      : options.format == ShardFormat::kWebDataset ? DatasetFormat::kWebDataset
-                                                   : DatasetFormat::kRecordIO;
+  manifest.format = format->format;
   std::vector<PackSource> sources;
   if (IsDirectory(source_path)) {
     std::vector<ImageFolderEntry> entries;
@@ -359,7 +364,7 @@ Status Pack(const std::string& source, const std::string& destination, const Pac
   GPUFEED_RETURN_IF_ERROR(PrepareDestination(destination_path, options.overwrite));
   Status status;
   try {
-    status = PackInto(sources, destination_path, options, &manifest);
+    status = PackInto(sources, destination_path, options, format->writer, &manifest);
   } catch (const std::exception& error) {
     status = Status::Internal(std::string("pack failed: ") + error.what());
   }

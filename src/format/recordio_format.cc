@@ -1,6 +1,7 @@
 // RecordIO's registry entry: a .rec file, a directory of .rec shards (each
 // with its .idx beside it, or scanned), or a gpufeed.json listing them;
-// verify scans every record and checks each .idx against it.
+// verify scans every record and checks each .idx against it; Pack writes
+// part-NNNNN.rec + .idx; a cache warm copies each .rec and .idx.
 #include <unordered_set>
 
 #include "format/datasets.h"
@@ -195,6 +196,55 @@ void Verify(const VerifyRequest& request, VerifyReport* report) {
   }
 }
 
+// Every .rec and .idx with its size and xxh64: the dataset opens lazily.
+bool IdentifiesEveryFile(const Manifest& manifest) {
+  if (manifest.shards.empty()) return false;
+  for (const ManifestShard& shard : manifest.shards) {
+    // A shard of records has at least their framing: 0 bytes means "not
+    // recorded" (hand-written manifests).
+    if (shard.bytes == 0 || shard.xxh64.empty() || shard.index_xxh64.empty() ||
+        (shard.index_bytes == 0 && shard.records != 0)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A lazily opened dataset (its manifest identifies every file) keys the
+// copies of each .rec and .idx on the manifest's sizes and checksums,
+// nothing stat'ed; any other on each .rec's size and mtime.
+Status WarmSources(const Dataset& dataset, std::vector<WarmSource>* sources) {
+  const std::string manifest_path = JoinPath(dataset.path(), kManifestName);
+  Manifest manifest;
+  if (!IsRegularFile(manifest_path) || !ReadManifest(manifest_path, &manifest).ok() ||
+      manifest.format != DatasetFormat::kRecordIO || !IdentifiesEveryFile(manifest)) {
+    return WarmEachShardFile(dataset, nullptr, sources);
+  }
+  std::vector<RecordIOShardSpec> specs;
+  // Dataset::Open resolved these names already (and refused outside ones).
+  GPUFEED_RETURN_IF_ERROR(RecordIOSpecsFromManifest(dataset.path(), manifest_path, manifest,
+                                                    /*allow_external_paths=*/true, &specs));
+  for (const RecordIOShardSpec& spec : specs) {
+    for (int file = 0; file < 2; ++file) {
+      WarmSource warm;
+      warm.source.path = file == 0 ? spec.rec_path : spec.idx_path;
+      warm.source.size = file == 0 ? spec.expected_bytes : spec.index_bytes;
+      warm.source.xxh64 = file == 0 ? spec.xxh64 : spec.index_xxh64;
+      warm.source.identified_by_checksum = true;
+      warm.counts_as_shard = file == 0;
+      sources->push_back(std::move(warm));
+    }
+  }
+  return Status::OK();
+}
+
+void NameShard(const std::string& base, ManifestShard* shard) {
+  shard->file = base + ".rec";
+  shard->index = base + ".idx";
+}
+
+std::string DataFile(const std::string& shard_path) { return shard_path; }
+
 }  // namespace
 
 const FormatEntry& RecordIOFormat() {
@@ -209,6 +259,13 @@ const FormatEntry& RecordIOFormat() {
     e.file_names = "a .rec";
     e.open_manifest = OpenManifest;
     e.verify = Verify;
+    e.manifest_identifies_every_file = IdentifiesEveryFile;
+    e.warm_sources = WarmSources;
+    e.writer.shard_format = ShardFormat::kRecordIO;
+    e.writer.open = NewRecordIOShardWriter;
+    e.writer.name_shard = NameShard;
+    e.writer.data_file = DataFile;
+    e.writer.output_suffixes = {".rec", ".idx"};
     return e;
   }();
   return entry;

@@ -1,11 +1,14 @@
 // The format registry: every dataset format describes, once, how a path is
-// recognised as its own and how it opens (FormatEntry, defined beside the
-// format's reader); registry.cc holds the one list of them. Dataset::Open,
-// FormatName and ParseFormat ask the registry and never switch on a format.
+// recognised as its own, how it opens, verifies, is packed, what its
+// gpufeed.json entries hold and which files a cache warm copies (FormatEntry,
+// defined beside the format's reader); registry.cc holds the one list of
+// them. Dataset::Open, FormatName/ParseFormat, Verify, Pack, ShardWriter,
+// the manifest, `gpufeed cache warm` and the Python binding ask the registry
+// and never switch on a format.
 //
 // Adding a format: define its FormatEntry in the format's own source file,
-// declare its accessor below, and add it to the list in registry.cc (see
-// docs/extending.md).
+// and declare its accessor and add it to the list in registry.cc (see
+// docs/extending.md); nothing else names it.
 #ifndef GPUFEED_FORMAT_REGISTRY_H_
 #define GPUFEED_FORMAT_REGISTRY_H_
 
@@ -13,9 +16,13 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "format/manifest.h"
 #include "gpufeed/dataset.h"
 #include "gpufeed/status.h"
+#include "gpufeed/writer.h"
+#include "storage/cache_directory.h"
 #include "storage/store.h"
 #include "util/file.h"
 
@@ -43,6 +50,34 @@ struct VerifyRequest {
   const Manifest* manifest = nullptr;  // with manifest_path, or nullptr
   std::string manifest_path;
   const Dataset* dataset = nullptr;  // when there is no manifest
+};
+
+// How Pack writes a format (FormatEntry::writer); `open` nullptr: the
+// format is read only.
+struct WriterEntry {
+  ShardFormat shard_format = ShardFormat::kRecordIO;  // PackOptions::format
+  // Creates the shard at `path` (AlreadyExists when it is there).
+  Status (*open)(const std::string& path, std::unique_ptr<ShardWriter>* writer) = nullptr;
+  // Names the files of the shard whose base name is `base` ("part-00000"),
+  // relative to the destination: shard->file, and shard->index when the
+  // shard has an index file whose size and xxh64 the manifest records too.
+  void (*name_shard)(const std::string& base, ManifestShard* shard) = nullptr;
+  // The file of the finished shard at `shard_path` whose size and xxh64
+  // the manifest records: the shard itself, or a file inside it.
+  std::string (*data_file)(const std::string& shard_path) = nullptr;
+  // What a shard "part-NNNNN" leaves in the destination: "part-NNNNN"
+  // followed by one of these ("" is the name alone). An overwrite or a
+  // failed Pack removes such names, and nothing else.
+  std::vector<std::string> output_suffixes;
+};
+
+// A source `gpufeed cache warm` copies (FormatEntry::warm_sources).
+struct WarmSource {
+  // Keyed as the store Dataset::Open makes looks it up (path, size, mtime,
+  // or the manifest's size and xxh64). A bundle (members set) is filled
+  // member by member.
+  CacheSource source;
+  bool counts_as_shard = true;  // false: a shard's index (copied, not counted)
 };
 
 // One dataset format. A hook left nullptr means the format has no such way
@@ -77,28 +112,53 @@ struct FormatEntry {
   // file and the offset, appended to report->problems (counted in its
   // records_checked, shards_checked, checksums_checked).
   void (*verify)(const VerifyRequest&, VerifyReport* report) = nullptr;
+  // gpufeed verify before the path is stat'ed (as open_before_stat): when
+  // the path is this format's, checks it into *report and sets *taken;
+  // else leaves both. Called with the format asked for, or under
+  // format=auto; a hook shared by a family is called once.
+  Status (*verify_before_stat)(const std::string& path, const DatasetOptions& options,
+                               VerifyReport* report, bool* taken) = nullptr;
   // When this format is asked for, a gpufeed.json in the directory is read
   // (false: the format has none, and looks past one).
   bool reads_manifest = true;
+  // gpufeed.json (manifest.h), for a format with open_manifest: its own
+  // fields of a shard entry. parse_manifest_shard runs after the common
+  // fields are read; a Corruption's message (starting with `where`) follows
+  // "<path>: invalid manifest: ". write_manifest_shard adds them to `entry`.
+  Status (*parse_manifest_shard)(const nlohmann::json& entry, const std::string& where,
+                                 ManifestShard* shard) = nullptr;
+  void (*write_manifest_shard)(const Manifest& manifest, const ManifestShard& shard,
+                               nlohmann::json* entry) = nullptr;
+  // True when `manifest` (of this format) gives the size and xxh64 of
+  // every file it names: the dataset opens lazily and a node cache keys
+  // its copies on them (ManifestIdentifiesEveryFile). nullptr: never.
+  bool (*manifest_identifies_every_file)(const Manifest& manifest) = nullptr;
+  // Samples are windows of a token stream (TokenCorpusOptions); `gpufeed
+  // index` describes such a corpus in a gpufeed.json (WriteTokenManifest),
+  // and verify counts its tokens.
+  bool token_corpus = false;
+  // gpufeed cache warm: what to copy of `dataset` (opened as Dataset::Open
+  // does), in order; every source a file, or every source a bundle.
+  // nullptr: the format cannot be warmed (NotSupported).
+  Status (*warm_sources)(const Dataset& dataset, std::vector<WarmSource>* sources) = nullptr;
+  // Pack and ShardWriter::Open; open nullptr when the format has no writer.
+  WriterEntry writer;
 };
 
 // Every registered format, in the order format=auto tries them.
 const std::vector<const FormatEntry*>& RegisteredFormats();
 // The entry of `format`; nullptr for kAuto (or a value no entry has).
 const FormatEntry* FindFormat(DatasetFormat format);
+// The entry whose writer writes `format`; nullptr when none does.
+const FormatEntry* FindWriter(ShardFormat format);
+// A token corpus format (FormatEntry::token_corpus).
+bool IsTokenFormat(DatasetFormat format);
 
-// Each format's entry, defined beside its reader.
-const FormatEntry& RecordIOFormat();     // recordio_format.cc
-const FormatEntry& CaffeLmdbFormat();    // lmdb_format.cc
-const FormatEntry& LmdbFormat();         // lmdb_format.cc
-const FormatEntry& WebDatasetFormat();   // webdataset_format.cc
-const FormatEntry& ImageFolderFormat();  // imagefolder_format.cc
-const FormatEntry& MegatronFormat();     // token_format.cc
-const FormatEntry& LlmcFormat();         // token_format.cc
-const FormatEntry& TokensFormat();       // token_format.cc
-
-// A directory holding an LMDB environment (its data.mdb).
-bool IsLmdbDirectory(const std::string& directory);
+// warm_sources of a format whose store reads each shard's file as it is
+// (shard.path), or `member` inside each shard's directory ("data.mdb"):
+// keyed on their size and mtime, with the shard's xxh64 when known.
+Status WarmEachShardFile(const Dataset& dataset, const char* member,
+                         std::vector<WarmSource>* sources);
 
 }  // namespace gpufeed
 

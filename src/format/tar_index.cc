@@ -215,6 +215,109 @@ class TarWindow {
   std::string buffer_;
 };
 
+// What a GNU long-name or pax header says of the member that follows it.
+struct PendingMetadata {
+  std::string name;
+  uint64_t size = 0;
+  bool has_name = false;
+  bool has_size = false;
+};
+
+// Reads the data of a GNU long-name or pax header (at `offset`, its data
+// at `data_offset`) into *pending.
+Status ReadMetadataMember(TarWindow* bytes, const TarHeader& header, const std::string& tar_path,
+                          uint64_t offset, uint64_t data_offset, PendingMetadata* pending) {
+  const bool long_name = header.kind == TarHeader::Kind::kLongName;
+  uint64_t limit = long_name ? kMaxLongName : kMaxPaxHeader;
+  if (header.size > limit) {
+    return Status::Corruption(Where(tar_path, offset) + ": a " +
+                              (long_name ? "GNU long name" : "pax header") + " of " +
+                              std::to_string(header.size) + " bytes (at most " +
+                              std::to_string(limit) + " accepted)");
+  }
+  const char* data = nullptr;
+  GPUFEED_RETURN_IF_ERROR(bytes->Get(data_offset, static_cast<size_t>(header.size), &data));
+  if (long_name) {
+    pending->name.assign(data, strnlen(data, static_cast<size_t>(header.size)));
+    pending->has_name = true;
+    return Status::OK();
+  }
+  std::string path;
+  uint64_t size = 0;
+  bool has_size = false;
+  GPUFEED_RETURN_IF_ERROR(ParsePaxRecords(std::string_view(data, header.size), tar_path, offset,
+                                          &path, &size, &has_size));
+  if (!path.empty()) {
+    pending->name = path;
+    pending->has_name = true;
+  }
+  if (has_size) {
+    pending->size = size;
+    pending->has_size = true;
+  }
+  return Status::OK();
+}
+
+// Adds a regular file's member (KEY.EXTENSION) to its sample in *index;
+// the samples' keys must be contiguous and each extension once per sample.
+class SampleIndexer {
+ public:
+  SampleIndexer(const std::string& tar_path, TarIndex* index)
+      : tar_path_(tar_path), index_(index) {}
+
+  Status Add(const std::string& name, uint64_t member_start, uint64_t data_offset,
+             uint64_t size) {
+    std::string key, extension;
+    if (!SplitSampleName(name, &key, &extension)) return Status::OK();
+    bool same_key = !index_->samples.empty() && index_->samples.back().key == key;
+    if (!same_key) GPUFEED_RETURN_IF_ERROR(StartSample(name, key, member_start));
+    TarSample& sample = index_->samples.back();
+    if (index_->Find(sample, extension) != nullptr) {
+      return Status::Corruption(Where(tar_path_, member_start) + ": member \"" + name +
+                                "\": sample \"" + key + "\" already has a ." + extension +
+                                " member");
+    }
+    auto [found, added] =
+        extension_ids_.try_emplace(extension, static_cast<uint32_t>(index_->extensions.size()));
+    if (added) index_->extensions.push_back(extension);
+    TarMember member;
+    member.extension = found->second;
+    member.offset = data_offset;
+    member.size = size;
+    member.header_offset = member_start;
+    if (index_->members.size() >= UINT32_MAX) {
+      return Status::Corruption(tar_path_ + ": more than 2^32 members in one tar");
+    }
+    index_->members.push_back(member);
+    sample.member_count += 1;
+    return Status::OK();
+  }
+
+ private:
+  Status StartSample(const std::string& name, const std::string& key, uint64_t member_start) {
+    if (!index_->samples.empty()) finished_keys_.insert(index_->samples.back().key);
+    if (finished_keys_.count(key) != 0) {
+      return Status::Corruption(Where(tar_path_, member_start) + ": member \"" + name +
+                                "\": key \"" + key +
+                                "\" appeared earlier, before other keys "
+                                "(WebDataset samples must be contiguous in the tar)");
+    }
+    if (index_->samples.size() >= UINT32_MAX) {
+      return Status::Corruption(tar_path_ + ": more than 2^32 samples in one tar");
+    }
+    TarSample sample;
+    sample.key = key;
+    sample.first_member = static_cast<uint32_t>(index_->members.size());
+    index_->samples.push_back(std::move(sample));
+    return Status::OK();
+  }
+
+  const std::string& tar_path_;
+  TarIndex* index_;
+  std::unordered_map<std::string, uint32_t> extension_ids_;
+  std::unordered_set<std::string> finished_keys_;
+};
+
 }  // namespace
 
 Status ScanTar(const std::string& tar_path, uint64_t tar_size, const TarReader& read,
@@ -224,11 +327,8 @@ Status ScanTar(const std::string& tar_path, uint64_t tar_size, const TarReader& 
   index->samples.clear();
   index->tar_size = tar_size;
   TarWindow bytes(read, tar_size, window);
-  std::unordered_map<std::string, uint32_t> extension_ids;
-  std::unordered_set<std::string> finished_keys;
-  std::string pending_name;  // from a GNU long name or a pax path
-  uint64_t pending_size = 0;
-  bool has_pending_name = false, has_pending_size = false;
+  SampleIndexer samples(tar_path, index);
+  PendingMetadata pending;  // from GNU long-name and pax headers
   uint64_t member_start = 0;  // first header of the member being read
   bool in_member = false;
   uint64_t offset = 0;
@@ -250,9 +350,9 @@ Status ScanTar(const std::string& tar_path, uint64_t tar_size, const TarReader& 
     }
     if (!in_member) member_start = offset;
     in_member = true;
-    if (has_pending_size && header.kind == TarHeader::Kind::kFile) header.size = pending_size;
+    if (pending.has_size && header.kind == TarHeader::Kind::kFile) header.size = pending.size;
     uint64_t data_offset = offset + kTarBlockSize;
-    std::string shown_name = has_pending_name ? pending_name : header.name;
+    std::string shown_name = pending.has_name ? pending.name : header.name;
     if (header.size > tar_size - data_offset) {
       return Status::Corruption(Where(tar_path, offset) + ": member \"" + shown_name + "\" of " +
                                 std::to_string(header.size) +
@@ -262,80 +362,16 @@ Status ScanTar(const std::string& tar_path, uint64_t tar_size, const TarReader& 
     }
     uint64_t next = data_offset + RoundUpToBlock(header.size);
     if (header.kind == TarHeader::Kind::kLongName || header.kind == TarHeader::Kind::kPax) {
-      uint64_t limit = header.kind == TarHeader::Kind::kLongName ? kMaxLongName : kMaxPaxHeader;
-      if (header.size > limit) {
-        return Status::Corruption(
-            Where(tar_path, offset) + ": a " +
-            (header.kind == TarHeader::Kind::kLongName ? "GNU long name" : "pax header") + " of " +
-            std::to_string(header.size) + " bytes (at most " + std::to_string(limit) +
-            " accepted)");
-      }
-      const char* data = nullptr;
-      GPUFEED_RETURN_IF_ERROR(bytes.Get(data_offset, static_cast<size_t>(header.size), &data));
-      if (header.kind == TarHeader::Kind::kLongName) {
-        pending_name.assign(data, strnlen(data, static_cast<size_t>(header.size)));
-        has_pending_name = true;
-      } else {
-        std::string path;
-        uint64_t size = 0;
-        bool has_size = false;
-        GPUFEED_RETURN_IF_ERROR(ParsePaxRecords(std::string_view(data, header.size), tar_path,
-                                                offset, &path, &size, &has_size));
-        if (!path.empty()) {
-          pending_name = path;
-          has_pending_name = true;
-        }
-        if (has_size) {
-          pending_size = size;
-          has_pending_size = true;
-        }
-      }
+      GPUFEED_RETURN_IF_ERROR(
+          ReadMetadataMember(&bytes, header, tar_path, offset, data_offset, &pending));
       offset = next;
       continue;
     }
     in_member = false;
-    has_pending_name = has_pending_size = false;
+    pending.has_name = pending.has_size = false;
     offset = next;
-    std::string key, extension;
-    if (header.kind != TarHeader::Kind::kFile || !SplitSampleName(shown_name, &key, &extension)) {
-      continue;
-    }
-    bool same_key = !index->samples.empty() && index->samples.back().key == key;
-    if (!same_key) {
-      if (!index->samples.empty()) finished_keys.insert(index->samples.back().key);
-      if (finished_keys.count(key) != 0) {
-        return Status::Corruption(Where(tar_path, member_start) + ": member \"" + shown_name +
-                                  "\": key \"" + key +
-                                  "\" appeared earlier, before other keys "
-                                  "(WebDataset samples must be contiguous in the tar)");
-      }
-      if (index->samples.size() >= UINT32_MAX) {
-        return Status::Corruption(tar_path + ": more than 2^32 samples in one tar");
-      }
-      TarSample sample;
-      sample.key = key;
-      sample.first_member = static_cast<uint32_t>(index->members.size());
-      index->samples.push_back(std::move(sample));
-    }
-    TarSample& sample = index->samples.back();
-    if (index->Find(sample, extension) != nullptr) {
-      return Status::Corruption(Where(tar_path, member_start) + ": member \"" + shown_name +
-                                "\": sample \"" + key + "\" already has a ." + extension +
-                                " member");
-    }
-    auto [found, added] =
-        extension_ids.try_emplace(extension, static_cast<uint32_t>(index->extensions.size()));
-    if (added) index->extensions.push_back(extension);
-    TarMember member;
-    member.extension = found->second;
-    member.offset = data_offset;
-    member.size = header.size;
-    member.header_offset = member_start;
-    if (index->members.size() >= UINT32_MAX) {
-      return Status::Corruption(tar_path + ": more than 2^32 members in one tar");
-    }
-    index->members.push_back(member);
-    sample.member_count += 1;
+    if (header.kind != TarHeader::Kind::kFile) continue;
+    GPUFEED_RETURN_IF_ERROR(samples.Add(shown_name, member_start, data_offset, header.size));
   }
   if (in_member) {
     return Status::Corruption(Where(tar_path, member_start) +

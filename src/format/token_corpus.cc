@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "format/datasets.h"
+#include "format/registry.h"
 #include "util/file.h"
 #include "util/path.h"
 
@@ -80,6 +81,62 @@ std::string At(const std::string& path, uint64_t offset) {
   return path + " at byte offset " + std::to_string(offset);
 }
 
+// The sequence lengths and byte pointers (`sequences` of each, from byte
+// kMegatronHeaderBytes): each sequence starts where the one before ends and
+// ends within `bin_size`. *end_byte: where the last one ends.
+Status CheckMegatronSequences(const char* data, const std::string& idx_path, uint64_t sequences,
+                              size_t item, uint64_t bin_size, uint64_t* end_byte) {
+  const uint64_t lengths_at = kMegatronHeaderBytes;
+  const uint64_t pointers_at = lengths_at + sequences * 4;
+  uint64_t expected_pointer = 0;
+  for (uint64_t i = 0; i < sequences; ++i) {
+    int32_t length = Load<int32_t>(data + lengths_at + i * 4);
+    int64_t pointer = Load<int64_t>(data + pointers_at + i * 8);
+    if (length < 0) {
+      return Status::Corruption(At(idx_path, lengths_at + i * 4) + ": sequence " +
+                                std::to_string(i) + " has negative length " +
+                                std::to_string(length));
+    }
+    if (pointer < 0 || static_cast<uint64_t>(pointer) != expected_pointer) {
+      return Status::Corruption(At(idx_path, pointers_at + i * 8) + ": sequence " +
+                                std::to_string(i) + " starts at .bin byte " +
+                                std::to_string(pointer) + ", expected " +
+                                std::to_string(expected_pointer) +
+                                " (sequences must follow each other in the .bin)");
+    }
+    expected_pointer += static_cast<uint64_t>(length) * item;
+    if (expected_pointer > bin_size) {
+      return Status::Corruption(At(idx_path, lengths_at + i * 4) + ": sequence " +
+                                std::to_string(i) + " ends at .bin byte " +
+                                std::to_string(expected_pointer) + ", past the end of the " +
+                                std::to_string(bin_size) + "-byte .bin (truncated?)");
+    }
+  }
+  *end_byte = expected_pointer;
+  return Status::OK();
+}
+
+// The document indices (`entries` int64 at `documents_at`): non-decreasing
+// from 0 to the sequence count.
+Status CheckMegatronDocuments(const char* data, const std::string& idx_path,
+                              uint64_t documents_at, uint64_t entries, uint64_t sequences) {
+  uint64_t previous = 0;
+  for (uint64_t i = 0; i < entries; ++i) {
+    int64_t entry = Load<int64_t>(data + documents_at + i * 8);
+    bool bad = entry < 0 || static_cast<uint64_t>(entry) > sequences ||
+               static_cast<uint64_t>(entry) < previous || (i == 0 && entry != 0) ||
+               (i + 1 == entries && static_cast<uint64_t>(entry) != sequences);
+    if (bad) {
+      return Status::Corruption(At(idx_path, documents_at + i * 8) + ": document index " +
+                                std::to_string(i) + " is " + std::to_string(entry) +
+                                " (expected non-decreasing from 0 to the sequence count " +
+                                std::to_string(sequences) + ")");
+    }
+    previous = static_cast<uint64_t>(entry);
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status ParseMegatronIndex(const char* data, size_t size, const std::string& idx_path,
@@ -123,49 +180,12 @@ Status ParseMegatronIndex(const char* data, size_t size, const std::string& idx_
   }
   index->documents = document_entries - 1;
   const size_t item = TokenDtypeSize(index->dtype);
-  const uint64_t lengths_at = kMegatronHeaderBytes;
-  const uint64_t pointers_at = lengths_at + sequences * 4;
-  const uint64_t documents_at = pointers_at + sequences * 8;
-  uint64_t expected_pointer = 0;
-  for (uint64_t i = 0; i < sequences; ++i) {
-    int32_t length = Load<int32_t>(data + lengths_at + i * 4);
-    int64_t pointer = Load<int64_t>(data + pointers_at + i * 8);
-    if (length < 0) {
-      return Status::Corruption(At(idx_path, lengths_at + i * 4) + ": sequence " +
-                                std::to_string(i) + " has negative length " +
-                                std::to_string(length));
-    }
-    if (pointer < 0 || static_cast<uint64_t>(pointer) != expected_pointer) {
-      return Status::Corruption(At(idx_path, pointers_at + i * 8) + ": sequence " +
-                                std::to_string(i) + " starts at .bin byte " +
-                                std::to_string(pointer) + ", expected " +
-                                std::to_string(expected_pointer) +
-                                " (sequences must follow each other in the .bin)");
-    }
-    expected_pointer += static_cast<uint64_t>(length) * item;
-    if (expected_pointer > bin_size) {
-      return Status::Corruption(At(idx_path, lengths_at + i * 4) + ": sequence " +
-                                std::to_string(i) + " ends at .bin byte " +
-                                std::to_string(expected_pointer) + ", past the end of the " +
-                                std::to_string(bin_size) + "-byte .bin (truncated?)");
-    }
-  }
-  index->tokens = expected_pointer / item;
-  uint64_t previous = 0;
-  for (uint64_t i = 0; i < document_entries; ++i) {
-    int64_t entry = Load<int64_t>(data + documents_at + i * 8);
-    bool bad = entry < 0 || static_cast<uint64_t>(entry) > sequences ||
-               static_cast<uint64_t>(entry) < previous || (i == 0 && entry != 0) ||
-               (i + 1 == document_entries && static_cast<uint64_t>(entry) != sequences);
-    if (bad) {
-      return Status::Corruption(At(idx_path, documents_at + i * 8) + ": document index " +
-                                std::to_string(i) + " is " + std::to_string(entry) +
-                                " (expected non-decreasing from 0 to the sequence count " +
-                                std::to_string(sequences) + ")");
-    }
-    previous = static_cast<uint64_t>(entry);
-  }
-  return Status::OK();
+  uint64_t end_byte = 0;
+  GPUFEED_RETURN_IF_ERROR(
+      CheckMegatronSequences(data, idx_path, sequences, item, bin_size, &end_byte));
+  index->tokens = end_byte / item;
+  const uint64_t documents_at = kMegatronHeaderBytes + sequences * 12;
+  return CheckMegatronDocuments(data, idx_path, documents_at, document_entries, sequences);
 }
 
 bool HasLlmcMagic(const char* data, size_t size) {

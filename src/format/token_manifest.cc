@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "format/datasets.h"
+#include "format/registry.h"
 #include "format/manifest.h"
 #include "format/token_corpus.h"
 #include "gpufeed/writer.h"

@@ -4,9 +4,8 @@
 // (checked once at run time; the library is built for the baseline), else
 // SSE2 (always there). Ordinary stores, not streaming ones: a batch row
 // goes to the ring's few MiB, reused batch after batch, whose lines stay in
-// the cache for the consumer or the copy stage; streaming stores sent every
-// row to memory and back (AVX2 with ordinary stores measured 8% less CPU
-// and 6% more tokens/s than SSE2 streaming, gpufeed_token_bench, 1 GiB).
+// the cache for the consumer or the copy stage (streaming stores would send
+// every row to memory and back; figures in docs/tokens.md).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>

@@ -1,5 +1,7 @@
 // WebDataset's registry entry: a .tar, a directory of tars, a brace pattern,
-// a list file or an explicit list of tars, or a gpufeed.json listing them.
+// a list file or an explicit list of tars, or a gpufeed.json listing them;
+// Pack writes part-NNNNN.tar (its member index beside it); a cache warm
+// copies each tar.
 #include "format/datasets.h"
 #include "format/registry.h"
 #include "util/file.h"
@@ -70,6 +72,16 @@ void Verify(const VerifyRequest& request, VerifyReport* report) {
   }
 }
 
+// The store reads each tar as it is.
+Status WarmSources(const Dataset& dataset, std::vector<WarmSource>* sources) {
+  return WarmEachShardFile(dataset, nullptr, sources);
+}
+
+// The member index is written beside the tar, and not in the manifest.
+void NameShard(const std::string& base, ManifestShard* shard) { shard->file = base + ".tar"; }
+
+std::string DataFile(const std::string& shard_path) { return shard_path; }
+
 }  // namespace
 
 const FormatEntry& WebDatasetFormat() {
@@ -85,6 +97,12 @@ const FormatEntry& WebDatasetFormat() {
     e.file_names = "a .tar";
     e.open_manifest = OpenManifest;
     e.verify = Verify;
+    e.warm_sources = WarmSources;
+    e.writer.shard_format = ShardFormat::kWebDataset;
+    e.writer.open = NewTarShardWriter;
+    e.writer.name_shard = NameShard;
+    e.writer.data_file = DataFile;
+    e.writer.output_suffixes = {".tar", ".tar.gpufeed-index"};
     return e;
   }();
   return entry;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "format/datasets.h"
+#include "format/registry.h"
 #include "storage/cache_directory.h"
 #include "storage/node_cache.h"
 #include "storage/store.h"
@@ -36,16 +37,13 @@ Status OpenExisting(const std::string& cache_dir, std::shared_ptr<CacheDirectory
   return CacheDirectory::Open(cache_dir, group, /*create=*/false, directory);
 }
 
-// The bundles of an ImageFolder (storage/store.h), the entries a loader
-// reads them through: the same names and members as the dataset makes, so
-// the same keys. Their sizes are not known before they are read (nothing is
-// stat'ed): progress's total is an estimate, never below what was copied.
-Status WarmImageFolder(const std::string& root, const CacheOptions& options,
-                       const std::function<void(uint64_t, uint64_t)>& progress,
-                       CacheWarmSummary* summary) {
-  std::vector<std::string> classes;
-  std::vector<ImageFolderEntry> entries;
-  GPUFEED_RETURN_IF_ERROR(ScanImageFolder(root, &classes, &entries));
+// Bundles (storage/store.h), filled member by member. Their sizes are not
+// known before they are read (nothing is stat'ed): progress's total is an
+// estimate, never below what was copied.
+Status WarmBundles(const std::string& dataset_path, std::vector<WarmSource>* sources,
+                   const CacheOptions& options,
+                   const std::function<void(uint64_t, uint64_t)>& progress,
+                   CacheWarmSummary* summary) {
   std::shared_ptr<CacheDirectory> directory;
   GPUFEED_RETURN_IF_ERROR(CacheDirectory::Open(options.cache_dir, options.cache_group, true,
                                                &directory));
@@ -55,17 +53,17 @@ Status WarmImageFolder(const std::string& root, const CacheOptions& options,
   auto read_member = [&](const std::string& path, std::string* data, int64_t* mtime_ns) {
     return source->ReadWholeFile(path, data, mtime_ns);
   };
-  uint64_t estimate = NodeCache::kBundleMemberEstimate * entries.size();
+  uint64_t members = 0;
+  for (const WarmSource& warm : *sources) members += warm.source.members.size();
+  uint64_t estimate = NodeCache::kBundleMemberEstimate * members;
   uint64_t done = 0;
   if (progress) progress(0, estimate);
-  for (const ImageFolderBundle& bundle : ImageFolderBundles(root, entries)) {
+  for (WarmSource& warm : *sources) {
+    CacheSource& cache_source = warm.source;
     summary->shards += 1;
-    CacheSource cache_source;
-    cache_source.path = JoinPath(root, bundle.name);
-    cache_source.members = bundle.members;
-    cache_source.dataset = root;
+    cache_source.dataset = dataset_path;
     cache_source.policy = options.policy;
-    uint64_t bundle_estimate = NodeCache::kBundleMemberEstimate * bundle.members.size();
+    uint64_t bundle_estimate = NodeCache::kBundleMemberEstimate * cache_source.members.size();
     for (int attempt = 0;; ++attempt) {
       FillOutcome outcome = FillOutcome::kUnavailable;
       uint64_t copied = 0;
@@ -102,38 +100,76 @@ Status WarmImageFolder(const std::string& root, const CacheOptions& options,
   return Status::OK();
 }
 
-// The sources CacheWarm copies, with the keys Dataset::Open's store uses;
-// `is_index` marks a shard's .idx (copied, not counted as a shard).
-Status WarmSources(const Dataset& dataset,
-                   const std::function<std::string(const ShardInfo&)>& file_of,
-                   std::vector<CacheSource>* sources, std::vector<bool>* is_index) {
-  std::string manifest_path = JoinPath(dataset.path(), kManifestName);
-  Manifest manifest;
-  if (dataset.format() == DatasetFormat::kRecordIO && IsRegularFile(manifest_path) &&
-      ReadManifest(manifest_path, &manifest).ok() && ManifestIdentifiesEveryFile(manifest)) {
-    std::vector<RecordIOShardSpec> specs;
-    // Dataset::Open resolved these names already (and refused outside ones).
-    GPUFEED_RETURN_IF_ERROR(RecordIOSpecsFromManifest(dataset.path(), manifest_path, manifest,
-                                                      /*allow_external_paths=*/true, &specs));
-    for (const RecordIOShardSpec& spec : specs) {
-      for (int file = 0; file < 2; ++file) {
-        CacheSource source;
-        source.path = file == 0 ? spec.rec_path : spec.idx_path;
-        source.size = file == 0 ? spec.expected_bytes : spec.index_bytes;
-        source.xxh64 = file == 0 ? spec.xxh64 : spec.index_xxh64;
-        source.identified_by_checksum = true;
-        sources->push_back(std::move(source));
-        is_index->push_back(file == 1);
+// Copies one file source (retrying while another process fills it);
+// `shard` is 1 when it counts as a shard, 0 for a shard's index.
+Status WarmFile(CacheDirectory* directory, CacheSource* cache_source, uint64_t shard,
+                uint64_t capacity, const CacheOptions& options,
+                const std::function<void(uint64_t)>& copied_so_far,
+                CacheWarmSummary* summary) {
+  for (int attempt = 0;; ++attempt) {
+    FillOutcome outcome = FillOutcome::kUnavailable;
+    uint64_t copied = 0;
+    Status status = directory->Fill(
+        *cache_source, /*from=*/nullptr, capacity, options.high_watermark, options.low_watermark,
+        &outcome, &copied, [&](uint64_t bytes, uint64_t) { copied_so_far(bytes); });
+    if (outcome == FillOutcome::kBusy && attempt < 3) {
+      directory->WaitForFill(*cache_source);  // another process fills it
+      continue;
+    }
+    if (outcome == FillOutcome::kFilled) {
+      summary->filled += shard;
+      summary->bytes_copied += copied;
+    } else if (outcome == FillOutcome::kAlreadyCached) {
+      summary->already_cached += shard;
+    } else {
+      if (outcome == FillOutcome::kUnavailable) {
+        return status.ok() ? Status::IOError(directory->path() + ": the cache cannot be written")
+                           : status;
       }
+      if (!status.ok()) return status;
+      summary->skipped += 1;
+      Log().warn("cache warm: {} not cached ({})", cache_source->path,
+                 outcome == FillOutcome::kNoRoom ? "no room under the capacity"
+                                                 : "it changed while being copied");
     }
     return Status::OK();
   }
-  for (const ShardInfo& shard : dataset.shards()) {
-    CacheSource source;
-    GPUFEED_RETURN_IF_ERROR(StatCacheSource(file_of(shard), &source));
-    source.xxh64 = shard.xxh64;
-    sources->push_back(std::move(source));
-    is_index->push_back(false);
+}
+
+// Files, each copied whole under the key the store looks it up by.
+Status WarmFiles(const std::string& dataset_path, std::vector<WarmSource>* sources,
+                 const CacheOptions& options,
+                 const std::function<void(uint64_t, uint64_t)>& progress,
+                 CacheWarmSummary* summary) {
+  std::shared_ptr<CacheDirectory> directory;
+  bool unsafe = false;
+  GPUFEED_RETURN_IF_ERROR(
+      CacheDirectory::Open(options.cache_dir, options.cache_group, true, &directory, &unsafe));
+  uint64_t capacity = options.capacity;
+  if (capacity == 0) GPUFEED_RETURN_IF_ERROR(directory->DefaultCapacity(&capacity));
+  uint64_t total = 0;
+  for (const WarmSource& warm : *sources) total += warm.source.size;
+  if (options.policy == CachePolicy::kPinned && total > capacity) {
+    return Status::InvalidArgument("cache policy \"pinned\": " + dataset_path + " needs " +
+                                   std::to_string(total) + " bytes, more than the capacity (" +
+                                   std::to_string(capacity) + " bytes)");
+  }
+  uint64_t done = 0;
+  if (progress) progress(0, total);
+  for (WarmSource& warm : *sources) {
+    CacheSource& cache_source = warm.source;
+    const uint64_t shard = warm.counts_as_shard ? 1 : 0;
+    summary->shards += shard;
+    cache_source.dataset = dataset_path;
+    cache_source.policy = options.policy;
+    const uint64_t base = done;
+    GPUFEED_RETURN_IF_ERROR(WarmFile(directory.get(), &cache_source, shard, capacity, options,
+                                     [&](uint64_t bytes) {
+                                       if (progress) progress(base + bytes, total);
+                                     },
+                                     summary));
+    done = base + cache_source.size;
+    if (progress) progress(done, total);
   }
   return Status::OK();
 }
@@ -212,75 +248,18 @@ Status CacheWarm(const std::string& source, const CacheOptions& options,
   DatasetOptions dataset_options;
   std::unique_ptr<Dataset> dataset;
   GPUFEED_RETURN_IF_ERROR(Dataset::Open(source, dataset_options, &dataset));
-  if (dataset->format() == DatasetFormat::kImageFolder) {
-    return WarmImageFolder(dataset->path(), options, progress, summary);
+  // The copies a loader looks up, as the format's store keys them.
+  const FormatEntry* entry = FindFormat(dataset->format());
+  if (entry == nullptr || entry->warm_sources == nullptr) {
+    return Status::NotSupported(dataset->path() + ": gpufeed cache warm does not copy " +
+                                FormatName(dataset->format()) + " datasets");
   }
-  // The files the store reads: .rec files, or each environment's data.mdb.
-  auto file_of = [&](const ShardInfo& shard) {
-    bool file = dataset->format() == DatasetFormat::kRecordIO ||
-                dataset->format() == DatasetFormat::kWebDataset;
-    return file ? shard.path : JoinPath(shard.path, "data.mdb");
-  };
-  std::shared_ptr<CacheDirectory> directory;
-  bool unsafe = false;
-  GPUFEED_RETURN_IF_ERROR(
-      CacheDirectory::Open(options.cache_dir, options.cache_group, true, &directory, &unsafe));
-  uint64_t capacity = options.capacity;
-  if (capacity == 0) GPUFEED_RETURN_IF_ERROR(directory->DefaultCapacity(&capacity));
-  // The copies a loader looks up: a lazily opened RecordIO dataset keys its
-  // .rec and .idx on the manifest's sizes and checksums (nothing stat'ed),
-  // any other on each file's size and mtime.
-  std::vector<CacheSource> sources;
-  std::vector<bool> is_index;
-  GPUFEED_RETURN_IF_ERROR(WarmSources(*dataset, file_of, &sources, &is_index));
-  uint64_t total = 0;
-  for (const CacheSource& cache_source : sources) total += cache_source.size;
-  if (options.policy == CachePolicy::kPinned && total > capacity) {
-    return Status::InvalidArgument("cache policy \"pinned\": " + dataset->path() + " needs " +
-                                   std::to_string(total) + " bytes, more than the capacity (" +
-                                   std::to_string(capacity) + " bytes)");
+  std::vector<WarmSource> sources;
+  GPUFEED_RETURN_IF_ERROR(entry->warm_sources(*dataset, &sources));
+  if (!sources.empty() && sources.front().source.bundle()) {
+    return WarmBundles(dataset->path(), &sources, options, progress, summary);
   }
-  uint64_t done = 0;
-  if (progress) progress(0, total);
-  for (size_t i = 0; i < sources.size(); ++i) {
-    CacheSource& cache_source = sources[i];
-    const uint64_t shard = is_index[i] ? 0 : 1;
-    summary->shards += shard;
-    cache_source.dataset = dataset->path();
-    cache_source.policy = options.policy;
-    uint64_t base = done;
-    for (int attempt = 0;; ++attempt) {
-      FillOutcome outcome = FillOutcome::kUnavailable;
-      uint64_t copied = 0;
-      Status status = directory->Fill(
-          cache_source, /*from=*/nullptr, capacity, options.high_watermark, options.low_watermark, &outcome, &copied,
-          [&](uint64_t bytes, uint64_t) {
-            if (progress) progress(base + bytes, total);
-          });
-      if (outcome == FillOutcome::kBusy && attempt < 3) {
-        directory->WaitForFill(cache_source);  // another process fills it
-        continue;
-      }
-      if (outcome == FillOutcome::kFilled) {
-        summary->filled += shard;
-        summary->bytes_copied += copied;
-      } else if (outcome == FillOutcome::kAlreadyCached) {
-        summary->already_cached += shard;
-      } else {
-        if (outcome == FillOutcome::kUnavailable) return status.ok() ? Status::IOError(
-            directory->path() + ": the cache cannot be written") : status;
-        if (!status.ok()) return status;
-        summary->skipped += 1;
-        Log().warn("cache warm: {} not cached ({})", cache_source.path,
-                   outcome == FillOutcome::kNoRoom ? "no room under the capacity"
-                                                   : "it changed while being copied");
-      }
-      break;
-    }
-    done = base + cache_source.size;
-    if (progress) progress(done, total);
-  }
-  return Status::OK();
+  return WarmFiles(dataset->path(), &sources, options, progress, summary);
 }
 
 Status CachePutCheckpoint(const std::string& path, const std::string& cache_dir, uint32_t keep,
