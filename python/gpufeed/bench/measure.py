@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 __all__ = ["StatsSampler", "run_bench", "stage_shares", "loader_judgement"]
 
@@ -127,105 +127,102 @@ class StatsSampler:
         return rows
 
 
-def run_bench(path: str, *, batches: int = 100, warmup: int = 5, batch_size: int = 64,
-              num_threads: Optional[int] = None, transform=None, device: str = "cpu",
-              io_backend: str = "auto", direct_io: bool = False, prefetch: int = 2,
-              shuffle: str = "global", format: str = "auto", on_error: str = "raise",
-              cache_dir: Optional[str] = None, cache_capacity=None, interval: float = 0.25,
-              progress: bool = False, step_time: Optional[float] = None, step_label: str = "",
-              au_search: bool = False, au_target: float = 0.9,
-              window_seconds: float = 10.0, rank: Optional[int] = None,
-              world_size: Optional[int] = None, num_nodes: Optional[int] = None,
-              node_rank: Optional[int] = None) -> Dict[str, Any]:
-    """Runs a DataLoader for `warmup` + `batches` batches (epochs wrap
-    around) and returns the figures as a dict (the ``--json`` output).
-    With `step_time`, the consumer sleeps that long per batch (an emulated
-    training step) and the result has the accelerator utilization (au.py).
-    `rank`, `world_size`, `num_nodes` and `node_rank` make the loader one
-    rank of a larger job (``shuffle="node"``: its node's shards only); the
-    result's ``storage`` has what it did to the source (opens, stats, bytes)."""
-    from ..au import Batches, accelerator_utilization, au_search as _au_search
-    from ..loader import DataLoader
+class _Window(NamedTuple):
+    """The measured window of a bench run: the stats() samples at its start
+    (after the warm-up) and its end, its length in seconds (at least 1e-9),
+    the loader's stats over its recent window and the (stopped) sampler of
+    the whole run."""
+    before: Dict[str, Any]
+    after: Dict[str, Any]
+    seconds: float
+    recent: Dict[str, Any]
+    sampler: StatsSampler
+
+
+def _check_counts(batches: int, warmup: int) -> None:
+    """Raises ValueError unless batches >= 1 and warmup >= 0."""
     if batches < 1:
         raise ValueError("batches must be at least 1")
     if warmup < 0:
         raise ValueError("warmup must be >= 0")
-    extra = {}
-    # The node-local cache options go through only when asked for, so that a
-    # bench without them runs on a loader that does not know them.
-    if cache_dir is not None:
-        extra["cache_dir"] = cache_dir
-    if cache_capacity is not None:
-        extra["cache_capacity"] = cache_capacity
-    for name, value in (("rank", rank), ("world_size", world_size), ("num_nodes", num_nodes),
-                        ("node_rank", node_rank)):
-        if value is not None:
-            extra[name] = value
-    opened = time.monotonic()
-    loader = DataLoader(path, batch_size=batch_size, shuffle=shuffle, transform=transform,
-                        device=device, num_threads=num_threads, prefetch=prefetch,
-                        io_backend=io_backend, direct_io=direct_io, on_error=on_error,
-                        format=format, stats_window_seconds=window_seconds, **extra)
-    open_seconds = time.monotonic() - opened
-    per_epoch = len(loader)
-    if per_epoch == 0:
-        loader.close()
-        raise ValueError(f"{path}: no full batch of {batch_size} in an epoch; lower --batch-size")
-    bar = None
-    if progress:
-        try:
-            from tqdm import tqdm
-            bar = tqdm(total=warmup + batches, unit="batch", desc="bench", leave=False)
-        except ImportError:
-            bar = None
-    stream = Batches(loader)
-    search = None
+
+
+def _optional_loader_options(**options) -> Dict[str, Any]:
+    """The keywords among `options` whose value is not None. The cache and
+    distributed options reach the DataLoader only when asked for, so that a
+    bench without them runs on a loader that does not know them."""
+    return {name: value for name, value in options.items() if value is not None}
+
+
+def _progress_bar(progress: bool, total: int):
+    """A tqdm bar over `total` batches when `progress` is asked for and tqdm
+    imports; None otherwise."""
+    if not progress:
+        return None
     try:
-        with StatsSampler(loader, interval) as sampler:
-            for _ in range(warmup):
-                stream.next()
-                if step_time:
-                    time.sleep(step_time)
-                if bar is not None:
-                    bar.update(1)
-            mark = (time.monotonic(), dict(loader.stats()))
-            for _ in range(batches):
-                stream.next()
-                if step_time:
-                    time.sleep(step_time)
-                if bar is not None:
-                    bar.update(1)
-            end = (time.monotonic(), dict(loader.stats()))
-            # The judgement over the recent window (the end of the run), not
-            # since open: start-up and the warm-up are not the steady state.
-            recent = dict(loader.stats("recent"))
+        from tqdm import tqdm
+        return tqdm(total=total, unit="batch", desc="bench", leave=False)
+    except ImportError:
+        return None
+
+
+def _take_batches(stream, count: int, step_time: Optional[float], bar) -> None:
+    """Takes `count` batches from `stream`, sleeping `step_time` after each
+    (when set) and advancing `bar` (when not None)."""
+    for _ in range(count):
+        stream.next()
+        if step_time:
+            time.sleep(step_time)
+        if bar is not None:
+            bar.update(1)
+
+
+def _measure_window(loader, stream, *, warmup: int, batches: int, step_time: Optional[float],
+                    interval: float, bar) -> _Window:
+    """Runs `warmup` then `batches` batches with a StatsSampler beside them
+    and returns the window over the `batches`. The judgement is taken over
+    the loader's recent window (the end of the run), not since open:
+    start-up and the warm-up are not the steady state."""
+    with StatsSampler(loader, interval) as sampler:
+        _take_batches(stream, warmup, step_time, bar)
+        mark = (time.monotonic(), dict(loader.stats()))
+        _take_batches(stream, batches, step_time, bar)
+        end = (time.monotonic(), dict(loader.stats()))
+        recent = dict(loader.stats("recent"))
+    return _Window(before=mark[1], after=end[1], seconds=max(1e-9, end[0] - mark[0]),
+                   recent=recent, sampler=sampler)
+
+
+def _run_and_close(loader, stream, *, warmup: int, batches: int, batch_size: int,
+                   step_time: Optional[float], interval: float, bar, au_search: bool,
+                   au_target: float):
+    """Measures the window, then (with `step_time` and `au_search`) the AU
+    search; closes `bar` and `loader` whatever happens. Returns the window
+    and the search's result (None when it did not run)."""
+    from ..au import accelerator_utilization, au_search as _au_search
+    try:
+        window = _measure_window(loader, stream, warmup=warmup, batches=batches,
+                                 step_time=step_time, interval=interval, bar=bar)
+        search = None
         if step_time and au_search:
-            seconds = max(1e-9, end[0] - mark[0])
             search = _au_search(stream, loader, batches, batch_size, step_time,
-                                accelerator_utilization(batches, step_time, seconds), au_target)
+                                accelerator_utilization(batches, step_time, window.seconds),
+                                au_target)
     finally:
         if bar is not None:
             bar.close()
         loader.close()
-    seconds = max(1e-9, end[0] - mark[0])
-    before, after = mark[1], end[1]
+    return window, search
+
+
+def _figures(window: _Window) -> Dict[str, Any]:
+    """Throughput over the window, in the order of the ``--json`` keys from
+    "seconds" to "timeline" (the loader's judgement spliced in)."""
+    before, after, seconds, recent = window.before, window.after, window.seconds, window.recent
     samples = after["samples"] - before["samples"]
     shares = stage_shares(before, after, seconds)
-    timeline = sampler.timeline()
-    result = {
-        "path": os.fspath(path),
-        "options": {"batch_size": batch_size, "num_threads": after.get("threads"),
-                    "device": device, "io_backend": io_backend, "direct_io": direct_io,
-                    "prefetch": prefetch, "shuffle": shuffle, "format": format,
-                    "transform": repr(transform), "cache_dir": cache_dir,
-                    "cache_capacity": cache_capacity, "step_time": step_time,
-                    "rank": rank, "world_size": world_size, "num_nodes": num_nodes,
-                    "node_rank": node_rank},
-        "batches": batches,
-        "warmup_batches": warmup,
-        "epochs_touched": stream.epochs,
-        "batches_per_epoch": per_epoch,
-        "open_seconds": open_seconds,
+    timeline = window.sampler.timeline()
+    return {
         "seconds": seconds,
         "samples": samples,
         "samples_per_s": samples / seconds,
@@ -243,10 +240,76 @@ def run_bench(path: str, *, batches: int = 100, warmup: int = 5, batch_size: int
         "report": recent.get("report", ""),
         "timeline": timeline,
     }
+
+
+def _au_result(*, batches: int, step_time: float, step_label: str, seconds: float,
+               au_target: float, search: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The result's "au" entry: the emulated step, the AU it reached and,
+    when the search ran, the search's figures."""
+    from ..au import accelerator_utilization
+    au = {"step_time": step_time, "step": step_label,
+          "au": accelerator_utilization(batches, step_time, seconds), "target": au_target}
+    if search is not None:
+        au.update(search)
+    return au
+
+
+def run_bench(path: str, *, batches: int = 100, warmup: int = 5, batch_size: int = 64,
+              num_threads: Optional[int] = None, transform=None, device: str = "cpu",
+              io_backend: str = "auto", direct_io: bool = False, prefetch: int = 2,
+              shuffle: str = "global", format: str = "auto", on_error: str = "raise",
+              cache_dir: Optional[str] = None, cache_capacity=None, interval: float = 0.25,
+              progress: bool = False, step_time: Optional[float] = None, step_label: str = "",
+              au_search: bool = False, au_target: float = 0.9,
+              window_seconds: float = 10.0, rank: Optional[int] = None,
+              world_size: Optional[int] = None, num_nodes: Optional[int] = None,
+              node_rank: Optional[int] = None) -> Dict[str, Any]:
+    """Runs a DataLoader for `warmup` + `batches` batches (epochs wrap
+    around) and returns the figures as a dict (the ``--json`` output).
+    With `step_time`, the consumer sleeps that long per batch (an emulated
+    training step) and the result has the accelerator utilization (au.py).
+    `rank`, `world_size`, `num_nodes` and `node_rank` make the loader one
+    rank of a larger job (``shuffle="node"``: its node's shards only); the
+    result's ``storage`` has what it did to the source (opens, stats, bytes)."""
+    from ..au import Batches
+    from ..loader import DataLoader
+    _check_counts(batches, warmup)
+    extra = _optional_loader_options(cache_dir=cache_dir, cache_capacity=cache_capacity,
+                                     rank=rank, world_size=world_size, num_nodes=num_nodes,
+                                     node_rank=node_rank)
+    opened = time.monotonic()
+    loader = DataLoader(path, batch_size=batch_size, shuffle=shuffle, transform=transform,
+                        device=device, num_threads=num_threads, prefetch=prefetch,
+                        io_backend=io_backend, direct_io=direct_io, on_error=on_error,
+                        format=format, stats_window_seconds=window_seconds, **extra)
+    open_seconds = time.monotonic() - opened
+    per_epoch = len(loader)
+    if per_epoch == 0:
+        loader.close()
+        raise ValueError(f"{path}: no full batch of {batch_size} in an epoch; lower --batch-size")
+    bar = _progress_bar(progress, warmup + batches)
+    stream = Batches(loader)
+    window, search = _run_and_close(loader, stream, warmup=warmup, batches=batches,
+                                    batch_size=batch_size, step_time=step_time,
+                                    interval=interval, bar=bar, au_search=au_search,
+                                    au_target=au_target)
+    result = {
+        "path": os.fspath(path),
+        "options": {"batch_size": batch_size, "num_threads": window.after.get("threads"),
+                    "device": device, "io_backend": io_backend, "direct_io": direct_io,
+                    "prefetch": prefetch, "shuffle": shuffle, "format": format,
+                    "transform": repr(transform), "cache_dir": cache_dir,
+                    "cache_capacity": cache_capacity, "step_time": step_time,
+                    "rank": rank, "world_size": world_size, "num_nodes": num_nodes,
+                    "node_rank": node_rank},
+        "batches": batches,
+        "warmup_batches": warmup,
+        "epochs_touched": stream.epochs,
+        "batches_per_epoch": per_epoch,
+        "open_seconds": open_seconds,
+        **_figures(window),
+    }
     if step_time:
-        result["au"] = {"step_time": step_time, "step": step_label,
-                        "au": accelerator_utilization(batches, step_time, seconds),
-                        "target": au_target}
-        if search is not None:
-            result["au"].update(search)
+        result["au"] = _au_result(batches=batches, step_time=step_time, step_label=step_label,
+                                  seconds=window.seconds, au_target=au_target, search=search)
     return result

@@ -20,7 +20,7 @@ import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from .gpu import GpuSampler
 from .survey import KIB, MIB, SMALL_FILE_BYTES
@@ -203,90 +203,154 @@ def _diskstats(names: List[str]) -> Dict[str, Tuple[int, int]]:
     return out
 
 
+class _Run(NamedTuple):
+    """One timed loader run: stats() at its start and end, stats("recent")
+    at its end, its length in seconds (at least 1e-9), /proc/diskstats
+    before and after it, and the error that ended it early (None when it
+    ran its time)."""
+    first: Dict[str, Any]
+    last: Dict[str, Any]
+    recent: Dict[str, Any]
+    elapsed: float
+    disk_before: Dict[str, Tuple[int, int]]
+    disk_after: Dict[str, Tuple[int, int]]
+    failure: Optional[Exception]
+
+
+def _open_loader(path: str, batch_size: int, threads: Optional[int], transform):
+    """A DataLoader over `path` with `transform`; with batch_size 1 when
+    `batch_size` gives no full batch. Raises whatever the loader raises."""
+    from ..loader import DataLoader
+    loader = DataLoader(path, batch_size=batch_size, num_threads=threads,
+                        transform=transform, on_error="raise")
+    if len(loader) == 0:
+        loader.close()
+        loader = DataLoader(path, batch_size=1, num_threads=threads,
+                            transform=transform, on_error="raise")
+    return loader
+
+
+def _start_gpu_sampling(gpu: GpuSampler, values: List[float],
+                        stop: threading.Event) -> Optional[threading.Thread]:
+    """A daemon thread appending the mean GPU utilisation to `values` every
+    0.5 s until `stop` is set; None (nothing started) without a GPU source."""
+    if not gpu.source:
+        return None
+
+    def sample_gpu():
+        while not stop.wait(0.5):
+            sampled = gpu.sample()
+            if sampled:
+                values.append(sum(sampled) / len(sampled))
+
+    sampler = threading.Thread(target=sample_gpu, daemon=True)
+    sampler.start()
+    return sampler
+
+
+def _iterate_for(loader, seconds: float, started: float) -> Optional[Exception]:
+    """Iterates `loader` epoch after epoch until `seconds` have passed since
+    `started`; returns the exception that stopped an epoch (None if none)."""
+    epoch = 0
+    failure = None
+    while time.monotonic() - started < seconds and failure is None:
+        loader.set_epoch(epoch)
+        try:
+            for _ in loader:
+                if time.monotonic() - started >= seconds:
+                    break
+        except Exception as error:
+            failure = error
+        epoch += 1
+    return failure
+
+
+def _timed_run(loader, seconds: float, disks: List[str], gpu: GpuSampler,
+               gpu_values: List[float]) -> _Run:
+    """Runs `loader` for `seconds` with GPU sampling into `gpu_values`;
+    stops the sampling and closes `loader` whatever happens."""
+    stop = threading.Event()
+    disk_before = _diskstats(disks)
+    sampler = _start_gpu_sampling(gpu, gpu_values, stop)
+    first = dict(loader.stats())
+    started = time.monotonic()
+    try:
+        failure = _iterate_for(loader, seconds, started)
+        last = dict(loader.stats())
+        recent = dict(loader.stats("recent"))
+    finally:
+        stop.set()
+        if sampler:
+            sampler.join()
+        loader.close()
+    elapsed = max(1e-9, time.monotonic() - started)
+    return _Run(first=first, last=last, recent=recent, elapsed=elapsed,
+                disk_before=disk_before, disk_after=_diskstats(disks), failure=failure)
+
+
+def _loader_figures(transform, run: _Run) -> Dict[str, Any]:
+    """The loader's rate, stage shares and judgement over `run`."""
+    from ..bench import loader_judgement, stage_shares
+    first, last = run.first, run.last
+    return {
+        "transform": repr(transform),
+        "seconds": run.elapsed,
+        "threads": last["threads"],
+        "samples_per_s": (last["samples"] - first["samples"]) / run.elapsed,
+        "loader_mb_per_s": (last["bytes_read"] - first["bytes_read"]) / run.elapsed / 1e6,
+        "stages": stage_shares(first, last, run.elapsed),
+        "mean_ready_batches": last.get("mean_ready_batches", 0.0),
+        **loader_judgement(run.recent),
+    }
+
+
+def _disk_figures(run: _Run) -> Dict[str, Any]:
+    """Reads/s and MB/s of the disks under the dataset during `run`, or why
+    there are none."""
+    before, after = run.disk_before, run.disk_after
+    reads = sum(after[n][0] - before[n][0] for n in after if n in before)
+    sectors = sum(after[n][1] - before[n][1] for n in after if n in before)
+    if not after:
+        return {"skipped": "no block device under this filesystem (network or memory "
+                           "filesystem): the loader's own MB/s is the read rate"}
+    return {"devices": sorted(after), "mb_per_s": sectors * 512 / run.elapsed / 1e6,
+            "reads_per_s": reads / run.elapsed, "source": "/proc/diskstats"}
+
+
+def _gpu_figures(gpu: GpuSampler, values: List[float]) -> Dict[str, Any]:
+    """The mean of the sampled GPU utilisation (None without a sample), or
+    why there is no GPU source."""
+    if not gpu.source:
+        return {"skipped": gpu.reason}
+    return {"source": gpu.source, "samples": len(values),
+            "mean_utilization_percent": sum(values) / len(values) if values else None}
+
+
 def run_consumer(path: str, seconds: float, disks: List[str], batch_size: int,
                  threads: Optional[int]) -> Dict[str, Any]:
     """A DataLoader for `seconds` (image transform; raw bytes when the
     records are not images) with GPU and disk samplers beside it."""
-    from ..bench import loader_judgement, stage_shares
-    from ..loader import DataLoader, ImageTransform, RawTransform
+    from ..loader import ImageTransform, RawTransform
     gpu = GpuSampler()
     gpu_values: List[float] = []
-    stop = threading.Event()
-
-    def sample_gpu():
-        while not stop.wait(0.5):
-            values = gpu.sample()
-            if values:
-                gpu_values.append(sum(values) / len(values))
-
     result: Dict[str, Any] = {}
     for transform in (ImageTransform(224, train=True), RawTransform(shape=(16,))):
         try:
-            loader = DataLoader(path, batch_size=batch_size, num_threads=threads,
-                                transform=transform, on_error="raise")
-            if len(loader) == 0:
-                loader.close()
-                loader = DataLoader(path, batch_size=1, num_threads=threads,
-                                    transform=transform, on_error="raise")
+            loader = _open_loader(path, batch_size, threads, transform)
         except Exception as error:
             return {"skipped": f"the loader could not open this dataset: {error}"}
-        disk_before = _diskstats(disks)
-        sampler = threading.Thread(target=sample_gpu, daemon=True) if gpu.source else None
-        if sampler:
-            sampler.start()
-        first = dict(loader.stats())
-        started = time.monotonic()
-        epoch = 0
-        failure = None
-        try:
-            while time.monotonic() - started < seconds and failure is None:
-                loader.set_epoch(epoch)
-                try:
-                    for _ in loader:
-                        if time.monotonic() - started >= seconds:
-                            break
-                except Exception as error:
-                    failure = error
-                epoch += 1
-            last = dict(loader.stats())
-            recent = dict(loader.stats("recent"))
-        finally:
-            stop.set()
-            if sampler:
-                sampler.join()
-            loader.close()
-        elapsed = max(1e-9, time.monotonic() - started)
-        disk_after = _diskstats(disks)
-        if failure is not None and isinstance(transform, ImageTransform) and last["batches"] == 0:
+        run = _timed_run(loader, seconds, disks, gpu, gpu_values)
+        if (run.failure is not None and isinstance(transform, ImageTransform)
+                and run.last["batches"] == 0):
             # Not images (e.g. token records): measure the read side with raw bytes.
-            result["image_transform_error"] = str(failure)
-            stop.clear()
+            result["image_transform_error"] = str(run.failure)
             gpu_values.clear()
             continue
-        if failure is not None:
-            result["error"] = str(failure)
-        result.update({
-            "transform": repr(transform),
-            "seconds": elapsed,
-            "threads": last["threads"],
-            "samples_per_s": (last["samples"] - first["samples"]) / elapsed,
-            "loader_mb_per_s": (last["bytes_read"] - first["bytes_read"]) / elapsed / 1e6,
-            "stages": stage_shares(first, last, elapsed),
-            "mean_ready_batches": last.get("mean_ready_batches", 0.0),
-            **loader_judgement(recent),
-        })
+        if run.failure is not None:
+            result["error"] = str(run.failure)
+        result.update(_loader_figures(transform, run))
         break
-    reads = sum(disk_after[n][0] - disk_before[n][0] for n in disk_after if n in disk_before)
-    sectors = sum(disk_after[n][1] - disk_before[n][1] for n in disk_after if n in disk_before)
-    if disk_after:
-        result["disk"] = {"devices": sorted(disk_after), "mb_per_s": sectors * 512 / elapsed / 1e6,
-                          "reads_per_s": reads / elapsed, "source": "/proc/diskstats"}
-    else:
-        result["disk"] = {"skipped": "no block device under this filesystem (network or memory "
-                                     "filesystem): the loader's own MB/s is the read rate"}
-    result["gpu"] = ({"source": gpu.source, "samples": len(gpu_values),
-                      "mean_utilization_percent": (sum(gpu_values) / len(gpu_values)
-                                                   if gpu_values else None)}
-                     if gpu.source else {"skipped": gpu.reason})
+    result["disk"] = _disk_figures(run)
+    result["gpu"] = _gpu_figures(gpu, gpu_values)
     gpu.close()
     return result

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from .measure import measure_random, measure_sequential, measure_small_files, run_consumer
 from .recommend import recommend
@@ -65,9 +65,8 @@ def _au_estimate(consumer: Dict[str, Any], batch_size: int, step_time: Optional[
             "au_one_gpu": min(1.0, rate * seconds / batch_size)}
 
 
-def format_report(report: Dict[str, Any]) -> str:
-    storage, data, measured = report["storage"], report["data"], report["measurements"]
-    consumer = report["consumer"]
+def _storage_lines(storage: Dict[str, Any]) -> List[str]:
+    """The "== storage" section: filesystem, mount, block devices, read-ahead, Lustre."""
     mount = storage.get("mount") or {}
     lines = ["== storage",
              f"filesystem:   {storage['filesystem']} (statfs magic {storage['statfs_magic']})"
@@ -88,67 +87,110 @@ def format_report(report: Dict[str, Any]) -> str:
         lines.append(f"read-ahead:   {storage['bdi_read_ahead_kb']} KiB (the filesystem's bdi)")
     if storage.get("lustre"):
         lines.append(f"lustre:       {json.dumps(storage['lustre'])}")
-    lines.append("== data")
-    lines.append(f"files:        {data['files']}"
-                 + (" (counting stopped at the limit)" if data["files_counted_up_to_limit"] else "")
-                 + f", {data['bytes'] / 1e6:.1f} MB, mean {data['mean_file_bytes'] / KIB:.0f} KiB")
-    lines.append(f"format:       {data.get('format') or 'not a dataset gpufeed detects'}"
-                 + (f", {data['records']} records in {data['shards']} shard(s)"
-                    if data.get("format") else f" ({data.get('format_error', '')})")
-                 + (", packed" if data.get("packed") else ", not packed"))
-    lines.append(f"small files:  {data['small_file_share']:.0%} under "
-                 f"{SMALL_FILE_BYTES // MIB} MiB ({data['small_files']} files)")
-    lines.append("size histogram: " + ", ".join(f"{h['range']}: {h['files']}"
-                                                 for h in data["histogram"] if h["files"]))
+    return lines
+
+
+def _data_lines(data: Dict[str, Any]) -> List[str]:
+    """The "== data" section: file count and size, format, small files, histogram."""
+    return [
+        "== data",
+        f"files:        {data['files']}"
+        + (" (counting stopped at the limit)" if data["files_counted_up_to_limit"] else "")
+        + f", {data['bytes'] / 1e6:.1f} MB, mean {data['mean_file_bytes'] / KIB:.0f} KiB",
+        f"format:       {data.get('format') or 'not a dataset gpufeed detects'}"
+        + (f", {data['records']} records in {data['shards']} shard(s)"
+           if data.get("format") else f" ({data.get('format_error', '')})")
+        + (", packed" if data.get("packed") else ", not packed"),
+        f"small files:  {data['small_file_share']:.0%} under "
+        f"{SMALL_FILE_BYTES // MIB} MiB ({data['small_files']} files)",
+        "size histogram: " + ", ".join(f"{h['range']}: {h['files']}"
+                                        for h in data["histogram"] if h["files"]),
+    ]
+
+
+def _measured_lines(measured: Dict[str, Any]) -> List[str]:
+    """The "== measured" section: sequential, random 4 KiB and small-file
+    reads (each its figures or why it was skipped)."""
     seq, rnd = measured["sequential"], measured["random"]
-    lines.append("== measured on the dataset's files (approximately cold)")
-    lines.append("sequential:   " + (f"{seq['mb_per_s']:.0f} MB/s over {seq['bytes'] / 1e6:.0f} MB "
-                                     f"({seq['method']})" if "mb_per_s" in seq else seq["skipped"]))
-    lines.append("random 4 KiB: " + (f"{rnd['iops']:.0f} IOPS, {rnd['mean_latency_ms']:.3f} ms "
-                                     f"mean ({rnd['method']})" if "iops" in rnd else rnd["skipped"]))
+    lines = ["== measured on the dataset's files (approximately cold)",
+             "sequential:   " + (f"{seq['mb_per_s']:.0f} MB/s over {seq['bytes'] / 1e6:.0f} MB "
+                                 f"({seq['method']})" if "mb_per_s" in seq else seq["skipped"]),
+             "random 4 KiB: " + (f"{rnd['iops']:.0f} IOPS, {rnd['mean_latency_ms']:.3f} ms "
+                                 f"mean ({rnd['method']})" if "iops" in rnd else rnd["skipped"])]
     small = measured.get("small_files")
     if small:
         lines.append("small files:  " + (f"{small['files_per_s']:.0f} files/s, "
                                          f"{small['mb_per_s']:.1f} MB/s ({small['method']})"
                                          if "files_per_s" in small else small["skipped"]))
-    lines.append("== consumer side (a DataLoader running)")
+    return lines
+
+
+def _disk_line(disk: Dict[str, Any]) -> str:
+    """The disk throughput during the loader run, or why there is none."""
+    return "disk:         " + (f"{disk['mb_per_s']:.1f} MB/s, {disk['reads_per_s']:.0f} "
+                               f"reads/s on {', '.join(disk['devices'])} "
+                               "(/proc/diskstats; 0 means the page cache served it)"
+                               if "mb_per_s" in disk else disk["skipped"])
+
+
+def _gpu_line(gpu: Dict[str, Any]) -> str:
+    """The GPU utilisation sampled during the loader run, or why there is none."""
+    if "skipped" in gpu:
+        return f"GPU:          {gpu['skipped']}"
+    value = gpu["mean_utilization_percent"]
+    return (f"GPU:          {'%.0f%%' % value if value is not None else 'no sample'} "
+            f"mean utilisation ({gpu['source']}, {gpu['samples']} samples)")
+
+
+def _loader_lines(consumer: Dict[str, Any]) -> List[str]:
+    """A loader run's rate, stages, disk and GPU figures, judgement and AU
+    estimate. REQUIRES: the run was not skipped."""
+    from ..bench import judgement_line
+    stages = consumer["stages"]
+    lines = [f"loader:       {consumer['samples_per_s']:.0f} samples/s, "
+             f"{consumer['loader_mb_per_s']:.1f} MB/s read by the loader, "
+             f"{consumer['threads']} threads, {consumer['seconds']:.1f} s",
+             f"stages:       workers reading {stages['workers_read']:.0%}, decoding "
+             f"{stages['workers_decode']:.0%}, blocked {stages['workers_blocked']:.0%}, "
+             f"starved {stages['workers_starved']:.0%}; consumer waited "
+             f"{stages['consumer_starved']:.0%}",
+             _disk_line(consumer["disk"]),
+             _gpu_line(consumer["gpu"]),
+             f"bottleneck:   {judgement_line(consumer)}",
+             f"verdict:      {consumer['verdict']}"]
+    au = consumer.get("au") or {}
+    if "gpus_at_target" in au:
+        lines.append(f"AU:           {au['au_one_gpu']:.0%} for one GPU at {au['step']}; this "
+                     f"storage + loader feed about {au['gpus_at_target']} such GPUs at AU >= "
+                     f"90% (estimated from {consumer['samples_per_s']:.0f} samples/s; measure "
+                     "with gpufeed bench --step-time ... --au-search)")
+    return lines
+
+
+def _consumer_lines(consumer: Dict[str, Any]) -> List[str]:
+    """The "== consumer side" section: the loader run, or why it was skipped."""
     if "skipped" in consumer:
-        lines.append(f"loader:       skipped: {consumer['skipped']}")
-    else:
-        stages = consumer["stages"]
-        lines.append(f"loader:       {consumer['samples_per_s']:.0f} samples/s, "
-                     f"{consumer['loader_mb_per_s']:.1f} MB/s read by the loader, "
-                     f"{consumer['threads']} threads, {consumer['seconds']:.1f} s")
-        lines.append(f"stages:       workers reading {stages['workers_read']:.0%}, decoding "
-                     f"{stages['workers_decode']:.0%}, blocked {stages['workers_blocked']:.0%}, "
-                     f"starved {stages['workers_starved']:.0%}; consumer waited "
-                     f"{stages['consumer_starved']:.0%}")
-        disk = consumer["disk"]
-        lines.append("disk:         " + (f"{disk['mb_per_s']:.1f} MB/s, {disk['reads_per_s']:.0f} "
-                                         f"reads/s on {', '.join(disk['devices'])} "
-                                         "(/proc/diskstats; 0 means the page cache served it)"
-                                         if "mb_per_s" in disk else disk["skipped"]))
-        gpu = consumer["gpu"]
-        if "skipped" in gpu:
-            lines.append(f"GPU:          {gpu['skipped']}")
-        else:
-            value = gpu["mean_utilization_percent"]
-            lines.append(f"GPU:          {'%.0f%%' % value if value is not None else 'no sample'} "
-                         f"mean utilisation ({gpu['source']}, {gpu['samples']} samples)")
-        from ..bench import judgement_line
-        lines.append(f"bottleneck:   {judgement_line(consumer)}")
-        lines.append(f"verdict:      {consumer['verdict']}")
-        au = consumer.get("au") or {}
-        if "gpus_at_target" in au:
-            lines.append(f"AU:           {au['au_one_gpu']:.0%} for one GPU at {au['step']}; this "
-                         f"storage + loader feed about {au['gpus_at_target']} such GPUs at AU >= "
-                         f"90% (estimated from {consumer['samples_per_s']:.0f} samples/s; measure "
-                         "with gpufeed bench --step-time ... --au-search)")
-    lines.append("== recommendations")
-    if not report["recommendations"]:
+        return ["== consumer side (a DataLoader running)",
+                f"loader:       skipped: {consumer['skipped']}"]
+    return ["== consumer side (a DataLoader running)"] + _loader_lines(consumer)
+
+
+def _recommendation_lines(recommendations: List[Dict[str, str]]) -> List[str]:
+    """The "== recommendations" section: each advice with its reason."""
+    lines = ["== recommendations"]
+    if not recommendations:
         lines.append("none: nothing measured here points at a change")
-    for item in report["recommendations"]:
+    for item in recommendations:
         lines.append(f"- {item['advice']}\n    because: {item['because']}")
+    return lines
+
+
+def format_report(report: Dict[str, Any]) -> str:
+    """The text report of a diagnose() result, one section per step."""
+    storage, data, measured = report["storage"], report["data"], report["measurements"]
+    consumer = report["consumer"]
+    lines = (_storage_lines(storage) + _data_lines(data) + _measured_lines(measured)
+             + _consumer_lines(consumer) + _recommendation_lines(report["recommendations"]))
     return "\n".join(lines)
 
 
