@@ -8,9 +8,10 @@ import re
 
 ROOT = os.environ.get("GPUFEED_REPO_ROOT",
                       os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-SOURCES = sorted(glob.glob(os.path.join(ROOT, "src", "**", "*.cc"), recursive=True)
-                 + glob.glob(os.path.join(ROOT, "src", "**", "*.h"), recursive=True)
-                 + glob.glob(os.path.join(ROOT, "src", "**", "*.cu"), recursive=True))
+# The library and its Python binding.
+SOURCES = sorted(path for folder in ("src", os.path.join("python", "src"))
+                 for pattern in ("*.cc", "*.h", "*.cu")
+                 for path in glob.glob(os.path.join(ROOT, folder, "**", pattern), recursive=True))
 MAX_FILE_LINES = 500
 MAX_FUNCTION_LINES = 80
 # A function's header ends with its parameter list and qualifiers (or a
@@ -57,7 +58,7 @@ def long_functions(path):
     return found
 
 
-def test_no_file_in_src_over_500_lines():
+def test_no_source_file_over_500_lines():
     long_files = []
     for path in SOURCES:
         lines = open(path, encoding="utf-8").read().count("\n")
@@ -66,7 +67,7 @@ def test_no_file_in_src_over_500_lines():
     assert not long_files, "\n".join(long_files)
 
 
-def test_no_function_in_src_over_80_lines():
+def test_no_function_over_80_lines():
     problems = [problem for path in SOURCES for problem in long_functions(path)]
     assert not problems, "\n".join(problems)
 
