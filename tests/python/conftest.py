@@ -45,10 +45,9 @@ def write_list(tmp_path):
     return _write
 
 
-@pytest.fixture
-def image_folder(tmp_path):
-    """A small ImageFolder with deterministic bytes (not decoded in these tests)."""
-    root = tmp_path / "folder"
+def write_image_folder(root):
+    """The ImageFolder of the image_folder fixture at root: 15 files in 3
+    classes with deterministic bytes (not JPEGs: not decoded by its users)."""
     for class_index, name in enumerate(["zebra", "ant", "moth"]):
         (root / name).mkdir(parents=True)
         for i in range(5):
@@ -57,21 +56,99 @@ def image_folder(tmp_path):
     return root
 
 
-def pack_random_jpegs(root, count, seed, height, width):
-    """An ImageFolder of `count` random JPEGs in 3 classes under root/folder
-    (image i is (height + i) x (width + 2i)), packed into root/packed."""
+@pytest.fixture
+def image_folder(tmp_path):
+    """A small ImageFolder with deterministic bytes (not decoded in these tests)."""
+    return write_image_folder(tmp_path / "folder")
+
+
+@pytest.fixture(scope="session")
+def image_folder_packs(tmp_path_factory):
+    """The image_folder content packed once per session with pack's defaults,
+    by format: {"recordio": path, "lmdb": path}. Shared: a test only reads
+    these; one that changes a pack takes a copy (packed_image_folder)."""
+    root = tmp_path_factory.mktemp("image_folder_packs")
+    folder = write_image_folder(root / "folder")
+    packs = {}
+    for fmt in ("recordio", "lmdb"):
+        gpufeed.pack(folder, root / fmt, format=fmt, progress=False)
+        packs[fmt] = root / fmt
+    return packs
+
+
+@pytest.fixture
+def packed_image_folder(tmp_path, image_folder_packs):
+    """copy(fmt, name): this test's own copy, at tmp_path / name, of the
+    session's pack of image_folder in format fmt (as gpufeed.pack(image_folder,
+    tmp_path / name, format=fmt) makes it)."""
+
+    def _copy(fmt, name):
+        return shutil.copytree(image_folder_packs[fmt], tmp_path / name)
+
+    return _copy
+
+
+def write_random_jpegs(folder, count, classes, shape, seed, quality=90, class_prefix="c",
+                       high=256):
+    """`count` JPEGs of random pixels under folder: image i is
+    <class_prefix><i % classes>/<iii>.jpg of shape(i) = (height, width),
+    its pixels numpy's default_rng(seed).integers(0, high) drawn in order;
+    quality=None: PIL's default."""
     import io
     import numpy as np
     from PIL import Image
     rng = np.random.default_rng(seed)
     for i in range(count):
-        cls = root / "folder" / f"c{i % 3}"
+        cls = folder / f"{class_prefix}{i % classes}"
         cls.mkdir(parents=True, exist_ok=True)
-        img = rng.integers(0, 256, (height + i, width + 2 * i, 3), dtype=np.uint8)
+        img = rng.integers(0, high, (*shape(i), 3), dtype=np.uint8)
+        buffer = io.BytesIO()
+        options = {} if quality is None else {"quality": quality}
+        Image.fromarray(img).save(buffer, format="JPEG", **options)
+        (cls / f"{i:03d}.jpg").write_bytes(buffer.getvalue())
+    return folder
+
+
+@pytest.fixture(scope="session")
+def jpeg_folder(tmp_path_factory):
+    """24 photograph-like JPEGs (smooth gradients and noise, 120 + i by
+    160 + 2i pixels) in 3 classes, written once per session. Shared: read only."""
+    import io
+    import numpy as np
+    from PIL import Image
+    root = tmp_path_factory.mktemp("jpegs") / "folder"
+    rng = np.random.default_rng(0)
+    for i in range(24):
+        cls = root / f"c{i % 3}"
+        cls.mkdir(parents=True, exist_ok=True)
+        h, w = 120 + i, 160 + 2 * i
+        y, x = np.mgrid[0:h, 0:w]
+        img = np.stack([128 + 80 * np.sin(x / (9 + c) + y / 13) for c in range(3)], -1)
+        img = np.clip(img + rng.normal(0, 10, img.shape), 0, 255).astype(np.uint8)
         buffer = io.BytesIO()
         Image.fromarray(img).save(buffer, format="JPEG", quality=90)
         (cls / f"{i:03d}.jpg").write_bytes(buffer.getvalue())
+    return root
+
+
+def pack_random_jpegs(root, count, seed, height, width):
+    """An ImageFolder of `count` random JPEGs in 3 classes under root/folder
+    (image i is (height + i) x (width + 2i)), packed into root/packed."""
+    write_random_jpegs(root / "folder", count, 3, lambda i: (height + i, width + 2 * i), seed)
     gpufeed.pack(root / "folder", root / "packed", progress=False)
+    return root / "packed"
+
+
+def pack_list(root, samples, shard_size, name=lambda i: f"{i:03d}.bin"):
+    """Packs [(bytes, label)] through a list file root/list.txt into
+    root/packed (RecordIO shards of about shard_size bytes); returns that path."""
+    root.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i, (data, label) in enumerate(samples):
+        (root / name(i)).write_bytes(data)
+        lines.append(f"{name(i)}\t{label}")
+    (root / "list.txt").write_text("\n".join(lines) + "\n")
+    gpufeed.pack(root / "list.txt", root / "packed", progress=False, shard_size=shard_size)
     return root / "packed"
 
 

@@ -227,10 +227,9 @@ def test_missing_shard_named_by_manifest(rec_dataset):
     assert str(rec) in str(excinfo.value)
 
 
-def test_missing_lmdb_shard(tmp_path, image_folder):
+def test_missing_lmdb_shard(packed_image_folder):
     import shutil
-    out = tmp_path / "lmdb"
-    gpufeed.pack(image_folder, out, format="lmdb", progress=False)
+    out = packed_image_folder("lmdb", "lmdb")
     shutil.rmtree(out / "part-00000")
     with pytest.raises(FileNotFoundError, match="part-00000"):
         gpufeed.open_dataset(out)
@@ -244,9 +243,8 @@ def test_corrupt_manifest(rec_dataset):
 
 
 @pytest.mark.parametrize("fmt", ["recordio", "lmdb"])
-def test_flipped_payload_byte_is_caught_by_verify(tmp_path, image_folder, fmt):
-    out = tmp_path / "p"
-    gpufeed.pack(image_folder, out, format=fmt, progress=False)
+def test_flipped_payload_byte_is_caught_by_verify(packed_image_folder, image_folder, fmt):
+    out = packed_image_folder(fmt, "p")
     target = out / ("part-00000.rec" if fmt == "recordio" else "part-00000/data.mdb")
     data = bytearray(target.read_bytes())
     at = data.find(b"moth-3-moth-3")
@@ -383,10 +381,9 @@ def test_undecodable_bytes_in_messages_and_names(tmp_path):
     assert ds.classes == ["cl\\xe9"]
 
 
-def test_verify_finds_gaps_in_lmdb_keys(tmp_path, image_folder):
+def test_verify_finds_gaps_in_lmdb_keys(packed_image_folder):
     lmdb = pytest.importorskip("lmdb")
-    out = tmp_path / "l"
-    gpufeed.pack(image_folder, out, format="lmdb", progress=False)
+    out = packed_image_folder("lmdb", "l")
     env = lmdb.open(str(out / "part-00000"))
     with env.begin(write=True) as txn:
         value = txn.get(b"0000000002")

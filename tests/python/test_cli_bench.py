@@ -1,13 +1,12 @@
 """`gpufeed bench PATH`: the loader on a real dataset, throughput, per-stage
 shares, the verdict, the timeline plot and the JSON."""
 
-import io
 import json
 
 import pytest
 
 import gpufeed
-from conftest import run_cli
+from conftest import run_cli, write_random_jpegs
 from gpufeed import cli
 
 np = pytest.importorskip("numpy")
@@ -18,15 +17,8 @@ PIL = pytest.importorskip("PIL.Image")
 def packed_jpegs(tmp_path_factory):
     """40 real JPEGs (2 classes) packed into RecordIO."""
     root = tmp_path_factory.mktemp("bench")
-    folder = root / "folder"
-    rng = np.random.default_rng(0)
-    for index in range(40):
-        directory = folder / f"class_{index % 2}"
-        directory.mkdir(parents=True, exist_ok=True)
-        pixels = rng.integers(0, 256, size=(48 + index, 64, 3), dtype=np.uint8)
-        buffer = io.BytesIO()
-        PIL.fromarray(pixels).save(buffer, format="JPEG", quality=85)
-        (directory / f"{index:03d}.jpg").write_bytes(buffer.getvalue())
+    folder = write_random_jpegs(root / "folder", 40, 2, lambda index: (48 + index, 64), seed=0,
+                                quality=85, class_prefix="class_")
     packed = root / "packed"
     gpufeed.pack(folder, packed, shard_size=64 * 1024, progress=False)
     return packed

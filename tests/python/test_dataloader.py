@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 import gpufeed
+from conftest import pack_list
 
 np = pytest.importorskip("numpy")
 PIL = pytest.importorskip("PIL.Image")
@@ -19,31 +20,9 @@ PIL = pytest.importorskip("PIL.Image")
 @pytest.fixture(scope="module")
 def token_dataset(tmp_path_factory):
     """103 records whose bytes are their own index as int32 tokens."""
-    root = tmp_path_factory.mktemp("tokens")
-    lines = []
-    for i in range(103):
-        (root / f"{i}.bin").write_bytes(struct.pack("<4i", i, i + 1, i + 2, i + 3))
-        lines.append(f"{i}.bin\t{i % 5}")
-    (root / "list.txt").write_text("\n".join(lines) + "\n")
-    gpufeed.pack(root / "list.txt", root / "packed", progress=False, shard_size=1000)
-    return root / "packed"
-
-
-@pytest.fixture(scope="module")
-def jpeg_folder(tmp_path_factory):
-    root = tmp_path_factory.mktemp("jpegs") / "folder"
-    rng = np.random.default_rng(0)
-    for i in range(24):
-        cls = root / f"c{i % 3}"
-        cls.mkdir(parents=True, exist_ok=True)
-        h, w = 120 + i, 160 + 2 * i
-        y, x = np.mgrid[0:h, 0:w]
-        img = np.stack([128 + 80 * np.sin(x / (9 + c) + y / 13) for c in range(3)], -1)
-        img = np.clip(img + rng.normal(0, 10, img.shape), 0, 255).astype(np.uint8)
-        buffer = io.BytesIO()
-        PIL.fromarray(img).save(buffer, format="JPEG", quality=90)
-        (cls / f"{i:03d}.jpg").write_bytes(buffer.getvalue())
-    return root
+    samples = [(struct.pack("<4i", i, i + 1, i + 2, i + 3), i % 5) for i in range(103)]
+    return pack_list(tmp_path_factory.mktemp("tokens"), samples, shard_size=1000,
+                     name=lambda i: f"{i}.bin")
 
 
 def tokens_loader(path, **kwargs):

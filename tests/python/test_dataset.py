@@ -82,13 +82,12 @@ def test_image_folder_matches_torchvision_order(tmp_path):
         assert str(root / ds[i].key) == path
 
 
-def test_format_override_and_unknown_format(tmp_path, image_folder):
+def test_format_override_and_unknown_format(image_folder, image_folder_packs):
     ds = gpufeed.open_dataset(image_folder, format="imagefolder")
     assert ds.format == "imagefolder"
     with pytest.raises(ValueError):
         gpufeed.open_dataset(image_folder, format="tfrecord")
-    out = tmp_path / "packed"
-    gpufeed.pack(image_folder, out, progress=False)
+    out = image_folder_packs["recordio"]
     with pytest.raises(ValueError, match="describes a recordio dataset"):
         gpufeed.open_dataset(out, format="lmdb")
     # A single .rec file and the manifest path itself also open.

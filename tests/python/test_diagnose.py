@@ -1,7 +1,6 @@
 """`gpufeed diagnose PATH`: storage facts, the data survey, measured I/O, the
 loader run and recommendations tied to their measurements."""
 
-import io
 import json
 import os
 import subprocess
@@ -10,7 +9,7 @@ import pytest
 
 import gpufeed
 from gpufeed import cli, diagnose
-from conftest import run_cli
+from conftest import run_cli, write_random_jpegs
 
 np = pytest.importorskip("numpy")
 PIL = pytest.importorskip("PIL.Image")
@@ -20,16 +19,8 @@ PIL = pytest.importorskip("PIL.Image")
 def small_files(tmp_path_factory):
     """An ImageFolder of 120 small real JPEGs (3 classes): the case that
     should be packed."""
-    root = tmp_path_factory.mktemp("diagnose") / "folder"
-    rng = np.random.default_rng(1)
-    for index in range(120):
-        directory = root / f"class_{index % 3}"
-        directory.mkdir(parents=True, exist_ok=True)
-        pixels = rng.integers(0, 256, size=(40, 56, 3), dtype=np.uint8)
-        buffer = io.BytesIO()
-        PIL.fromarray(pixels).save(buffer, format="JPEG", quality=80)
-        (directory / f"{index:03d}.jpg").write_bytes(buffer.getvalue())
-    return root
+    return write_random_jpegs(tmp_path_factory.mktemp("diagnose") / "folder", 120, 3,
+                              lambda index: (40, 56), seed=1, quality=80, class_prefix="class_")
 
 
 def run_in_process(capsys, *args):

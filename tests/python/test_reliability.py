@@ -17,6 +17,7 @@ import zlib
 
 import pytest
 
+import conftest
 import gpufeed
 
 np = pytest.importorskip("numpy")
@@ -46,14 +47,7 @@ def png_claiming(width, height):
 
 def pack_list(root, samples):
     """Packs [(bytes, label)] through a list file; returns the dataset path."""
-    root.mkdir(parents=True, exist_ok=True)
-    lines = []
-    for i, (data, label) in enumerate(samples):
-        (root / f"{i:03d}.bin").write_bytes(data)
-        lines.append(f"{i:03d}.bin\t{label}")
-    (root / "list.txt").write_text("\n".join(lines) + "\n")
-    gpufeed.pack(root / "list.txt", root / "packed", progress=False, shard_size=4000)
-    return root / "packed"
+    return conftest.pack_list(root, samples, shard_size=4000)
 
 
 @pytest.fixture(scope="module")

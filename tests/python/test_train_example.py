@@ -9,6 +9,7 @@ import sys
 import pytest
 
 import gpufeed
+from conftest import write_random_jpegs
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
@@ -22,16 +23,8 @@ EXAMPLE = os.path.join(ROOT, "examples", "train_pytorch.py")
 
 @pytest.fixture(scope="module")
 def packed(tmp_path_factory):
-    import io
     root = tmp_path_factory.mktemp("train")
-    rng = np.random.default_rng(1)
-    for i in range(64):
-        cls = root / "folder" / f"c{i % 4}"
-        cls.mkdir(parents=True, exist_ok=True)
-        img = rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)
-        buffer = io.BytesIO()
-        PIL.fromarray(img).save(buffer, format="JPEG")
-        (cls / f"{i:03d}.jpg").write_bytes(buffer.getvalue())
+    write_random_jpegs(root / "folder", 64, 4, lambda i: (48, 64), seed=1, quality=None, high=255)
     gpufeed.pack(root / "folder", root / "packed", progress=False)
     return root
 

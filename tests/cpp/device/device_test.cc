@@ -24,6 +24,7 @@
 #include "gpufeed/writer.h"
 #include "dtype_test_util.h"
 #include "jpeg_test_util.h"
+#include "pack_test_util.h"
 #include "test_util.h"
 #include "util/path.h"
 
@@ -46,21 +47,10 @@ class DeviceTest : public ::testing::Test {
 
   void SetUp() override {
     std::string folder = JoinPath(dir_.path(), "folder");
-    for (int i = 0; i < kImages; ++i) {
-      std::string cls = JoinPath(folder, "class" + std::to_string(i % 4));
-      ASSERT_TRUE(CreateDirectories(cls).ok());
-      char name[32];
-      std::snprintf(name, sizeof(name), "img%03d.jpg", i);
-      WriteBytes(JoinPath(cls, name), EncodeJpeg(40 + i % 23, 36 + i % 17, JCS_RGB, 90, i));
-    }
-    std::string packed = JoinPath(dir_.path(), "packed");
-    PackOptions pack;
-    pack.shard_size = 30000;
-    PackSummary summary;
-    ASSERT_TRUE(Pack(folder, packed, pack, &summary).ok());
-    std::unique_ptr<Dataset> dataset;
-    ASSERT_TRUE(Dataset::Open(packed, {}, &dataset).ok());
-    dataset_ = std::move(dataset);
+    ASSERT_NO_FATAL_FAILURE(WriteJpegFolder(folder, kImages, 4, [](int i) {
+      return std::make_pair(40 + i % 23, 36 + i % 17);
+    }));
+    ASSERT_NO_FATAL_FAILURE(PackAndOpen(folder, JoinPath(dir_.path(), "packed"), 30000, &dataset_));
   }
 
   LoaderOptions Options() {

@@ -2,7 +2,6 @@
 #include "format/caffe_datum.h"
 
 #include <gtest/gtest.h>
-#include <lmdb.h>
 
 #include <memory>
 #include <string>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "gpufeed/dataset.h"
+#include "lmdb_test_util.h"
 #include "protobuf_test_util.h"
 #include "test_util.h"
 #include "util/file.h"
@@ -80,19 +80,10 @@ TEST(CaffeLmdbTest, ReadForDecodeConvertsRawPixelsToRgbHwc) {
                      IntField(5, 2)},
       {"2_two", IntField(1, 2) + IntField(2, 1) + IntField(3, 1) + BytesField(4, "\x08\x09") +
                     IntField(5, 3)}};
-  MDB_env* handle;
-  ASSERT_EQ(mdb_env_create(&handle), 0);
-  ASSERT_EQ(mdb_env_open(handle, env.c_str(), 0, 0644), 0);
-  MDB_txn* txn;
-  MDB_dbi dbi;
-  ASSERT_EQ(mdb_txn_begin(handle, nullptr, 0, &txn), 0);
-  ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
-  for (auto& [key, value] : values) {
-    MDB_val k{key.size(), key.data()}, v{value.size(), value.data()};
-    ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
-  }
-  ASSERT_EQ(mdb_txn_commit(txn), 0);
-  mdb_env_close(handle);
+  LmdbWriteTxn lmdb;
+  ASSERT_EQ(lmdb.Begin(env), 0);
+  for (auto& [key, value] : values) ASSERT_EQ(lmdb.Put(key, value), 0);
+  ASSERT_EQ(lmdb.Commit(), 0);
   DatasetOptions options;
   options.format = DatasetFormat::kCaffeLmdb;
   std::unique_ptr<Dataset> dataset;

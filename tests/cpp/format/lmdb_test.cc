@@ -10,6 +10,7 @@
 #include "format/datasets.h"
 #include "gpufeed/dataset.h"
 #include "gpufeed/writer.h"
+#include "lmdb_test_util.h"
 #include "test_util.h"
 #include "util/path.h"
 
@@ -97,16 +98,10 @@ TEST(LmdbTest, ReadOnlyDirectoryOpensWithoutLock) {
 // Changes an environment behind gpufeed's back, with LMDB itself: `edit`
 // runs inside one write transaction (put/del on the main database).
 void EditLmdb(const std::string& env, const std::function<void(MDB_txn*, MDB_dbi)>& edit) {
-  MDB_env* handle;
-  ASSERT_EQ(mdb_env_create(&handle), 0);
-  ASSERT_EQ(mdb_env_open(handle, env.c_str(), 0, 0644), 0);
-  MDB_txn* txn;
-  MDB_dbi dbi;
-  ASSERT_EQ(mdb_txn_begin(handle, nullptr, 0, &txn), 0);
-  ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
-  edit(txn, dbi);
-  ASSERT_EQ(mdb_txn_commit(txn), 0);
-  mdb_env_close(handle);
+  LmdbWriteTxn lmdb;
+  ASSERT_EQ(lmdb.Begin(env), 0);
+  edit(lmdb.txn(), lmdb.dbi());
+  ASSERT_EQ(lmdb.Commit(), 0);
 }
 
 void Put(MDB_txn* txn, MDB_dbi dbi, std::string key, std::string value) {

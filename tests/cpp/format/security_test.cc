@@ -2,7 +2,6 @@
 // list files that point outside the dataset, and size fields that would
 // size an allocation. Real files, real symlinks, real LMDB.
 #include <gtest/gtest.h>
-#include <lmdb.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include "format/recordio.h"
 #include "gpufeed/dataset.h"
 #include "gpufeed/writer.h"
+#include "lmdb_test_util.h"
 #include "protobuf_test_util.h"
 #include "test_util.h"
 #include "util/path.h"
@@ -247,18 +247,11 @@ TEST(UntrustedDatumTest, ShapeMustMatchTheDataLength) {
   TempDir dir;
   std::string env = JoinPath(dir.path(), "caffe");
   ASSERT_TRUE(CreateDirectories(env).ok());
-  MDB_env* handle;
-  ASSERT_EQ(mdb_env_create(&handle), 0);
-  ASSERT_EQ(mdb_env_open(handle, env.c_str(), 0, 0644), 0);
-  MDB_txn* txn;
-  MDB_dbi dbi;
-  ASSERT_EQ(mdb_txn_begin(handle, nullptr, 0, &txn), 0);
-  ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
   std::string key = "00000000_bomb", value = DatumClaiming3x10000x10000With10Bytes();
-  MDB_val k{key.size(), key.data()}, v{value.size(), value.data()};
-  ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
-  ASSERT_EQ(mdb_txn_commit(txn), 0);
-  mdb_env_close(handle);
+  LmdbWriteTxn lmdb;
+  ASSERT_EQ(lmdb.Begin(env), 0);
+  ASSERT_EQ(lmdb.Put(key, value), 0);
+  ASSERT_EQ(lmdb.Commit(), 0);
   DatasetOptions options;
   options.format = DatasetFormat::kCaffeLmdb;
   std::unique_ptr<Dataset> dataset;

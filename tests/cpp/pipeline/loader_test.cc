@@ -14,7 +14,7 @@
 
 #include "gpufeed/writer.h"
 #include "pipeline/loader_factory.h"
-#include "jpeg_test_util.h"
+#include "pack_test_util.h"
 #include "test_util.h"
 #include "util/path.h"
 
@@ -27,21 +27,12 @@ class LoaderTest : public ::testing::Test {
 
   void SetUp() override {
     std::string folder = JoinPath(dir_.path(), "folder");
-    for (int i = 0; i < kImages; ++i) {
-      std::string cls = JoinPath(folder, "class" + std::to_string(i % 3));
-      ASSERT_TRUE(CreateDirectories(cls).ok());
-      char name[32];
-      std::snprintf(name, sizeof(name), "img%03d.jpg", i);
-      WriteBytes(JoinPath(cls, name), EncodeJpeg(48 + i % 20, 40 + i % 13, JCS_RGB, 90, i));
-    }
+    ASSERT_NO_FATAL_FAILURE(WriteJpegFolder(folder, kImages, 3, [](int i) {
+      return std::make_pair(48 + i % 20, 40 + i % 13);
+    }));
     packed_ = JoinPath(dir_.path(), "packed");
-    PackOptions pack;
-    pack.shard_size = 20000;  // several shards
-    PackSummary summary;
-    ASSERT_TRUE(Pack(folder, packed_, pack, &summary).ok());
-    std::unique_ptr<Dataset> dataset;
-    ASSERT_TRUE(Dataset::Open(packed_, {}, &dataset).ok());
-    dataset_ = std::move(dataset);
+    // Several shards.
+    ASSERT_NO_FATAL_FAILURE(PackAndOpen(folder, packed_, 20000, &dataset_));
   }
 
   LoaderOptions Options(int threads = 2) {

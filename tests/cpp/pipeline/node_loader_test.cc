@@ -7,7 +7,7 @@
 
 #include "gpufeed/loader.h"
 #include "gpufeed/writer.h"
-#include "jpeg_test_util.h"
+#include "pack_test_util.h"
 #include "test_util.h"
 #include "util/path.h"
 
@@ -20,22 +20,11 @@ class NodeLoaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string folder = JoinPath(dir_.path(), "folder");
-    for (int i = 0; i < kImages; ++i) {
-      std::string cls = JoinPath(folder, "class" + std::to_string(i % 3));
-      ASSERT_TRUE(CreateDirectories(cls).ok());
-      char name[32];
-      std::snprintf(name, sizeof(name), "img%03d.jpg", i);
-      WriteBytes(JoinPath(cls, name), EncodeJpeg(40, 40, JCS_RGB, 90, i));
-    }
-    std::string packed = JoinPath(dir_.path(), "packed");
-    PackOptions pack;
-    pack.shard_size = 12000;  // several shards
-    PackSummary summary;
-    ASSERT_TRUE(Pack(folder, packed, pack, &summary).ok());
-    std::unique_ptr<Dataset> dataset;
-    ASSERT_TRUE(Dataset::Open(packed, {}, &dataset).ok());
-    ASSERT_GE(dataset->shards().size(), 4u);
-    dataset_ = std::move(dataset);
+    ASSERT_NO_FATAL_FAILURE(
+        WriteJpegFolder(folder, kImages, 3, [](int) { return std::make_pair(40, 40); }));
+    // Several shards.
+    ASSERT_NO_FATAL_FAILURE(PackAndOpen(folder, JoinPath(dir_.path(), "packed"), 12000, &dataset_));
+    ASSERT_GE(dataset_->shards().size(), 4u);
   }
 
   LoaderOptions Options(uint32_t nodes, uint32_t world, uint32_t rank) {

@@ -21,6 +21,7 @@
 #include "pipeline/loader_factory.h"
 #include "gpufeed/writer.h"
 #include "jpeg_test_util.h"
+#include "pack_test_util.h"
 #include "test_util.h"
 #include "util/path.h"
 
@@ -60,14 +61,11 @@ class ReliabilityTest : public ::testing::TestWithParam<bool> {
     }
     WriteBytes(JoinPath(list_dir, "list.txt"), list);
     packed_ = JoinPath(dir_.path(), "packed");
-    PackOptions pack;
-    pack.shard_size = 20000;  // several shards
     PackSummary summary;
-    ASSERT_TRUE(Pack(JoinPath(list_dir, "list.txt"), packed_, pack, &summary).ok());
+    // Several shards.
+    ASSERT_NO_FATAL_FAILURE(
+        PackAndOpen(JoinPath(list_dir, "list.txt"), packed_, 20000, &dataset_, &summary));
     ASSERT_GE(summary.shards, 3u);
-    std::unique_ptr<Dataset> dataset;
-    ASSERT_TRUE(Dataset::Open(packed_, {}, &dataset).ok());
-    dataset_ = std::move(dataset);
   }
 
   LoaderOptions Options() {

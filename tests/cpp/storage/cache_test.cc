@@ -29,9 +29,7 @@
 #include "format/manifest.h"
 #include "gpufeed/cache.h"
 #include "gpufeed/dataset.h"
-#include "gpufeed/loader.h"
 #include "gpufeed/writer.h"
-#include "jpeg_test_util.h"
 #include "test_util.h"
 #include "util/checksum.h"
 #include "util/path.h"
@@ -746,67 +744,6 @@ TEST_F(CacheTest, PlantedSymlinksNeverRedirectAWriteOrARead) {
   ASSERT_EQ(::lstat(JoinPath(entries, key + ".data").c_str(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode));
   EXPECT_EQ(ReadBytes(victim), "precious");
-}
-
-TEST_F(CacheTest, TheLoaderDeliversTheSameBatchesThroughTheCache) {
-  std::string folder = JoinPath(dir_.path(), "folder");
-  for (int i = 0; i < 30; ++i) {
-    std::string cls = JoinPath(folder, "class" + std::to_string(i % 3));
-    ASSERT_TRUE(CreateDirectories(cls).ok());
-    char name[32];
-    std::snprintf(name, sizeof(name), "img%03d.jpg", i);
-    WriteBytes(JoinPath(cls, name), EncodeJpeg(40 + i % 9, 36 + i % 7, JCS_RGB, 90, i));
-  }
-  PackOptions pack;
-  pack.shard_size = 12000;
-  PackSummary packed;
-  ASSERT_TRUE(Pack(folder, source_, pack, &packed).ok());
-  ASSERT_GT(packed.shards, 2u);
-  LoaderOptions options;
-  options.batch_size = 4;
-  options.num_threads = 2;
-  options.image.size = 24;
-  options.seed = 3;
-  options.shuffle = ShuffleMode::kBlock;
-  options.shuffle_window_shards = 2;
-  auto epoch = [](Loader* loader, uint64_t number) {
-    std::vector<std::string> batches;
-    EXPECT_TRUE(loader->SetEpoch(number).ok());
-    Batch batch;
-    while (loader->Next(&batch).ok() && !batch.end_of_epoch()) {
-      batches.emplace_back(static_cast<const char*>(batch.data().data), batch.data().bytes());
-    }
-    return batches;
-  };
-  std::unique_ptr<Dataset> plain_dataset;
-  ASSERT_TRUE(Dataset::Open(source_, {}, &plain_dataset).ok());
-  std::unique_ptr<Loader> plain;
-  ASSERT_TRUE(Loader::Open(std::shared_ptr<const Dataset>(std::move(plain_dataset)), options,
-                           &plain)
-                  .ok());
-  std::unique_ptr<Dataset> cached_dataset;
-  ASSERT_TRUE(Dataset::Open(source_, CachedOptions(cache_dir_, 1 << 20), &cached_dataset).ok());
-  std::unique_ptr<Loader> cached;
-  ASSERT_TRUE(Loader::Open(std::shared_ptr<const Dataset>(std::move(cached_dataset)), options,
-                           &cached)
-                  .ok());
-  for (uint64_t number = 0; number < 3; ++number) {
-    EXPECT_EQ(epoch(plain.get(), number), epoch(cached.get(), number)) << "epoch " << number;
-    if (number == 0) {
-      // Whatever the background fills have not finished yet: later epochs
-      // then read every shard from its copy.
-      CacheWarmSummary summary;
-      ASSERT_TRUE(CacheWarm(source_, CachedOptions(cache_dir_, 1 << 20).cache, nullptr, &summary)
-                      .ok());
-    }
-  }
-  cached.reset();
-  CacheReport report;
-  ASSERT_TRUE(CacheStat(cache_dir_, &report).ok());
-  // Each shard's .rec and .idx (the manifest identifies both: lazy opens).
-  EXPECT_EQ(report.entries, 2 * packed.shards);
-  ASSERT_EQ(report.datasets.size(), 1u);
-  EXPECT_GT(report.datasets[0].hits, 0u);
 }
 
 // An ImageFolder of `count` files in 3 classes (SampleBytes of varied
