@@ -77,7 +77,8 @@ class MemberReadAhead {
     const size_t count = members_.size();
     std::unique_lock<std::mutex> lock(mutex_);
     while (true) {
-      changed_.wait(lock, [&] { return stop_ || next_ >= count || next_ < taken_ + kBundleReadsAhead; });
+      changed_.wait(lock,
+                    [&] { return stop_ || next_ >= count || next_ < taken_ + kBundleReadsAhead; });
       if (stop_ || next_ >= count) return;
       size_t index = next_++;
       lock.unlock();
@@ -139,10 +140,10 @@ class BundleFill {
   FillResult& result_;
   Status status_;
   Xxh64 digest_;
-  uint64_t offset_ = 0;                 // bytes written
-  std::vector<uint64_t> offsets_{0};    // of the members written, and their end
-  std::vector<int64_t> mtimes_;         // of the members written
-  int64_t newest_ = 0;                  // the newest of mtimes_
+  uint64_t offset_ = 0;               // bytes written
+  std::vector<uint64_t> offsets_{0};  // of the members written, and their end
+  std::vector<int64_t> mtimes_;       // of the members written
+  int64_t newest_ = 0;                // the newest of mtimes_
 };
 
 bool BundleFill::Append(const std::string& bytes) {

@@ -30,9 +30,8 @@ Status CacheCounterFile::AddLocked(const std::string& dataset, CachePolicy polic
   }
   nlohmann::json& entry = json["datasets"][dataset.empty() ? std::string("-") : dataset];
   auto add = [&](const char* name, uint64_t value) {
-    uint64_t old = entry.contains(name) && entry[name].is_number_unsigned()
-                       ? entry[name].get<uint64_t>()
-                       : 0;
+    uint64_t old =
+        entry.contains(name) && entry[name].is_number_unsigned() ? entry[name].get<uint64_t>() : 0;
     entry[name] = old + value;
   };
   add("hits", delta.hits);
@@ -46,8 +45,8 @@ Status CacheCounterFile::AddLocked(const std::string& dataset, CachePolicy polic
 }
 
 Status CacheCounterFile::ReadText(std::string* text) const {
-  Status status = ReadSmallAt(layout_->top_fd(), "stats.json",
-                              JoinPath(layout_->path(), "stats.json"), text);
+  Status status =
+      ReadSmallAt(layout_->top_fd(), "stats.json", JoinPath(layout_->path(), "stats.json"), text);
   if (status.code() == Status::Code::kNotFound) {
     *text = "{}";
     return Status::OK();

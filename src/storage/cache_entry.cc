@@ -52,9 +52,12 @@ void AppendLittleEndian(uint64_t value, std::string* out) {
 
 const char* CachePolicyName(CachePolicy policy) {
   switch (policy) {
-    case CachePolicy::kTrain: return "train";
-    case CachePolicy::kPinned: return "pinned";
-    case CachePolicy::kCheckpoint: return "checkpoint";
+    case CachePolicy::kTrain:
+      return "train";
+    case CachePolicy::kPinned:
+      return "pinned";
+    case CachePolicy::kCheckpoint:
+      return "checkpoint";
   }
   return "unknown";
 }
@@ -121,8 +124,7 @@ std::string EntryMetaJson(const CacheSource& source, const std::string& xxh64,
   if (source.bundle()) {
     // Not the member names: every scan of the index reads every meta (the
     // members' sizes and mtimes are in the copy's trailer).
-    json["bundle"] = {{"members", source.members.size()},
-                      {"names_xxh64", BundleNamesHash(source)}};
+    json["bundle"] = {{"members", source.members.size()}, {"names_xxh64", BundleNamesHash(source)}};
   }
   return json.dump() + "\n";
 }
@@ -167,8 +169,8 @@ Status ReadBundleTrailer(int fd, uint64_t file_size, size_t count, const std::st
   if (file_size < trailer) return bad("shorter than its trailer");
   std::string bytes(static_cast<size_t>(trailer), '\0');
   size_t got = 0;
-  GPUFEED_RETURN_IF_ERROR(PreadFull(fd, bytes.data(), bytes.size(), file_size - trailer, shown,
-                                    &got));
+  GPUFEED_RETURN_IF_ERROR(
+      PreadFull(fd, bytes.data(), bytes.size(), file_size - trailer, shown, &got));
   if (got != bytes.size()) return bad("short read");
   auto word = [&](size_t index) {
     uint64_t value = 0;

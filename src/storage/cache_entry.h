@@ -29,16 +29,16 @@ namespace gpufeed {
 // after, so a source changed since the manifest was written is never
 // cached (its copy would not match the key); the copy carries mtime 0.
 struct CacheSource {
-  std::string path;     // absolute; a bundle: <dataset>/<bundle name>
-  uint64_t size = 0;    // a bundle: 0 here; its entry's meta records the copy's
+  std::string path;   // absolute; a bundle: <dataset>/<bundle name>
+  uint64_t size = 0;  // a bundle: 0 here; its entry's meta records the copy's
   int64_t mtime_ns = 0;
-  std::string xxh64;    // from a manifest; empty: recorded at fill
+  std::string xxh64;  // from a manifest; empty: recorded at fill
   // Identified by (path, size, xxh64) from a manifest, not by a stat (see
   // above). REQUIRES: xxh64 not empty.
   bool identified_by_checksum = false;
   std::string dataset;  // for statistics and `cache clear --dataset`
   CachePolicy policy = CachePolicy::kTrain;
-  std::string group;    // checkpoints: the source directory
+  std::string group;  // checkpoints: the source directory
   // A bundle: the members' absolute paths, in order. Not kept in the meta
   // (which records their count and a hash of their names): a scan of the
   // index reads every meta.

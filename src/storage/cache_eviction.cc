@@ -20,10 +20,9 @@ Status CacheIndex::MakeRoomLocked(uint64_t more, const CacheBudget& budget, bool
   if (static_cast<double>(used + more) > high) {
     // Least recently used first; only training data is evicted for a
     // fill, and never an entry a process is reading.
-    std::sort(entries.begin(), entries.end(),
-              [](const CacheEntryInfo& a, const CacheEntryInfo& b) {
-                return a.last_use_ns < b.last_use_ns;
-              });
+    std::sort(entries.begin(), entries.end(), [](const CacheEntryInfo& a, const CacheEntryInfo& b) {
+      return a.last_use_ns < b.last_use_ns;
+    });
     double target = budget.low_watermark * static_cast<double>(budget.capacity);
     for (const CacheEntryInfo& entry : entries) {
       if (static_cast<double>(used + more) <= target) break;

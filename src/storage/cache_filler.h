@@ -44,8 +44,8 @@ using FillProgress = std::function<void(uint64_t done, uint64_t total)>;
 // Reads one member of a bundle whole for its fill (through the source store,
 // so that the throttle and the counters apply), with the member's mtime.
 // Called from several threads at once.
-using ReadMember = std::function<Status(const std::string& path, std::string* data,
-                                        int64_t* mtime_ns)>;
+using ReadMember =
+    std::function<Status(const std::string& path, std::string* data, int64_t* mtime_ns)>;
 // Called once the copy's temporary file exists, with its descriptor (valid
 // during the call only): the node cache serves reads from the copy's
 // written part.

@@ -71,8 +71,8 @@ bool CacheIndex::HasEntry(const CacheSource& source) const {
 }
 
 bool CacheIndex::IsLeased(const std::string& key) const {
-  UniqueFd fd(::openat(layout_->entries_fd(), LeaseName(key).c_str(),
-                       O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd fd(
+      ::openat(layout_->entries_fd(), LeaseName(key).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.valid()) return false;
   return !TryFlock(fd.get(), LOCK_EX);
 }
@@ -149,12 +149,10 @@ Status CacheIndex::ScanEntriesLocked(std::vector<CacheEntryInfo>* entries) const
     std::string text;
     struct stat st;
     if (!has(MetaName(info.key)) ||
-        !ReadSmallAt(directory, MetaName(info.key), layout_->EntriesPath(MetaName(info.key)),
-                     &text)
+        !ReadSmallAt(directory, MetaName(info.key), layout_->EntriesPath(MetaName(info.key)), &text)
              .ok() ||
         !ParseEntryMeta(text, MetaName(info.key), &info.source).ok() ||
-        ::fstatat(directory, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISREG(st.st_mode)) {
+        ::fstatat(directory, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
       Log().warn("cache: removing {}: no valid metadata beside it", layout_->EntriesPath(name));
       bool removed = false;
       (void)RemoveLocked(info.key, &removed);  // best effort: the next scan tries again
@@ -162,10 +160,10 @@ Status CacheIndex::ScanEntriesLocked(std::vector<CacheEntryInfo>* entries) const
     }
     info.bytes = static_cast<uint64_t>(st.st_size);
     struct stat lease;
-    info.last_use_ns = ::fstatat(directory, LeaseName(info.key).c_str(), &lease,
-                                 AT_SYMLINK_NOFOLLOW) == 0
-                           ? MtimeNs(lease)
-                           : MtimeNs(st);
+    info.last_use_ns =
+        ::fstatat(directory, LeaseName(info.key).c_str(), &lease, AT_SYMLINK_NOFOLLOW) == 0
+            ? MtimeNs(lease)
+            : MtimeNs(st);
     entries->push_back(std::move(info));
   }
   return Status::OK();

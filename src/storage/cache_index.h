@@ -127,8 +127,8 @@ class CacheIndex {
   // (kAlreadyCached, kBusy, kNoRoom, kUnavailable) and fill->temp stays
   // invalid; else the key's fill lock is held in *fill, room made for
   // `reservation.bytes` and the temporary file created (fill->temp valid).
-  Status BeginFill(const CacheSource& source, const FillReservation& reservation,
-                   PendingFill* fill, FillOutcome* outcome) const;
+  Status BeginFill(const CacheSource& source, const FillReservation& reservation, PendingFill* fill,
+                   FillOutcome* outcome) const;
   // Publishes the fsynced temporary file of `fill` as the entry of `source`
   // (meta, lease file, rename, counters) under the index lock; *outcome
   // kFilled, or why not (the temporary file is then removed).

@@ -119,9 +119,10 @@ Status CheckDirectoryOwnership(const struct stat& st, const std::string& path, b
         "for a directory shared by a team");
   }
   if (st.st_mode & S_IWGRP) {
-    return Status::PermissionDenied(path + ": cache directory is group-writable but no "
-                                           "cache_group= was given; pass cache_group= to share "
-                                           "it with a team, or chmod g-w it");
+    return Status::PermissionDenied(path +
+                                    ": cache directory is group-writable but no "
+                                    "cache_group= was given; pass cache_group= to share "
+                                    "it with a team, or chmod g-w it");
   }
   return Status::OK();
 }
@@ -144,8 +145,9 @@ Status OpenSubdirectory(int parent, const std::string& parent_path, const char* 
   if (fd < 0) {
     if (errno == ELOOP || errno == ENOTDIR) {
       *unsafe = true;
-      return Status::PermissionDenied(path + ": expected a directory of the cache, found a "
-                                             "symlink or file; refusing to follow it");
+      return Status::PermissionDenied(path +
+                                      ": expected a directory of the cache, found a "
+                                      "symlink or file; refusing to follow it");
     }
     return ErrnoStatus(errno, path);
   }
@@ -181,12 +183,11 @@ Status CacheLayout::Open(const std::string& path, const std::string& group, bool
   if (create && !IsDirectory(parent)) GPUFEED_RETURN_IF_ERROR(CreateDirectories(parent));
   UniqueFd parent_fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!parent_fd.valid()) return ErrnoStatus(errno, parent);
-  GPUFEED_RETURN_IF_ERROR(OpenSubdirectory(parent_fd.get(), parent,
-                                           Basename(result->path_).c_str(), mode, gid, create,
-                                           &result->dir_fd_, unsafe));
+  GPUFEED_RETURN_IF_ERROR(OpenSubdirectory(parent_fd.get(), parent, Basename(result->path_).c_str(),
+                                           mode, gid, create, &result->dir_fd_, unsafe));
   int top = result->dir_fd_.get();
-  GPUFEED_RETURN_IF_ERROR(
-      OpenSubdirectory(top, result->path_, "entries", mode, gid, true, &result->entries_fd_, unsafe));
+  GPUFEED_RETURN_IF_ERROR(OpenSubdirectory(top, result->path_, "entries", mode, gid, true,
+                                           &result->entries_fd_, unsafe));
   GPUFEED_RETURN_IF_ERROR(
       OpenSubdirectory(top, result->path_, "tmp", mode, gid, true, &result->tmp_fd_, unsafe));
   GPUFEED_RETURN_IF_ERROR(

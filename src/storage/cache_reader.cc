@@ -65,13 +65,15 @@ Status CacheReader::OpenEntry(const CacheSource& source, CacheLease* lease) cons
   struct stat st;
   if (::fstat(data.get(), &st) != 0) return ErrnoStatus(errno, data_path);
   if (!MatchesRecord(source, key, data.get(), st, lease)) {
-    Log().warn("cache: {} was changed on disk (size {} / mtime / trailer differ from {}); "
-               "removing it, it will be copied again",
-               data_path, static_cast<uint64_t>(st.st_size), source.path);
+    Log().warn(
+        "cache: {} was changed on disk (size {} / mtime / trailer differ from {}); "
+        "removing it, it will be copied again",
+        data_path, static_cast<uint64_t>(st.st_size), source.path);
     data.reset();
     lease_fd.reset();  // our shared lock would keep the removal out
     bool removed = false;
-    (void)index_->Remove(key, &removed);  // best effort: a reader may hold it; the next scan tries again
+    (void)index_->Remove(key,
+                         &removed);  // best effort: a reader may hold it; the next scan tries again
     return Status::NotFound(data_path + " (changed on disk)");
   }
   // The lease file's mtime is the entry's last use, for LRU.
