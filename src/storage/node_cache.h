@@ -183,7 +183,8 @@ class NodeCache {
   std::mutex leases_mutex_;  // ReleaseBeyondLimit
   // The filler threads of the process that started them. A forked child (a
   // torch DataLoader worker) has the object but not the threads: it leaks
-  // the parent's and starts its own (see Queue). Guarded by mutex_.
+  // the parent's and starts its own (see Queue). Changed only by
+  // StartFillersLocked (mutex_ held); ~NodeCache joins them once stopping_.
   std::vector<std::unique_ptr<std::thread>> fillers_;
   pid_t filler_pid_ = 0;
   // The read engine every fill of this cache copies through (null: pread),
