@@ -1,44 +1,24 @@
-// CacheDirectory's bundle fills (an ImageFolder's files, 256 to an entry):
-// the members read through the source store, written back to back with a
-// trailer of their offsets and mtimes, then published as cache_fill.cc
-// publishes a file's copy, under the same invariants (fill lock held while
-// copying; entries/K.data only complete, after its meta). Also the meta's
-// JSON, shared by both kinds of fill.
-#include <fcntl.h>
-#include <sys/file.h>
+// CacheFiller's bundle fills (an ImageFolder's files, 256 to an entry;
+// cache_filler.h): the members read a few at a time through the request's
+// callback, written in order back to back, then the trailer (cache_entry.h),
+// fsync, the newest member's mtime on the copy, and publication through the
+// index, which makes room for the copy's real size then.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
-#include <tuple>
+#include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "io/read_engine.h"
-#include "storage/cache_directory.h"
-#include "storage/cache_directory_internal.h"
-#include "storage/source_throttle.h"
-#include "storage/store.h"
+#include "storage/cache_filler.h"
 #include "util/checksum.h"
-#include "util/logging.h"
-#include "util/path.h"
 
 namespace gpufeed {
 
-using cache_internal::BundleNamesHash;
-using cache_internal::DataName;
 using cache_internal::ErrnoStatus;
-using cache_internal::FillLockName;
-using cache_internal::Flock;
-using cache_internal::LeaseName;
-using cache_internal::MetaName;
-using cache_internal::MtimeNs;
-using cache_internal::TryFlock;
 
 namespace {
 
@@ -47,175 +27,202 @@ namespace {
 constexpr size_t kBundleReaders = 8;
 constexpr size_t kBundleReadsAhead = 32;
 
-constexpr char kBundleMagic[8] = {'G', 'F', 'B', 'U', 'N', 'D', 'L', '1'};
+struct MemberRead {
+  std::string data;
+  int64_t mtime_ns = 0;
+  Status status;
+  bool done = false;
+};
 
-void AppendLittleEndian(uint64_t value, std::string* out) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
-
-}  // namespace
-
-std::string EncodeBundleTrailer(const std::vector<uint64_t>& offsets,
-                                const std::vector<int64_t>& mtimes_ns) {
-  std::string out;
-  out.reserve(8 * (offsets.size() + mtimes_ns.size() + 2));
-  for (uint64_t offset : offsets) AppendLittleEndian(offset, &out);
-  for (int64_t mtime : mtimes_ns) AppendLittleEndian(static_cast<uint64_t>(mtime), &out);
-  AppendLittleEndian(mtimes_ns.size(), &out);
-  out.append(kBundleMagic, sizeof(kBundleMagic));
-  return out;
-}
-
-std::string CacheDirectory::MetaJson(const CacheSource& source, const std::string& xxh64,
-                                     uint64_t bundle_bytes, int64_t bundle_mtime_ns) {
-  nlohmann::json json;
-  json["source"] = source.path;
-  json["size"] = source.bundle() ? bundle_bytes : source.size;
-  json["mtime_ns"] = source.bundle() ? bundle_mtime_ns : source.mtime_ns;
-  json["xxh64"] = xxh64;
-  json["dataset"] = source.dataset;
-  json["policy"] = CachePolicyName(source.policy);
-  if (!source.group.empty()) json["group"] = source.group;
-  if (source.bundle()) {
-    // Not the member names: every scan of the index reads every meta (the
-    // members' sizes and mtimes are in the copy's trailer).
-    json["bundle"] = {{"members", source.members.size()},
-                      {"names_xxh64", BundleNamesHash(source)}};
+// Reads a bundle's members on a few threads (each read is an open, an fstat
+// and a read of a small remote file: latency, not bandwidth), at most
+// kBundleReadsAhead members ahead of the one taken last. The destructor
+// stops the readers and joins them.
+class MemberReadAhead {
+ public:
+  // REQUIRES: `members` and `read_member` outlive the object.
+  MemberReadAhead(const std::vector<std::string>& members, const ReadMember& read_member)
+      : members_(members), read_member_(read_member), reads_(members.size()) {
+    for (size_t i = 0; i < std::min(kBundleReaders, members.size()); ++i) {
+      threads_.emplace_back([this] { ReaderLoop(); });
+    }
   }
-  return json.dump() + "\n";
-}
+  ~MemberReadAhead() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    for (std::thread& thread : threads_) thread.join();
+  }
+  MemberReadAhead(const MemberReadAhead&) = delete;
+  MemberReadAhead& operator=(const MemberReadAhead&) = delete;
 
-Status CacheDirectory::FillBundle(const CacheSource& source, const ReadMember& read_member,
-                                  uint64_t estimate, uint64_t capacity, double high_watermark,
-                                  double low_watermark, FillOutcome* outcome, uint64_t* copied,
-                                  const FillProgress& progress) {
-  *copied = 0;
-  if (!source.bundle()) return Status::InvalidArgument(source.path + ": a bundle without members");
-  PendingFill fill;
-  bool proceed = false;
-  GPUFEED_RETURN_IF_ERROR(BeginFill(source, estimate, /*reserve=*/false, capacity,
-                                    high_watermark, low_watermark, outcome, &fill, &proceed));
-  if (!proceed) return Status::OK();
-  auto abandon = [&](Status status, FillOutcome why) {
-    AbandonFill(fill);
-    *outcome = why;
-    return status;
-  };
-  Xxh64 digest;
-  uint64_t offset = 0;
-  // Appends to the copy; a full or read-only cache filesystem is kUnavailable.
-  auto append = [&](const std::string& bytes, FillOutcome* failed) -> Status {
-    size_t done = 0;
-    while (done < bytes.size()) {
-      ssize_t written = ::pwrite(fill.temp.get(), bytes.data() + done, bytes.size() - done,
-                                 static_cast<off_t>(offset + done));
-      if (written < 0 && errno == EINTR) continue;
-      if (written <= 0) {
-        int error = written < 0 ? errno : ENOSPC;
-        *failed = error == ENOSPC || error == EDQUOT || error == EROFS
-                      ? FillOutcome::kUnavailable
-                      : FillOutcome::kSourceChanged;
-        return ErrnoStatus(error, fill.temp_path);
-      }
-      done += static_cast<size_t>(written);
-    }
-    digest.Update(bytes.data(), bytes.size());
-    offset += bytes.size();
-    return Status::OK();
-  };
-  std::vector<uint64_t> offsets{0};
-  std::vector<int64_t> mtimes;
-  offsets.reserve(source.members.size() + 1);
-  mtimes.reserve(source.members.size());
-  int64_t newest = 0;
-  // Members are read by a few threads at once (each read is an open, an
-  // fstat and a read of a small remote file: latency, not bandwidth) and
-  // written in order, at most kBundleReadsAhead ahead of the writer.
-  struct MemberRead {
-    std::string data;
-    int64_t mtime_ns = 0;
-    Status status;
-    bool done = false;
-  };
-  const size_t count = source.members.size();
-  std::vector<MemberRead> reads(count);
-  std::mutex mutex;
-  std::condition_variable changed;
-  size_t next = 0, written = 0;
-  bool stop = false;
-  auto reader = [&] {
-    std::unique_lock<std::mutex> lock(mutex);
-    while (true) {
-      changed.wait(lock, [&] { return stop || next >= count || next < written + kBundleReadsAhead; });
-      if (stop || next >= count) return;
-      size_t index = next++;
-      lock.unlock();
-      MemberRead read;
-      read.status = read_member(source.members[index], &read.data, &read.mtime_ns);
-      read.done = true;
-      lock.lock();
-      reads[index] = std::move(read);
-      changed.notify_all();
-    }
-  };
-  std::vector<std::thread> readers;
-  struct JoinReaders {
-    std::vector<std::thread>* threads;
-    std::mutex* mutex;
-    std::condition_variable* changed;
-    bool* stop;
-    ~JoinReaders() {
-      {
-        std::lock_guard<std::mutex> lock(*mutex);
-        *stop = true;
-      }
-      changed->notify_all();
-      for (std::thread& thread : *threads) thread.join();
-    }
-  } join_readers{&readers, &mutex, &changed, &stop};
-  for (size_t i = 0; i < std::min(kBundleReaders, count); ++i) readers.emplace_back(reader);
-  for (size_t index = 0; index < count; ++index) {
+  // Waits for member `index` and hands it over. REQUIRES: members are taken
+  // in order, each once.
+  MemberRead Take(size_t index) {
     MemberRead read;
     {
-      std::unique_lock<std::mutex> lock(mutex);
-      changed.wait(lock, [&] { return reads[index].done; });
-      read = std::move(reads[index]);
-      written = index + 1;
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return reads_[index].done; });
+      read = std::move(reads_[index]);
+      taken_ = index + 1;
     }
-    changed.notify_all();
-    if (!read.status.ok()) return abandon(read.status, FillOutcome::kSourceChanged);
-    FillOutcome failed = FillOutcome::kSourceChanged;
-    Status status = append(read.data, &failed);
-    if (!status.ok()) return abandon(status, failed);
-    offsets.push_back(offset);
-    mtimes.push_back(read.mtime_ns);
-    newest = std::max(newest, read.mtime_ns);
-    *copied += read.data.size();
-    if (progress) progress(*copied, 0);
+    changed_.notify_all();
+    return read;
   }
-  FillOutcome failed = FillOutcome::kSourceChanged;
-  Status status = append(EncodeBundleTrailer(offsets, mtimes), &failed);
-  if (!status.ok()) return abandon(status, failed);
-  if (::fsync(fill.temp.get()) != 0) {
+
+ private:
+  void ReaderLoop() {
+    const size_t count = members_.size();
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      changed_.wait(lock,
+                    [&] { return stop_ || next_ >= count || next_ < taken_ + kBundleReadsAhead; });
+      if (stop_ || next_ >= count) return;
+      size_t index = next_++;
+      lock.unlock();
+      MemberRead read;
+      read.status = read_member_(members_[index], &read.data, &read.mtime_ns);
+      read.done = true;
+      lock.lock();
+      reads_[index] = std::move(read);
+      changed_.notify_all();
+    }
+  }
+
+  const std::vector<std::string>& members_;
+  const ReadMember& read_member_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<MemberRead> reads_;  // guarded by mutex_
+  size_t next_ = 0;                // guarded by mutex_: the next member to read
+  size_t taken_ = 0;               // guarded by mutex_: members taken by the writer
+  bool stop_ = false;              // guarded by mutex_
+  std::vector<std::thread> threads_;
+};
+
+// One fill of a bundle, after its reservation: every step returns false once
+// the fill stopped (its temporary file removed, result->outcome and status()
+// saying why).
+class BundleFill {
+ public:
+  BundleFill(const CacheIndex& index, const CacheSource& source, const BundleFillRequest& request,
+             PendingFill* fill, FillResult* result)
+      : index_(index), source_(source), request_(request), fill_(*fill), result_(*result) {
+    offsets_.reserve(source.members.size() + 1);
+    mtimes_.reserve(source.members.size());
+  }
+
+  // Reads the members and writes them in order.
+  bool CopyMembers();
+  // Trailer, fsync, the copy's mtime.
+  bool Finish();
+  const Status& status() const { return status_; }
+  uint64_t bytes() const { return offset_; }
+  int64_t newest_mtime_ns() const { return newest_; }
+  std::string checksum() { return Xxh64Hex(digest_.Digest()); }
+
+ private:
+  bool Stop(Status status, FillOutcome why) {
+    index_.AbandonFill(fill_);
+    result_.outcome = why;
+    status_ = std::move(status);
+    return false;
+  }
+  // Appends to the copy; a full or read-only cache filesystem is kUnavailable.
+  bool Append(const std::string& bytes);
+
+  const CacheIndex& index_;
+  const CacheSource& source_;
+  const BundleFillRequest& request_;
+  PendingFill& fill_;
+  FillResult& result_;
+  Status status_;
+  Xxh64 digest_;
+  uint64_t offset_ = 0;               // bytes written
+  std::vector<uint64_t> offsets_{0};  // of the members written, and their end
+  std::vector<int64_t> mtimes_;       // of the members written
+  int64_t newest_ = 0;                // the newest of mtimes_
+};
+
+bool BundleFill::Append(const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t written = ::pwrite(fill_.temp.get(), bytes.data() + done, bytes.size() - done,
+                               static_cast<off_t>(offset_ + done));
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) {
+      int error = written < 0 ? errno : ENOSPC;
+      bool full = error == ENOSPC || error == EDQUOT || error == EROFS;
+      return Stop(ErrnoStatus(error, fill_.temp_path),
+                  full ? FillOutcome::kUnavailable : FillOutcome::kSourceChanged);
+    }
+    done += static_cast<size_t>(written);
+  }
+  digest_.Update(bytes.data(), bytes.size());
+  offset_ += bytes.size();
+  return true;
+}
+
+bool BundleFill::CopyMembers() {
+  MemberReadAhead reads(source_.members, request_.read_member);
+  for (size_t index = 0; index < source_.members.size(); ++index) {
+    MemberRead read = reads.Take(index);
+    if (!read.status.ok()) return Stop(read.status, FillOutcome::kSourceChanged);
+    if (!Append(read.data)) return false;
+    offsets_.push_back(offset_);
+    mtimes_.push_back(read.mtime_ns);
+    newest_ = std::max(newest_, read.mtime_ns);
+    result_.copied += read.data.size();
+    if (request_.progress) request_.progress(result_.copied, 0);
+  }
+  return true;
+}
+
+bool BundleFill::Finish() {
+  if (!Append(EncodeBundleTrailer(offsets_, mtimes_))) return false;
+  if (::fsync(fill_.temp.get()) != 0) {
     int error = errno;
-    return abandon(ErrnoStatus(error, fill.temp_path),
-                   error == ENOSPC ? FillOutcome::kUnavailable : FillOutcome::kSourceChanged);
+    return Stop(ErrnoStatus(error, fill_.temp_path),
+                error == ENOSPC ? FillOutcome::kUnavailable : FillOutcome::kSourceChanged);
   }
   // The copy carries its newest member's mtime, recorded in the meta with
   // its size: an open compares both, so a copy changed on disk is noticed.
   struct timespec times[2];
   times[0].tv_nsec = UTIME_NOW;
-  times[1].tv_sec = static_cast<time_t>(newest / 1000000000);
-  times[1].tv_nsec = static_cast<long>(newest % 1000000000);
-  if (::futimens(fill.temp.get(), times) != 0) {
-    return abandon(ErrnoStatus(errno, fill.temp_path), FillOutcome::kUnavailable);
+  times[1].tv_sec = static_cast<time_t>(newest_ / 1000000000);
+  times[1].tv_nsec = static_cast<long>(newest_ % 1000000000);
+  if (::futimens(fill_.temp.get(), times) != 0) {
+    return Stop(ErrnoStatus(errno, fill_.temp_path), FillOutcome::kUnavailable);
   }
-  std::string hex = Xxh64Hex(digest.Digest());
-  GPUFEED_RETURN_IF_ERROR(PublishFill(source, &fill, MetaJson(source, hex, offset, newest), offset,
-                                      /*check_room=*/true, capacity, high_watermark,
-                                      low_watermark, outcome));
-  if (*outcome == FillOutcome::kNoRoom) return Status::OK();
-  *outcome = FillOutcome::kFilled;
+  return true;
+}
+
+}  // namespace
+
+Status CacheFiller::FillBundle(const CacheSource& source, const BundleFillRequest& request,
+                               FillResult* result) const {
+  *result = FillResult();
+  if (!source.bundle()) return Status::InvalidArgument(source.path + ": a bundle without members");
+  PendingFill fill;
+  FillReservation reservation;
+  reservation.bytes = request.estimate;
+  reservation.preallocate = false;
+  reservation.budget = request.budget;
+  GPUFEED_RETURN_IF_ERROR(index_->BeginFill(source, reservation, &fill, &result->outcome));
+  if (!fill.temp.valid()) return Status::OK();  // nothing to do: the outcome says why
+  BundleFill copy(*index_, source, request, &fill, result);
+  if (!copy.CopyMembers() || !copy.Finish()) return copy.status();
+  FillPublication publication;
+  publication.meta_json =
+      EntryMetaJson(source, copy.checksum(), copy.bytes(), copy.newest_mtime_ns());
+  publication.bytes = copy.bytes();
+  publication.check_room = true;
+  publication.budget = request.budget;
+  GPUFEED_RETURN_IF_ERROR(index_->PublishFill(source, publication, &fill, &result->outcome));
+  if (result->outcome == FillOutcome::kNoRoom) return Status::OK();
+  result->outcome = FillOutcome::kFilled;
   return Status::OK();
 }
 

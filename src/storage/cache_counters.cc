@@ -1,11 +1,9 @@
-// CacheDirectory's counters: stats.json, hits, misses, fills and evictions
-// per dataset. Keeps the invariant that stats.json is only rewritten under
-// the index lock (one writer) and atomically (temp file, fsync, rename), so
-// concurrent processes never lose each other's counts or leave it torn.
+// CacheCounterFile: stats.json, rewritten atomically under the index lock
+// (cache_counters.h).
+#include "storage/cache_counters.h"
+
 #include <nlohmann/json.hpp>
 
-#include "storage/cache_directory.h"
-#include "storage/cache_directory_internal.h"
 #include "util/path.h"
 
 namespace gpufeed {
@@ -13,27 +11,27 @@ namespace gpufeed {
 using cache_internal::ReadSmallAt;
 using cache_internal::WriteSmallAtomicallyAt;
 
-Status CacheDirectory::AddCounters(const std::string& dataset, CachePolicy policy,
-                                   const CacheCounters& delta) {
+Status CacheCounterFile::Add(const std::string& dataset, CachePolicy policy,
+                             const CacheCounters& delta) const {
   if (delta.empty()) return Status::OK();
   UniqueFd held;
-  GPUFEED_RETURN_IF_ERROR(LockIndex(&held));
-  return AddCountersLocked(dataset, policy, delta);
+  GPUFEED_RETURN_IF_ERROR(layout_->LockIndex(&held));
+  return AddLocked(dataset, policy, delta);
 }
 
-Status CacheDirectory::AddCountersLocked(const std::string& dataset, CachePolicy policy,
-                                         const CacheCounters& delta) {
+Status CacheCounterFile::AddLocked(const std::string& dataset, CachePolicy policy,
+                                   const CacheCounters& delta) const {
+  const std::string shown = JoinPath(layout_->path(), "stats.json");
   std::string text;
   nlohmann::json json = nlohmann::json::object();
-  if (ReadSmallAt(dir_fd_.get(), "stats.json", JoinPath(path_, "stats.json"), &text).ok()) {
+  if (ReadSmallAt(layout_->top_fd(), "stats.json", shown, &text).ok()) {
     json = nlohmann::json::parse(text, nullptr, false);
     if (!json.is_object()) json = nlohmann::json::object();
   }
   nlohmann::json& entry = json["datasets"][dataset.empty() ? std::string("-") : dataset];
   auto add = [&](const char* name, uint64_t value) {
-    uint64_t old = entry.contains(name) && entry[name].is_number_unsigned()
-                       ? entry[name].get<uint64_t>()
-                       : 0;
+    uint64_t old =
+        entry.contains(name) && entry[name].is_number_unsigned() ? entry[name].get<uint64_t>() : 0;
     entry[name] = old + value;
   };
   add("hits", delta.hits);
@@ -42,12 +40,13 @@ Status CacheDirectory::AddCountersLocked(const std::string& dataset, CachePolicy
   add("fill_bytes", delta.fill_bytes);
   add("evictions", delta.evictions);
   entry["policy"] = CachePolicyName(policy);
-  return WriteSmallAtomicallyAt(dir_fd_.get(), "stats.json", JoinPath(path_, "stats.json"),
-                                json.dump(1) + "\n", FileMode());
+  return WriteSmallAtomicallyAt(layout_->top_fd(), "stats.json", shown, json.dump(1) + "\n",
+                                layout_->file_mode());
 }
 
-Status CacheDirectory::ReadCountersText(std::string* text) {
-  Status status = ReadSmallAt(dir_fd_.get(), "stats.json", JoinPath(path_, "stats.json"), text);
+Status CacheCounterFile::ReadText(std::string* text) const {
+  Status status =
+      ReadSmallAt(layout_->top_fd(), "stats.json", JoinPath(layout_->path(), "stats.json"), text);
   if (status.code() == Status::Code::kNotFound) {
     *text = "{}";
     return Status::OK();

@@ -231,6 +231,7 @@ NodeCache::~NodeCache() {
       filler->join();
     }
   }
+  if (filler_pid_ != ::getpid()) (void)fill_engine_.release();  // the parent's, as its threads
   FlushCounters();
 }
 

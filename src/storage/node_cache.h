@@ -90,7 +90,7 @@ class NodeCache {
 
   // How long ~NodeCache lets pending fills finish.
   static constexpr double kCloseWaitSeconds = 30;
-  // Copies made at once (each keeps kFillChunksInFlight reads in flight).
+  // Copies made at once (they share the cache's fill read engine).
   static constexpr int kFillerThreads = 2;
   // A bundle's size is known only once it is copied: room is made for this
   // many bytes per member before its fill (about an ImageNet JPEG), and
@@ -141,12 +141,21 @@ class NodeCache {
   void Queue(size_t index, bool front);
   void FillerLoop();
   // Fills synchronously; true when the entry is complete afterwards.
+  // REQUIRES: called on a filler thread (it reads fill_engine_).
   bool FillNow(size_t index);
+  // One attempt of FillNow: the slot's file or bundle through the directory.
+  Status CopyOnce(size_t index, FillResult* result);
+  // A fill found the source different from its key: logged; for a file
+  // identified by its checksum, its reads fail from now on (slot.mismatch).
+  void NoteSourceChanged(Slot& slot, const Status& status);
   void ReleaseBeyondLimit(size_t keep);
   void NotePosition(size_t index);
   void FlushCounters();
   void DisableWrites(const std::string& why);
   void StartFillersLocked();
+
+  // The fill budget from the options and the capacity.
+  CacheBudget budget() const;
 
   CacheOptions options_;
   std::string dataset_;
@@ -174,9 +183,16 @@ class NodeCache {
   std::mutex leases_mutex_;  // ReleaseBeyondLimit
   // The filler threads of the process that started them. A forked child (a
   // torch DataLoader worker) has the object but not the threads: it leaks
-  // the parent's and starts its own (see Queue).
+  // the parent's and starts its own (see Queue). Changed only by
+  // StartFillersLocked (mutex_ held); ~NodeCache joins them once stopping_.
   std::vector<std::unique_ptr<std::thread>> fillers_;
   pid_t filler_pid_ = 0;
+  // The read engine every fill of this cache copies through (null: pread),
+  // made by StartFillersLocked in the process that starts the fillers,
+  // before them, and constant while they run (they read it without a
+  // lock). It outlives them: ~NodeCache joins them first. A forked child
+  // leaks its parent's engine as it leaks the parent's threads.
+  std::unique_ptr<ReadEngine> fill_engine_;
 };
 
 }  // namespace gpufeed

@@ -1,6 +1,6 @@
 // NodeCache's filler threads: the queue of fills (readers' misses at the
 // front, prefetches at the back), the copies themselves through
-// CacheDirectory::Fill / FillBundle, and what a fill's progress tells the
+// CacheFiller::Fill / FillBundle (with this cache's fill read engine), and what a fill's progress tells the
 // readers waiting for it (node_cache.h). The read side is node_cache.cc.
 #include <fcntl.h>
 #include <unistd.h>
@@ -31,6 +31,7 @@ void NodeCache::StartFillersLocked() {
     // queued is its business.
     for (auto& filler : fillers_) (void)filler.release();
     fillers_.clear();
+    (void)fill_engine_.release();  // its thread is the parent's too
     queue_.clear();
     busy_ = 0;
     for (auto& slot : slots_) {
@@ -43,6 +44,7 @@ void NodeCache::StartFillersLocked() {
     }
   }
   filler_pid_ = ::getpid();
+  if (!fill_engine_) fill_engine_ = CacheFiller::NewReadEngine();
   for (int i = 0; i < kFillerThreads; ++i) {
     fillers_.push_back(std::make_unique<std::thread>([this] { FillerLoop(); }));
   }
@@ -127,35 +129,10 @@ bool NodeCache::FillNow(size_t index) {
     slot.filled = 0;
   }
   slot.fill_changed.notify_all();
-  // Readers of this file are served from the copy as it is written: the
-  // copy is made front to back, so every byte below `filled` is final.
-  auto started = [&](int temp_fd) {
-    int duplicate = ::fcntl(temp_fd, F_DUPFD_CLOEXEC, 0);
-    if (duplicate < 0) return;
-    std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
-    slot.partial = std::make_shared<const UniqueFd>(duplicate);
-  };
-  auto progress = [&](uint64_t done, uint64_t) {
-    {
-      std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
-      slot.filled = done;
-    }
-    slot.fill_changed.notify_all();
-  };
-  auto read_member = [&slot](const std::string& path, std::string* data, int64_t* mtime_ns) {
-    return slot.members_from->ReadWholeFile(path, data, mtime_ns);
-  };
   for (int attempt = 0; attempt < 3; ++attempt) {
-    FillOutcome outcome = FillOutcome::kUnavailable;
-    uint64_t copied = 0;
-    Status status =
-        slot.source.bundle()
-            ? directory_->FillBundle(slot.source, read_member, BundleBytes(index), capacity_,
-                                     options_.high_watermark, options_.low_watermark, &outcome,
-                                     &copied)
-            : directory_->Fill(slot.source, slot.file.get(), capacity_, options_.high_watermark,
-                               options_.low_watermark, &outcome, &copied, progress, started);
-    switch (outcome) {
+    FillResult result;
+    Status status = CopyOnce(index, &result);
+    switch (result.outcome) {
       case FillOutcome::kFilled:
       case FillOutcome::kAlreadyCached:
         TryOpenLocal(index);
@@ -175,27 +152,72 @@ bool NodeCache::FillNow(size_t index) {
         DisableWrites(status.ok() ? std::string("the cache cannot be written") : status.ToString());
         return false;
       case FillOutcome::kSourceChanged:
-        if (slot.source.identified_by_checksum && status.IsCorruption()) {
-          // The source is not what the manifest describes: its reads fail
-          // (named), rather than serve bytes the dataset's index does not
-          // describe.
-          Log().error("cache: {}", status.ToString());
-          if (!slot.mismatched.load()) {
-            slot.mismatch = status;
-            slot.mismatched.store(true, std::memory_order_release);
-          }
-          return false;
-        }
-        if (!status.ok()) {
-          Log().warn("cache: not caching {}: {}", slot.source.path, status.ToString());
-        } else {
-          Log().warn("cache: not caching {}: it changed since the dataset was opened",
-                     slot.source.path);
-        }
+        NoteSourceChanged(slot, status);
         return false;
     }
   }
   return false;
+}
+
+Status NodeCache::CopyOnce(size_t index, FillResult* result) {
+  Slot& slot = *slots_[index];
+  if (slot.source.bundle()) {
+    BundleFillRequest request;
+    request.read_member = [&slot](const std::string& path, std::string* data, int64_t* mtime_ns) {
+      return slot.members_from->ReadWholeFile(path, data, mtime_ns);
+    };
+    request.estimate = BundleBytes(index);
+    request.budget = budget();
+    return directory_->FillBundle(slot.source, request, result);
+  }
+  FillRequest request;
+  request.from = slot.file.get();
+  request.budget = budget();
+  request.engine = fill_engine_.get();
+  // Readers of this file are served from the copy as it is written: the
+  // copy is made front to back, so every byte below `filled` is final.
+  request.started = [&slot](int temp_fd) {
+    int duplicate = ::fcntl(temp_fd, F_DUPFD_CLOEXEC, 0);
+    if (duplicate < 0) return;
+    std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
+    slot.partial = std::make_shared<const UniqueFd>(duplicate);
+  };
+  request.progress = [&slot](uint64_t done, uint64_t) {
+    {
+      std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
+      slot.filled = done;
+    }
+    slot.fill_changed.notify_all();
+  };
+  return directory_->Fill(slot.source, request, result);
+}
+
+void NodeCache::NoteSourceChanged(Slot& slot, const Status& status) {
+  if (slot.source.identified_by_checksum && status.IsCorruption()) {
+    // The source is not what the manifest describes: its reads fail
+    // (named), rather than serve bytes the dataset's index does not
+    // describe.
+    Log().error("cache: {}", status.ToString());
+    if (!slot.mismatched.load()) {
+      slot.mismatch = status;
+      slot.mismatched.store(true, std::memory_order_release);
+    }
+    return;
+  }
+  if (!status.ok()) {
+    Log().warn("cache: not caching {}: {}", slot.source.path, status.ToString());
+  } else {
+    Log().warn("cache: not caching {}: it changed since the dataset was opened",
+               slot.source.path);
+  }
+}
+
+CacheBudget NodeCache::budget() const {
+  CacheBudget budget;
+  budget.capacity = capacity_;
+  budget.high_watermark = options_.high_watermark;
+  budget.low_watermark = options_.low_watermark;
+  return budget;
 }
 
 void NodeCache::DisableWrites(const std::string& why) {

@@ -63,15 +63,18 @@ Status WarmBundles(const std::string& dataset_path, std::vector<WarmSource>* sou
     summary->shards += 1;
     cache_source.dataset = dataset_path;
     cache_source.policy = options.policy;
-    uint64_t bundle_estimate = NodeCache::kBundleMemberEstimate * cache_source.members.size();
+    BundleFillRequest request;
+    request.read_member = read_member;
+    request.estimate = NodeCache::kBundleMemberEstimate * cache_source.members.size();
+    request.budget = {capacity, options.high_watermark, options.low_watermark};
+    request.progress = [&](uint64_t bytes, uint64_t) {
+      if (progress) progress(done + bytes, std::max(estimate, done + bytes));
+    };
     for (int attempt = 0;; ++attempt) {
-      FillOutcome outcome = FillOutcome::kUnavailable;
-      uint64_t copied = 0;
-      Status status = directory->FillBundle(
-          cache_source, read_member, bundle_estimate, capacity, options.high_watermark,
-          options.low_watermark, &outcome, &copied, [&](uint64_t bytes, uint64_t) {
-            if (progress) progress(done + bytes, std::max(estimate, done + bytes));
-          });
+      FillResult result;
+      Status status = directory->FillBundle(cache_source, request, &result);
+      const FillOutcome outcome = result.outcome;
+      const uint64_t copied = result.copied;
       if (outcome == FillOutcome::kBusy && attempt < 3) {
         directory->WaitForFill(cache_source);  // another process fills it
         continue;
@@ -103,15 +106,12 @@ Status WarmBundles(const std::string& dataset_path, std::vector<WarmSource>* sou
 // Copies one file source (retrying while another process fills it);
 // `shard` is 1 when it counts as a shard, 0 for a shard's index.
 Status WarmFile(CacheDirectory* directory, CacheSource* cache_source, uint64_t shard,
-                uint64_t capacity, const CacheOptions& options,
-                const std::function<void(uint64_t)>& copied_so_far,
-                CacheWarmSummary* summary) {
+                const FillRequest& request, CacheWarmSummary* summary) {
   for (int attempt = 0;; ++attempt) {
-    FillOutcome outcome = FillOutcome::kUnavailable;
-    uint64_t copied = 0;
-    Status status = directory->Fill(
-        *cache_source, /*from=*/nullptr, capacity, options.high_watermark, options.low_watermark,
-        &outcome, &copied, [&](uint64_t bytes, uint64_t) { copied_so_far(bytes); });
+    FillResult result;
+    Status status = directory->Fill(*cache_source, request, &result);
+    const FillOutcome outcome = result.outcome;
+    const uint64_t copied = result.copied;
     if (outcome == FillOutcome::kBusy && attempt < 3) {
       directory->WaitForFill(*cache_source);  // another process fills it
       continue;
@@ -156,6 +156,7 @@ Status WarmFiles(const std::string& dataset_path, std::vector<WarmSource>* sourc
   }
   uint64_t done = 0;
   if (progress) progress(0, total);
+  std::unique_ptr<ReadEngine> engine = CacheFiller::NewReadEngine();  // null: pread
   for (WarmSource& warm : *sources) {
     CacheSource& cache_source = warm.source;
     const uint64_t shard = warm.counts_as_shard ? 1 : 0;
@@ -163,11 +164,13 @@ Status WarmFiles(const std::string& dataset_path, std::vector<WarmSource>* sourc
     cache_source.dataset = dataset_path;
     cache_source.policy = options.policy;
     const uint64_t base = done;
-    GPUFEED_RETURN_IF_ERROR(WarmFile(directory.get(), &cache_source, shard, capacity, options,
-                                     [&](uint64_t bytes) {
-                                       if (progress) progress(base + bytes, total);
-                                     },
-                                     summary));
+    FillRequest request;
+    request.budget = {capacity, options.high_watermark, options.low_watermark};
+    request.engine = engine.get();
+    request.progress = [&](uint64_t bytes, uint64_t) {
+      if (progress) progress(base + bytes, total);
+    };
+    GPUFEED_RETURN_IF_ERROR(WarmFile(directory.get(), &cache_source, shard, request, summary));
     done = base + cache_source.size;
     if (progress) progress(done, total);
   }
@@ -273,11 +276,13 @@ Status CachePutCheckpoint(const std::string& path, const std::string& cache_dir,
   source.group = Dirname(absolute);
   source.dataset = source.group;
   source.policy = CachePolicy::kCheckpoint;
+  std::unique_ptr<ReadEngine> engine = CacheFiller::NewReadEngine();  // null: pread
+  FillRequest request;  // the default budget: no capacity
+  request.engine = engine.get();
   for (int attempt = 0;; ++attempt) {
-    FillOutcome outcome = FillOutcome::kUnavailable;
-    uint64_t copied = 0;
-    Status status = directory->Fill(source, /*from=*/nullptr, /*capacity=*/0, 1.0, 0.9, &outcome,
-                                    &copied);
+    FillResult result;
+    Status status = directory->Fill(source, request, &result);
+    const FillOutcome outcome = result.outcome;
     if (outcome == FillOutcome::kBusy && attempt < 3) {
       directory->WaitForFill(source);
       continue;

@@ -161,11 +161,12 @@ class CacheTest : public ::testing::Test {
 
   FillOutcome Fill(CacheDirectory& directory, const CacheSource& source, uint64_t capacity,
                    double low = 0.9) {
-    FillOutcome outcome = FillOutcome::kUnavailable;
-    uint64_t copied = 0;
-    Status status = directory.Fill(source, nullptr, capacity, 1.0, low, &outcome, &copied);
+    FillRequest request;
+    request.budget = {capacity, 1.0, low};
+    FillResult result;
+    Status status = directory.Fill(source, request, &result);
     EXPECT_TRUE(status.ok()) << status.ToString();
-    return outcome;
+    return result.outcome;
   }
 
   TempDir dir_;
@@ -266,10 +267,11 @@ TEST_F(CacheTest, ALeasedEntryIsNeverEvicted) {
   if (child == 0) {
     std::shared_ptr<CacheDirectory> other;
     if (!CacheDirectory::Open(cache_dir_, "", true, &other).ok()) ::_exit(2);
-    FillOutcome outcome;
-    uint64_t copied;
-    if (!other->Fill(b, nullptr, 10000, 1.0, 0.9, &outcome, &copied).ok()) ::_exit(3);
-    ::_exit(outcome == FillOutcome::kNoRoom && other->HasEntry(a) ? 0 : 1);
+    FillRequest request;
+    request.budget.capacity = 10000;
+    FillResult result;
+    if (!other->Fill(b, request, &result).ok()) ::_exit(3);
+    ::_exit(result.outcome == FillOutcome::kNoRoom && other->HasEntry(a) ? 0 : 1);
   }
   int wait_status = 0;
   ASSERT_EQ(::waitpid(child, &wait_status, 0), child);
@@ -457,18 +459,21 @@ TEST_F(CacheTest, KillDashNineInTheMiddleOfAFillLeavesNothingServed) {
     ::close(in_fill[0]);
     std::shared_ptr<CacheDirectory> directory;
     if (!CacheDirectory::Open(cache_dir_, "", true, &directory).ok()) ::_exit(2);
-    FillOutcome outcome;
-    uint64_t copied;
-    Status status = directory->Fill(source, nullptr, 0, 1.0, 0.9, &outcome, &copied, [&](uint64_t done, uint64_t total) {
+    std::unique_ptr<ReadEngine> engine = CacheFiller::NewReadEngine();  // null: pread
+    FillRequest request;
+    request.engine = engine.get();
+    request.progress = [&](uint64_t done, uint64_t total) {
       if (done < total) {
         // Tell the parent, then wait for its SIGKILL mid-copy.
         char byte = 1;
         if (::write(in_fill[1], &byte, 1) != 1) ::_exit(3);
         while (true) ::pause();
       }
-    });
+    };
+    FillResult result;
+    Status status = directory->Fill(source, request, &result);
     std::fprintf(stderr, "fill ended without stopping: %s, outcome %d\n", status.ToString().c_str(),
-                 static_cast<int>(outcome));
+                 static_cast<int>(result.outcome));
     ::_exit(4);  // not reached: the parent kills us first
   }
   ::close(in_fill[1]);
@@ -567,9 +572,8 @@ TEST_F(CacheTest, ASourceNotMatchingItsManifestChecksumIsNotCached) {
   CacheSource source;
   ASSERT_TRUE(StatCacheSource(plain->shards()[0].path, &source).ok());
   source.xxh64 = "0123456789abcdef";  // not what the bytes hash to
-  FillOutcome outcome;
-  uint64_t copied;
-  Status status = directory->Fill(source, nullptr, 0, 1.0, 0.9, &outcome, &copied);
+  FillResult result;
+  Status status = directory->Fill(source, FillRequest(), &result);
   EXPECT_EQ(status.code(), Status::Code::kCorruption);
   EXPECT_NE(status.message().find("does not match"), std::string::npos) << status.ToString();
   EXPECT_FALSE(directory->HasEntry(source));
@@ -725,19 +729,18 @@ TEST_F(CacheTest, PlantedSymlinksNeverRedirectAWriteOrARead) {
   EXPECT_FALSE(directory->OpenEntry(source, &lease).ok());
   // The lock file planted as a symlink: refused, not followed.
   ASSERT_EQ(::symlink(victim.c_str(), JoinPath(locks, key + ".fill").c_str()), 0);
-  FillOutcome outcome;
-  uint64_t copied;
-  Status status = directory->Fill(source, nullptr, 0, 1.0, 0.9, &outcome, &copied);
+  FillResult result;
+  Status status = directory->Fill(source, FillRequest(), &result);
   EXPECT_FALSE(status.ok());
   EXPECT_EQ(ReadBytes(victim), "precious");
   ::unlink(JoinPath(locks, key + ".fill").c_str());
   // Without it the fill goes ahead, replacing the planted names, never
   // writing through them.
-  status = directory->Fill(source, nullptr, 0, 1.0, 0.9, &outcome, &copied);
+  status = directory->Fill(source, FillRequest(), &result);
   EXPECT_TRUE(status.ok()) << status.ToString();
   EXPECT_EQ(ReadBytes(victim), "precious");
   // The planted names were replaced (the names, not their targets).
-  EXPECT_EQ(outcome, FillOutcome::kFilled);
+  EXPECT_EQ(result.outcome, FillOutcome::kFilled);
   ASSERT_TRUE(directory->OpenEntry(source, &lease).ok());
   EXPECT_EQ(ReadBytes(lease.path), ReadBytes(source.path));
   struct stat st;
@@ -882,9 +885,10 @@ TEST_F(CacheTest, KillDashNineInTheMiddleOfABundleFillLeavesNothingServed) {
       *mtime_ns = 0;
       return ReadFileToString(path, data);
     };
-    FillOutcome outcome;
-    uint64_t copied;
-    (void)directory->FillBundle(source, read_member, 0, 0, 1.0, 0.9, &outcome, &copied);  // killed
+    BundleFillRequest request;
+    request.read_member = read_member;
+    FillResult result;
+    (void)directory->FillBundle(source, request, &result);  // killed
     ::_exit(4);  // not reached: the parent kills us first
   }
   ::close(in_fill[1]);
