@@ -90,6 +90,11 @@ PHOTOS=$DATA/photo-imagefolder-$images
 # of caffe.Datum values), for steps 1 and 4.
 "$PY" "$ROOT/benchmarks/make_caffe_lmdb.py" "$FOLDER" "$DATA/demo-caffe_lmdb-$images"
 
+# A step's stderr without the library's info lines. grep -v exits 1 when it
+# dropped every line, which is no failure: || true keeps the ERR trap (set -E
+# reaches into the process substitution) from reporting one.
+drop_info_logs() { grep -v '\[gpufeed\] \[info\]' >&2 || true; }
+
 # Drops the page cache when allowed (root, not in a locked-down container).
 drop_caches() {
   sync
@@ -169,7 +174,7 @@ heading "[1/5] WebDataset tar shards vs RecordIO shards of the same images (cold
 "$PY" "$ROOT/benchmarks/webdataset_compare.py" \
   --loader-bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" --read-bench "$BENCH" \
   --recordio "$DATA/demo-recordio-$images" --tar "$DATA/demo-webdataset-$images" \
-  --rounds "$((passes * 3))" --json "$RESULTS/webdataset.json" 2> >(grep -v '\[gpufeed\] \[info\]' >&2)
+  --rounds "$((passes * 3))" --json "$RESULTS/webdataset.json" 2> >(drop_info_logs)
 
 echo
 heading "[2/5] transform: us per image on one thread vs a plain full decode (photos and demo)"
@@ -192,12 +197,12 @@ echo
 heading "[2/5] gpufeed.DataLoader vs torch.utils.data.DataLoader (same images, same cores): photos"
 "$PY" "$ROOT/benchmarks/compare_torch.py" --folder "$PHOTOS" --packed "$DATA/photo-recordio-$images" \
   --label photos --target 3 --epochs "$torch_epochs" --json "$RESULTS/torch_photos.json" \
-  2> >(grep -v '\[gpufeed\] \[info\]' >&2)
+  2> >(drop_info_logs)
 echo
 heading "[2/5] gpufeed.DataLoader vs torch.utils.data.DataLoader (same images, same cores): demo"
 "$PY" "$ROOT/benchmarks/compare_torch.py" --folder "$FOLDER" --packed "$DATA/demo-recordio-$images" \
   --label demo --target 4 --epochs "$torch_epochs" --json "$RESULTS/torch.json" \
-  2> >(grep -v '\[gpufeed\] \[info\]' >&2)
+  2> >(drop_info_logs)
 
 echo
 heading "[3/5] read engine vs fio (io_uring and pread backends, buffered and O_DIRECT)"
@@ -223,7 +228,7 @@ for fmt in recordio lmdb caffe_lmdb; do
       "$BUILD_DIR/benchmarks/gpufeed_cache_bench" "$DATA/demo-$fmt-$images" \
         --cache-dir "$DATA/cache-bench" --latency-ms 2 --mbps 200 --threads 8 \
         --epoch "$epoch" "${flags[@]}" --json "$cache_runs/$fmt-$cache-$epoch.json" \
-        2> >(grep -v '\[gpufeed\] \[info\]' >&2) | grep -v '^RESULT' \
+        2> >(drop_info_logs) | grep -v '^RESULT' \
         || echo "cache benchmark failed: $fmt, $cache, epoch $epoch"
     done
   done
@@ -236,7 +241,7 @@ rm -rf "$cache_runs"
 echo
 heading "[verdict] the bottleneck verdict against physically throttled storage, large JPEGs and a slow consumer"
 "$PY" "$ROOT/benchmarks/verdict_check.py" --source "$FOLDER" --work "$DATA/verdict" \
-  --json "$RESULTS/verdict.json" 2> >(grep -v '\[gpufeed\] \[info\]' >&2) \
+  --json "$RESULTS/verdict.json" 2> >(drop_info_logs) \
   || echo "verdict bench failed (exit $?)"
 
 # Token corpora (issue 19): a Megatron corpus of raw_size, cold page cache,
@@ -247,7 +252,7 @@ heading "[tokens] Megatron token corpus: DataLoader(TokenWindows) and the C++ lo
 "$PY" "$ROOT/benchmarks/token_compare.py" --prefix "$DATA/tokens-$raw_size" --size "$raw_size" \
   --bench "$BUILD_DIR/benchmarks/gpufeed_token_bench" --repeats "$passes" \
   --memory-epochs "$([ ${#quick[@]} -gt 0 ] && echo 3 || echo 10)" --json "$RESULTS/tokens.json" \
-  2> >(grep -v '\[gpufeed\] \[info\]' >&2) || echo "token benchmark failed (exit $?)"
+  2> >(drop_info_logs) || echo "token benchmark failed (exit $?)"
 
 echo
 heading "[5/5] GPU stage"
