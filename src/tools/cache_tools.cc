@@ -37,6 +37,45 @@ Status OpenExisting(const std::string& cache_dir, std::shared_ptr<CacheDirectory
   return CacheDirectory::Open(cache_dir, group, /*create=*/false, directory);
 }
 
+// Fills one source with `fill` (CacheDirectory::Fill or FillBundle),
+// retrying while another process fills it, and tallies the outcome in
+// *summary: `shard` is 1 when the source counts as a shard, 0 for a shard's
+// index; `unread` says why a source neither filled nor refused for room was
+// skipped. *copied: the bytes copied. A cache that cannot be written is an
+// error, as is any failed Status.
+template <typename FillCall>
+Status WarmOne(CacheDirectory* directory, const CacheSource& source, uint64_t shard,
+               const char* unread, const FillCall& fill, CacheWarmSummary* summary,
+               uint64_t* copied) {
+  *copied = 0;
+  for (int attempt = 0;; ++attempt) {
+    FillResult result;
+    Status status = fill(&result);
+    const FillOutcome outcome = result.outcome;
+    if (outcome == FillOutcome::kBusy && attempt < 3) {
+      directory->WaitForFill(source);  // another process fills it
+      continue;
+    }
+    if (outcome == FillOutcome::kFilled) {
+      summary->filled += shard;
+      summary->bytes_copied += result.copied;
+      *copied = result.copied;
+    } else if (outcome == FillOutcome::kAlreadyCached) {
+      summary->already_cached += shard;
+    } else {
+      if (outcome == FillOutcome::kUnavailable) {
+        return status.ok() ? Status::IOError(directory->path() + ": the cache cannot be written")
+                           : status;
+      }
+      if (!status.ok()) return status;
+      summary->skipped += 1;
+      Log().warn("cache warm: {} not cached ({})", source.path,
+                 outcome == FillOutcome::kNoRoom ? "no room under the capacity" : unread);
+    }
+    return Status::OK();
+  }
+}
+
 // Bundles (storage/store.h), filled member by member. Their sizes are not
 // known before they are read (nothing is stat'ed): progress's total is an
 // estimate, never below what was copied.
@@ -70,34 +109,12 @@ Status WarmBundles(const std::string& dataset_path, std::vector<WarmSource>* sou
     request.progress = [&](uint64_t bytes, uint64_t) {
       if (progress) progress(done + bytes, std::max(estimate, done + bytes));
     };
-    for (int attempt = 0;; ++attempt) {
-      FillResult result;
-      Status status = directory->FillBundle(cache_source, request, &result);
-      const FillOutcome outcome = result.outcome;
-      const uint64_t copied = result.copied;
-      if (outcome == FillOutcome::kBusy && attempt < 3) {
-        directory->WaitForFill(cache_source);  // another process fills it
-        continue;
-      }
-      if (outcome == FillOutcome::kFilled) {
-        summary->filled += 1;
-        summary->bytes_copied += copied;
-        done += copied;
-      } else if (outcome == FillOutcome::kAlreadyCached) {
-        summary->already_cached += 1;
-      } else {
-        if (outcome == FillOutcome::kUnavailable) {
-          return status.ok() ? Status::IOError(directory->path() + ": the cache cannot be written")
-                             : status;
-        }
-        if (!status.ok()) return status;
-        summary->skipped += 1;
-        Log().warn("cache warm: {} not cached ({})", cache_source.path,
-                   outcome == FillOutcome::kNoRoom ? "no room under the capacity"
-                                                   : "a member could not be read");
-      }
-      break;
-    }
+    uint64_t copied = 0;
+    GPUFEED_RETURN_IF_ERROR(WarmOne(
+        directory.get(), cache_source, 1, "a member could not be read",
+        [&](FillResult* result) { return directory->FillBundle(cache_source, request, result); },
+        summary, &copied));
+    done += copied;
   }
   if (progress) progress(done, done);
   return Status::OK();
@@ -107,33 +124,11 @@ Status WarmBundles(const std::string& dataset_path, std::vector<WarmSource>* sou
 // `shard` is 1 when it counts as a shard, 0 for a shard's index.
 Status WarmFile(CacheDirectory* directory, CacheSource* cache_source, uint64_t shard,
                 const FillRequest& request, CacheWarmSummary* summary) {
-  for (int attempt = 0;; ++attempt) {
-    FillResult result;
-    Status status = directory->Fill(*cache_source, request, &result);
-    const FillOutcome outcome = result.outcome;
-    const uint64_t copied = result.copied;
-    if (outcome == FillOutcome::kBusy && attempt < 3) {
-      directory->WaitForFill(*cache_source);  // another process fills it
-      continue;
-    }
-    if (outcome == FillOutcome::kFilled) {
-      summary->filled += shard;
-      summary->bytes_copied += copied;
-    } else if (outcome == FillOutcome::kAlreadyCached) {
-      summary->already_cached += shard;
-    } else {
-      if (outcome == FillOutcome::kUnavailable) {
-        return status.ok() ? Status::IOError(directory->path() + ": the cache cannot be written")
-                           : status;
-      }
-      if (!status.ok()) return status;
-      summary->skipped += 1;
-      Log().warn("cache warm: {} not cached ({})", cache_source->path,
-                 outcome == FillOutcome::kNoRoom ? "no room under the capacity"
-                                                 : "it changed while being copied");
-    }
-    return Status::OK();
-  }
+  uint64_t copied = 0;
+  return WarmOne(
+      directory, *cache_source, shard, "it changed while being copied",
+      [&](FillResult* result) { return directory->Fill(*cache_source, request, result); },
+      summary, &copied);
 }
 
 // Files, each copied whole under the key the store looks it up by.
