@@ -38,10 +38,12 @@ def verify(path, format: str = "auto", allow_external_paths: bool = False, image
     the header or index, then every token byte read (``records_checked``
     counts tokens; ``token_dtype`` for headerless files)."""
     from . import _core
+    from ._native import native_dataset_options, struct_dict
     from .webdataset import webdataset_options
     path, tar_options = webdataset_options(path, image_key, label_key, label_field)
-    return dict(_core.verify(path, format, bool(allow_external_paths), token_dtype or "auto",
-                             tar_options))
+    options = native_dataset_options(format, allow_external_paths, token_dtype=token_dtype,
+                                     webdataset=tar_options)
+    return struct_dict(_core.verify(path, options))
 
 
 def write_index(rec_path, idx_path=None) -> int:
@@ -69,9 +71,9 @@ def write_token_manifest(path, format="auto", token_dtype=None,
     path and the corpus's token count."""
     import os
     from . import _core
-    manifest_path, tokens = _core.write_token_manifest(os.fspath(path), format,
-                                                       token_dtype or "auto",
-                                                       bool(allow_external_paths))
+    from ._native import native_dataset_options
+    options = native_dataset_options(format, allow_external_paths, token_dtype=token_dtype)
+    manifest_path, tokens = _core.write_token_manifest(os.fspath(path), options)
     return manifest_path, tokens
 
 

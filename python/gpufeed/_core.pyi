@@ -2,34 +2,33 @@
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 def build_info() -> Dict[str, Any]: ...
-def pack(source: str, destination: str, format: str, shard_size: int, workers: int,
-         overwrite: bool, progress: Optional[Callable[[int, int], None]] = ...,
-         allow_external_paths: bool = ...) -> Dict[str, Any]: ...
-def verify(path: str, format: str = ..., allow_external_paths: bool = ...,
-           token_dtype: str = ..., webdataset: Dict[str, Any] = ...) -> Dict[str, Any]: ...
+def pack(source: str, destination: str, options: PackOptions,
+         progress: Optional[Callable[[int, int], None]] = ...) -> PackSummary: ...
+def verify(path: str, options: DatasetOptions = ...) -> VerifyReport: ...
 def format_names() -> List[str]: ...
+def pack_format_names() -> List[str]: ...
+def token_format_names() -> List[str]: ...
 def write_index(rec_path: str, idx_path: str) -> int: ...
 def write_tar_index(tar_path: str, index_path: str = ...) -> int: ...
-def write_token_manifest(path: str, format: str = ..., token_dtype: str = ...,
-                         allow_external_paths: bool = ...) -> Tuple[str, int]: ...
+# Reads options.format, options.tokens.token_dtype, options.allow_external_paths.
+def write_token_manifest(path: str, options: DatasetOptions = ...) -> Tuple[str, int]: ...
 def cuda_status(device_id: int = ...) -> str: ...
-def cache_stat(cache_dir: str) -> Dict[str, Any]: ...
-def cache_clear(cache_dir: str, dataset: str = ...) -> Any: ...
-def cache_warm(source: str, cache: Dict[str, Any], progress: Any = ...) -> Any: ...
-def cache_put_checkpoint(path: str, cache_dir: str, keep: int, cache_group: str = ...) -> Any: ...
-def cache_latest_checkpoint(directory: str, cache_dir: str) -> Any: ...
+def cache_stat(cache_dir: str) -> CacheReport: ...
+def cache_clear(cache_dir: str, dataset: str = ...) -> Tuple[int, int]: ...
+def cache_warm(source: str, options: CacheOptions,
+               progress: Optional[Callable[[int, int], None]] = ...) -> CacheWarmSummary: ...
+def cache_put_checkpoint(path: str, cache_dir: str, keep: int, cache_group: str = ...) -> str: ...
+def cache_latest_checkpoint(directory: str, cache_dir: str) -> Optional[Tuple[str, str]]: ...
 def _transform_image(data: bytes, size: int, train: bool, seed: int, epoch: int, sample_id: int,
                      dtype: str, layout: str, flip: bool, scale: List[float], ratio: List[float],
                      mean: List[float], std: List[float]) -> Tuple[bytes, Dict[str, Any]]: ...
 
 class Dataset:
-    def __init__(self, path: str, format: str = ..., allow_external_paths: bool = ...,
-                 cache: Dict[str, Any] = ..., token_dtype: str = ...,
-                 seq_len: int = ..., webdataset: Dict[str, Any] = ...) -> None: ...
+    def __init__(self, path: str, options: DatasetOptions = ...) -> None: ...
     @property
-    def tokens(self) -> Optional[Dict[str, Any]]: ...
+    def tokens(self) -> Optional[TokenCorpusInfo]: ...
     def __len__(self) -> int: ...
-    def read(self, index: int) -> Tuple[bytes, List[float], str, int, Optional[Tuple[int, ...]], bool]: ...
+    def read(self, index: int) -> Record: ...
     @property
     def format(self) -> str: ...
     @property
@@ -39,8 +38,8 @@ class Dataset:
     @property
     def integer_labels(self) -> bool: ...
     @property
-    def shards(self) -> List[Dict[str, Any]]: ...
-    def storage_stats(self) -> Dict[str, int]: ...
+    def shards(self) -> List[ShardInfo]: ...
+    def storage_stats(self) -> StorageStats: ...
 
 class _TextEnum:
     """A C++ enum: Enum.ATTRIBUTE; Enum("text") parses the keyword's string
@@ -124,6 +123,25 @@ class StatsSpan(_TextEnum):
     EPOCH: StatsSpan  # "epoch"
     def __init__(self, name: Union[str, int]) -> None: ...
 
+# TokenDtype("x") and CachePolicy("x") raise the library's
+# InvalidArgumentError (a ValueError) listing the accepted names.
+class TokenDtype(_TextEnum):
+    AUTO: TokenDtype  # "auto"
+    UINT8: TokenDtype
+    INT8: TokenDtype
+    INT16: TokenDtype
+    UINT16: TokenDtype
+    INT32: TokenDtype
+    UINT32: TokenDtype
+    INT64: TokenDtype
+    def __init__(self, name: Union[str, int]) -> None: ...
+
+class CachePolicy(_TextEnum):
+    TRAIN: CachePolicy  # "train"
+    PINNED: CachePolicy  # "pinned"
+    CHECKPOINT: CachePolicy  # "checkpoint"
+    def __init__(self, name: Union[str, int]) -> None: ...
+
 # The option structs of include/gpufeed/options.h and loader.h, field for
 # field; nested structs are views into their parent. copy.copy copies.
 class ImageTransformOptions:
@@ -203,6 +221,137 @@ class LoaderOptions:
     device: DeviceOptions
     def __init__(self) -> None: ...
     def __copy__(self) -> LoaderOptions: ...
+
+# The dataset-side option structs of include/gpufeed/dataset.h, cache.h and
+# writer.h, field for field; nested structs are views into their parent,
+# list fields are copies (assign a whole list). `format` is a registered
+# name: setting an unknown one raises InvalidArgumentError (a ValueError).
+class CacheOptions:
+    cache_dir: str
+    capacity: int
+    policy: CachePolicy
+    prefetch_shards: int
+    high_watermark: float
+    low_watermark: float
+    wait_for_fill: bool
+    max_leased_shards: int
+    cache_group: str
+    def __init__(self) -> None: ...
+    def __copy__(self) -> CacheOptions: ...
+
+class TokenCorpusOptions:
+    token_dtype: TokenDtype
+    seq_len: int
+    def __init__(self) -> None: ...
+    def __copy__(self) -> TokenCorpusOptions: ...
+
+class WebDatasetOptions:
+    image_keys: List[str]
+    label_key: str
+    label_field: str
+    tars: List[str]
+    index_dir: str
+    def __init__(self) -> None: ...
+    def __copy__(self) -> WebDatasetOptions: ...
+
+class DatasetOptions:
+    format: str  # one of format_names()
+    allow_external_paths: bool
+    cache: CacheOptions
+    tokens: TokenCorpusOptions
+    webdataset: WebDatasetOptions
+    def __init__(self) -> None: ...
+    def __copy__(self) -> DatasetOptions: ...
+
+class PackOptions:
+    format: str  # one of pack_format_names()
+    shard_size: int
+    workers: int
+    overwrite: bool
+    allow_external_paths: bool
+    def __init__(self) -> None: ...
+    def __copy__(self) -> PackOptions: ...
+
+# The dataset-side results (read-only). The package's dicts are made from
+# their properties in this order (gpufeed._native.struct_dict).
+class Record:
+    @property
+    def data(self) -> bytes: ...
+    @property
+    def labels(self) -> List[float]: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def id(self) -> int: ...
+    @property
+    def shape(self) -> Optional[Tuple[int, ...]]: ...
+    @property
+    def encoded(self) -> bool: ...
+
+class TokenCorpusInfo:
+    @property
+    def token_dtype(self) -> TokenDtype: ...
+    tokens: int
+    documents: int
+    sequences: int
+    seq_len: int
+    windows: int
+
+class ShardInfo:
+    path: str
+    first_record: int
+    records: int
+    bytes: int
+    xxh64: Optional[str]
+
+class StorageStats:
+    source_opens: int
+    source_stats: int
+    source_reads: int
+    source_bytes: int
+    cache_reads: int
+    open_files: int
+
+class VerifyReport:
+    format: str
+    records_checked: int
+    shards_checked: int
+    checksums_checked: int
+    problems: List[str]
+    def ok(self) -> bool: ...
+
+class PackSummary:
+    records: int
+    shards: int
+    bytes: int
+    seconds: float
+
+class CacheDatasetReport:
+    dataset: str
+    policy: str
+    entries: int
+    bytes: int
+    hits: int
+    misses: int
+    fills: int
+    fill_bytes: int
+    evictions: int
+
+class CacheReport:
+    cache_dir: str
+    entries: int
+    bytes: int
+    fills_in_progress: int
+    fill_bytes_in_progress: int
+    leased_entries: int
+    datasets: List[CacheDatasetReport]
+
+class CacheWarmSummary:
+    shards: int
+    filled: int
+    already_cached: int
+    skipped: int
+    bytes_copied: int
 
 class LoaderStats:
     """Read-only; the properties in this order make DataLoader.stats()."""
@@ -284,9 +433,9 @@ class Batch:
     def label_lengths(self) -> Optional[BatchTensor]: ...
 
 class Loader:
-    def __init__(self, path: Any, options: LoaderOptions, format: str = ...,
-                 cache: Dict[str, Any] = ..., webdataset: Dict[str, Any] = ...,
-                 token_dtype: str = ..., count_labels: bool = ...) -> None: ...
+    # Token windows (options.transform) open the corpus with options.tokens.seq_len.
+    def __init__(self, path: Any, options: LoaderOptions, dataset: DatasetOptions = ...,
+                 count_labels: bool = ...) -> None: ...
     def next(self, timeout: float = ...) -> Optional[Batch]: ...
     def set_epoch(self, epoch: int) -> None: ...
     def state(self) -> Dict[str, Any]: ...

@@ -252,7 +252,9 @@ def _format_options(format: str, format_options, image_key, label_key,
 
 def _dataset_arguments(source, format: str, webdataset: WebDatasetOptions,
                        tokens: TokenOptions, transform, cache) -> Tuple[Any, Dict[str, Any]]:
-    """(path, the keywords of _core.Loader that open the dataset there)."""
+    """(path, how the dataset is opened there: the keywords of
+    gpufeed._native.native_dataset_options, which makes the
+    _core.DatasetOptions of _core.Loader from them)."""
     if hasattr(source, "path"):  # a gpufeed Dataset: its tars and keys, then these options'
         path, tar_options = source.path, dict(getattr(source, "_tar_options", {}))
     else:

@@ -16,6 +16,7 @@ import os
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from . import _core
+from ._native import native_cache_options, struct_dict
 from .pack import human_bytes as _human, parse_size
 
 __all__ = ["POLICIES", "cache_options", "stat", "clear", "warm", "put_checkpoint",
@@ -60,7 +61,7 @@ def stat(cache_dir) -> Dict[str, Any]:
     progress, leased entries, and per dataset ``entries``, ``bytes``,
     ``hits``, ``misses`` (records read from a copy / from the source),
     ``fills``, ``fill_bytes``, ``evictions``."""
-    return dict(_core.cache_stat(os.fspath(cache_dir)))
+    return struct_dict(_core.cache_stat(os.fspath(cache_dir)))
 
 
 def clear(cache_dir, dataset=None) -> Tuple[int, int]:
@@ -79,7 +80,8 @@ def warm(source, cache_dir, capacity=None, policy: str = "train",
     total)`` gets bytes (for an ImageFolder ``total`` is an estimate). Returns
     shards, filled, already_cached, skipped, bytes_copied."""
     options = cache_options(cache_dir, capacity, policy, cache_group=cache_group)
-    return dict(_core.cache_warm(os.fspath(source), options, progress))
+    return struct_dict(_core.cache_warm(os.fspath(source), native_cache_options(options),
+                                        progress))
 
 
 def put_checkpoint(path, cache_dir, keep: int = 3, cache_group: Optional[str] = None) -> str:

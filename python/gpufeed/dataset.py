@@ -7,6 +7,7 @@ from typing import Iterator, List, Optional, Tuple, Union
 
 from . import _core
 from ._errors import OutOfRangeError
+from ._native import native_dataset_options, struct_dict
 
 __all__ = ["Dataset", "Record", "open_dataset", "FORMATS", "TOKEN_FORMATS"]
 
@@ -75,9 +76,10 @@ class Dataset:
         from .cache import cache_options
         from .webdataset import webdataset_options
         path, tar_options = webdataset_options(path, **(webdataset or {}))
-        self._native = _core.Dataset(path, format, bool(allow_external_paths),
-                                     cache_options(**cache) if cache else {},
-                                     token_dtype or "auto", int(seq_len), tar_options)
+        options = native_dataset_options(format, allow_external_paths,
+                                         cache_options(**cache) if cache else {}, token_dtype,
+                                         int(seq_len), tar_options)
+        self._native = _core.Dataset(path, options)
         self._tar_options = tar_options  # a DataLoader made from this Dataset reads the same tars
         self._integer_labels = self._native.integer_labels
 
@@ -97,14 +99,15 @@ class Dataset:
             index += size
         if not 0 <= index < size:
             raise OutOfRangeError(f"dataset index out of range (size {size})")
-        data, labels, key, record_id, shape, _ = self._native.read(index)
+        record = self._native.read(index)
+        labels = record.labels
         if len(labels) != 1:
             label = None
         elif self._integer_labels:
             label = int(labels[0])
         else:
             label = labels[0]
-        return Record(data, label, labels, key, record_id, shape)
+        return Record(record.data, label, labels, record.key, record.id, record.shape)
 
     def __iter__(self) -> Iterator[Record]:
         for index in range(len(self)):
@@ -130,18 +133,19 @@ class Dataset:
         """Token corpora: token_dtype, tokens (the stream's length), documents
         and sequences (Megatron; else 0), seq_len and windows (== len(self):
         sample i is window i, ``seq_len + 1`` tokens as bytes). None otherwise."""
-        return self._native.tokens
+        info = self._native.tokens
+        return None if info is None else struct_dict(info)
 
     @property
     def shards(self) -> List[dict]:
         """Per shard: path, first_record, records, bytes, xxh64 (or None)."""
-        return self._native.shards
+        return [struct_dict(shard) for shard in self._native.shards]
 
     def storage_stats(self) -> dict:
         """What the storage layer did since the dataset was opened: source_opens,
         source_stats (metadata operations), source_reads, source_bytes (reads and
         node-cache fills), cache_reads (served from node-cache copies), open_files."""
-        return self._native.storage_stats()
+        return struct_dict(self._native.storage_stats())
 
     def __repr__(self) -> str:
         return (f"gpufeed.Dataset({self.path!r}, format={self.format!r}, records={len(self)}, "

@@ -40,6 +40,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Union
 
 from . import _core
+from ._native import native_dataset_options, struct_dict
 from ._loader_options import (_check_keywords, _check_source, _choose_device, _dataset_arguments,
                               _default_nodes, _default_rank_world, _format_options,
                               _label_count, _loader_options, _map_torch_keywords,
@@ -72,12 +73,7 @@ def _stats_dict(native: _core.LoaderStats) -> Dict[str, Any]:
     """Every property of the native stats, in the order the binding declares
     them (LoaderStats' fields, then ``report``); enum values as their names
     ("open", "cpu-contention")."""
-    out = {}
-    for name, attribute in vars(type(native)).items():
-        if isinstance(attribute, property):
-            value = getattr(native, name)
-            out[name] = str(value) if hasattr(type(value), "__members__") else value
-    return out
+    return struct_dict(native)
 
 
 class DataLoader:
@@ -156,7 +152,8 @@ class DataLoader:
             num_threads=num_threads, prefetch=prefetch, label_count=label_count,
             label_lengths=bool(label_lengths), label_pad=float(label_pad),
             stats_window_seconds=float(stats_window_seconds))
-        self._native = _core.Loader(path, self._options, count_labels=count_labels, **dataset)
+        self._native = _core.Loader(path, self._options, native_dataset_options(**dataset),
+                                    count_labels=count_labels)
         self._epoch = 0
         self._epoch_set = False
         self._torch = _torch()

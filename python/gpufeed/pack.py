@@ -102,13 +102,18 @@ def pack(src: Union[str, os.PathLike], dst: Union[str, os.PathLike], format: str
         bar = _make_progress_bar(os.fspath(src))
         callback = bar.update_to
     try:
-        result = _core.pack(os.fspath(src), os.fspath(dst), format, parse_size(shard_size),
-                            workers or 0, bool(overwrite), callback, bool(allow_external_paths))
+        options = _core.PackOptions()
+        options.format = format
+        options.shard_size = parse_size(shard_size)
+        options.workers = workers or 0
+        options.overwrite = bool(overwrite)
+        options.allow_external_paths = bool(allow_external_paths)
+        result = _core.pack(os.fspath(src), os.fspath(dst), options, callback)
     finally:
         if bar is not None:
             bar.close()
-    return PackSummary(records=result["records"], shards=result["shards"], bytes=result["bytes"],
-                       seconds=result["seconds"], destination=os.path.abspath(os.fspath(dst)),
+    return PackSummary(records=result.records, shards=result.shards, bytes=result.bytes,
+                       seconds=result.seconds, destination=os.path.abspath(os.fspath(dst)),
                        format=format)
 
 

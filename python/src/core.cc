@@ -42,10 +42,12 @@ PYBIND11_MODULE(_core, module) {
     out["with_io_uring"] = info.with_io_uring;
     return out;
   });
-  gpufeed::python::BindDataset(module);
-  gpufeed::python::BindTransform(module);
   gpufeed::python::BindEnums(module);
   gpufeed::python::BindOptions(module);
+  gpufeed::python::BindDatasetOptions(module);
+  gpufeed::python::BindDatasetResults(module);
+  gpufeed::python::BindDataset(module);
+  gpufeed::python::BindTransform(module);
   gpufeed::python::BindStats(module);
   gpufeed::python::BindBatch(module);
   gpufeed::python::BindLoader(module);

@@ -1,8 +1,9 @@
-// The C++ enums of the loader's options and figures as Python enums
-// (_core.ShuffleMode.GLOBAL, ...). Each value also has a text name: the
-// string the Python keywords take ("global", "io_uring", "cpu-contention").
-// str(value) gives it, and Enum("text") parses it; an unknown text is a
-// ValueError naming it and listing the accepted ones, never a default.
+// The C++ enums of the loader's and the datasets' options and figures as
+// Python enums (_core.ShuffleMode.GLOBAL, ...). Each value also has a text
+// name: the string the Python keywords take ("global", "io_uring",
+// "cpu-contention"). str(value) gives it, and Enum("text") parses it; an
+// unknown text is a ValueError naming it and listing the accepted ones,
+// never a default.
 #include <pybind11/pybind11.h>
 
 #include <cstddef>
@@ -11,6 +12,8 @@
 
 #include "binding_util.h"
 #include "gpufeed/batch.h"
+#include "gpufeed/cache.h"
+#include "gpufeed/dataset.h"
 #include "gpufeed/loader.h"
 #include "gpufeed/options.h"
 
@@ -85,17 +88,42 @@ constexpr EnumName<StatsSpan> kStatsSpans[] = {
     {StatsSpan::kRecent, "RECENT", "recent"},
     {StatsSpan::kEpoch, "EPOCH", "epoch"},
 };
+// The texts are TokenDtypeName's and CachePolicyName's.
+constexpr EnumName<TokenDtype> kTokenDtypes[] = {
+    {TokenDtype::kAuto, "AUTO", "auto"},       {TokenDtype::kUint8, "UINT8", "uint8"},
+    {TokenDtype::kInt8, "INT8", "int8"},       {TokenDtype::kInt16, "INT16", "int16"},
+    {TokenDtype::kUint16, "UINT16", "uint16"}, {TokenDtype::kInt32, "INT32", "int32"},
+    {TokenDtype::kUint32, "UINT32", "uint32"}, {TokenDtype::kInt64, "INT64", "int64"},
+};
+constexpr EnumName<CachePolicy> kCachePolicies[] = {
+    {CachePolicy::kTrain, "TRAIN", "train"},
+    {CachePolicy::kPinned, "PINNED", "pinned"},
+    {CachePolicy::kCheckpoint, "CHECKPOINT", "checkpoint"},
+};
+
+// The library's own parser of an enum's texts (ParseTokenDtype, ...). Its
+// InvalidArgument (InvalidArgumentError, a ValueError) lists the accepted
+// names; it is the error the public Python functions (open_dataset,
+// verify, ...) raise for an unknown name, and the enum raises the same.
+template <typename Enum>
+using ParseText = Status (*)(const std::string&, Enum*);
 
 // Binds `Enum` as module.<name>, with the values of `names` (a static
 // table), construction from a text name (ValueError "<what> must be one of
-// ..., not ...") and str() giving the text name.
+// ..., not ..."; with `parse`, the InvalidArgumentError of that parser, also
+// a ValueError listing the accepted names) and str() giving the text name.
 template <typename Enum, size_t N>
 void BindEnum(py::module_& module, const char* name, const char* what,
-              const EnumName<Enum> (&names)[N], const char* doc) {
+              const EnumName<Enum> (&names)[N], const char* doc, ParseText<Enum> parse = nullptr) {
   py::enum_<Enum> bound(module, name, doc);
   for (const EnumName<Enum>& entry : names) bound.value(entry.attribute, entry.value);
   const EnumName<Enum>* table = names;
-  bound.def(py::init([table, what](const std::string& text) {
+  bound.def(py::init([table, what, parse](const std::string& text) {
+              if (parse != nullptr) {
+                Enum value{};
+                ThrowIfError(parse(text, &value));
+                return value;
+              }
               std::string accepted;
               for (size_t i = 0; i < N; ++i) {
                 if (text == table[i].text) return table[i].value;
@@ -118,7 +146,8 @@ void BindEnum(py::module_& module, const char* name, const char* what,
 }
 
 // The tables whose texts C++ also names (BottleneckName, IoBackendName,
-// TensorDtypeName) must agree with it: a mismatch fails the import.
+// TensorDtypeName, TokenDtypeName, CachePolicyName) must agree with it: a
+// mismatch fails the import.
 template <typename Enum, size_t N>
 void CheckTexts(const EnumName<Enum> (&names)[N], const char* (*name_of)(Enum)) {
   for (const EnumName<Enum>& entry : names) {
@@ -135,6 +164,8 @@ void BindEnums(py::module_& module) {
   CheckTexts(kBottlenecks, &BottleneckName);
   CheckTexts(kIoBackends, &IoBackendName);
   CheckTexts(kTensorDtypes, &TensorDtypeName);
+  CheckTexts(kTokenDtypes, &TokenDtypeName);
+  CheckTexts(kCachePolicies, &CachePolicyName);
   BindEnum(module, "ShuffleMode", "shuffle", kShuffleModes, "LoaderOptions.shuffle");
   BindEnum(module, "OnError", "on_error", kOnErrors, "LoaderOptions.on_error");
   BindEnum(module, "TransformKind", "transform", kTransformKinds, "LoaderOptions.transform");
@@ -147,6 +178,10 @@ void BindEnums(py::module_& module) {
   BindEnum(module, "RawElement", "dtype", kRawElements, "RawTransformOptions.element");
   BindEnum(module, "Bottleneck", "bottleneck", kBottlenecks, "LoaderStats.bottleneck");
   BindEnum(module, "StatsSpan", "span", kStatsSpans, "Loader.stats(span)");
+  BindEnum(module, "TokenDtype", "token_dtype", kTokenDtypes,
+           "TokenCorpusOptions.token_dtype, TokenCorpusInfo.token_dtype", &ParseTokenDtype);
+  BindEnum(module, "CachePolicy", "cache_policy", kCachePolicies, "CacheOptions.policy",
+           &ParseCachePolicy);
 }
 
 }  // namespace gpufeed::python

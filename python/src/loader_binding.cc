@@ -1,5 +1,6 @@
 // _core.Loader: the C++ Loader for the Python DataLoader. It takes a
-// _core.LoaderOptions (options_binding.cc) and hands out batches as
+// _core.LoaderOptions (options_binding.cc) and the _core.DatasetOptions its
+// dataset opens with (dataset_options_binding.cc), and hands out batches as
 // _core.Batch (batch_binding.h), whose tensors export DLPack (zero copy);
 // Stats gives a _core.LoaderStats (stats_binding.cc).
 #include <pybind11/pybind11.h>
@@ -21,27 +22,15 @@ namespace py = pybind11;
 
 namespace gpufeed::python {
 
-// dataset_binding.cc: the cache_* keywords as CacheOptions, and the
-// WebDataset member choice as WebDatasetOptions.
-CacheOptions CacheOptionsFromDict(const py::dict& cache);
-WebDatasetOptions WebDatasetOptionsFromDict(const py::dict& webdataset);
-
 namespace {
 
-// How the loader's dataset is opened besides `path`. Token windows also
-// set the corpus's seq_len (LoaderOptions::tokens.seq_len).
-DatasetOptions LoaderDatasetOptions(const LoaderOptions& options, const std::string& format,
-                                    const py::dict& cache, const py::dict& webdataset,
-                                    const std::string& token_dtype) {
-  DatasetOptions dataset_options;
-  ThrowIfError(ParseFormat(format, &dataset_options.format));
-  dataset_options.cache = CacheOptionsFromDict(cache);
-  dataset_options.webdataset = WebDatasetOptionsFromDict(webdataset);
-  ThrowIfError(ParseTokenDtype(token_dtype, &dataset_options.tokens.token_dtype));
+// How the loader's dataset is opened: `dataset` as given, except that token
+// windows set the corpus's seq_len (LoaderOptions::tokens.seq_len).
+DatasetOptions LoaderDatasetOptions(const LoaderOptions& options, DatasetOptions dataset) {
   if (options.transform == TransformKind::kTokenWindows) {
-    dataset_options.tokens.seq_len = options.tokens.seq_len;
+    dataset.tokens.seq_len = options.tokens.seq_len;
   }
-  return dataset_options;
+  return dataset;
 }
 
 // The labels of the dataset's first record, at least 1: label_count for
@@ -58,11 +47,9 @@ class PyLoader {
   // Opens the dataset at `path` once and the loader on it. count_labels:
   // options.label_count is taken from the first record (see
   // CountFirstRecordLabels).
-  PyLoader(py::object path, LoaderOptions options, const std::string& format,
-           const py::dict& cache, const py::dict& webdataset, const std::string& token_dtype,
+  PyLoader(py::object path, LoaderOptions options, const DatasetOptions& dataset_options_given,
            bool count_labels) {
-    DatasetOptions dataset_options =
-        LoaderDatasetOptions(options, format, cache, webdataset, token_dtype);
+    DatasetOptions dataset_options = LoaderDatasetOptions(options, dataset_options_given);
     std::string dataset_path = py::str(path);
     Status status;
     {
@@ -228,11 +215,9 @@ void BindLoader(py::module_& module) {
       py::arg("device_id") = 0,
       "'' when CUDA device `device_id` is usable by gpufeed, else the reason.");
   py::class_<PyLoader>(module, "Loader")
-      .def(py::init<py::object, LoaderOptions, const std::string&, const py::dict&,
-                    const py::dict&, const std::string&, bool>(),
-           py::arg("path"), py::arg("options"), py::arg("format") = "auto",
-           py::arg("cache") = py::dict(), py::arg("webdataset") = py::dict(),
-           py::arg("token_dtype") = "auto", py::arg("count_labels") = false)
+      .def(py::init<py::object, LoaderOptions, const DatasetOptions&, bool>(), py::arg("path"),
+           py::arg("options"), py::arg("dataset") = DatasetOptions(),
+           py::arg("count_labels") = false)
       .def("next", &PyLoader::Next, py::arg("timeout") = 0.0)
       .def("set_epoch", &PyLoader::SetEpoch)
       .def("state", &PyLoader::State)

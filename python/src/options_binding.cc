@@ -18,14 +18,6 @@ namespace gpufeed::python {
 
 namespace {
 
-// copy.copy and copy.deepcopy: the structs are plain values.
-template <typename Options>
-void DefValueMethods(py::class_<Options>& bound) {
-  bound.def("__copy__", [](const Options& options) { return Options(options); })
-      .def("__deepcopy__", [](const Options& options, py::dict) { return Options(options); },
-           py::arg("memo"));
-}
-
 // A float[3] member as a list of 3 floats; another length is a ValueError.
 void DefChannels(py::class_<ImageTransformOptions>& bound, const char* name,
                  float (ImageTransformOptions::*field)[3]) {

@@ -17,14 +17,6 @@ namespace {
 
 using Stats = py::class_<LoaderStats>;
 
-// Text fields come from the machine (device names, messages): decoded
-// leniently (LossyStr), never a UnicodeDecodeError.
-void DefText(Stats& bound, const char* name, std::string LoaderStats::*field) {
-  bound.def_property_readonly(name, [field](const LoaderStats& stats) {
-    return LossyStr(stats.*field);
-  });
-}
-
 void BindPipelineFigures(Stats& bound) {
   bound.def_readonly("span", &LoaderStats::span)
       .def_readonly("batches", &LoaderStats::batches)

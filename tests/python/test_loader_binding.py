@@ -87,10 +87,18 @@ def test_unknown_strings_are_value_errors_at_every_layer(records):
         options.shuffle = "global"  # an enum field takes the enum, never a string
     with pytest.raises(ValueError, match="mean takes 3 values"):
         options.image.mean = [0.5, 0.5]
+    # How the dataset opens is a _core.DatasetOptions (test_dataset_binding.py):
+    # its format and token dtype refuse unknown names, and the loader takes
+    # no string-keyed stand-ins for it.
+    dataset = _core.DatasetOptions()
     with pytest.raises(ValueError, match="bogus"):
+        dataset.format = "bogus"
+    with pytest.raises(ValueError, match="bogus"):
+        dataset.tokens.token_dtype = _core.TokenDtype("bogus")
+    with pytest.raises(TypeError):
         _core.Loader(str(records), options, format="bogus")
-    with pytest.raises(ValueError, match="bogus"):
-        _core.Loader(str(records), options, token_dtype="bogus")
+    with pytest.raises(TypeError):
+        _core.Loader(str(records), options, dict(format="recordio"))
     for keyword in ("on_error", "label_dtype", "io_backend", "shuffle"):
         with pytest.raises(ValueError, match=keyword):
             raw_loader(records, **{keyword: "bogus"})
