@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "format/manifest.h"
+#include "format/npy.h"
 #include "format/recordio.h"
 #include "format/irheader.h"
 #include "format/tar_index.h"
@@ -163,6 +164,26 @@ int main(int argc, char** argv) {
     put(&llmc, &shard_size, 8);
     put(&llmc, header, sizeof(header));
     Write("token_header", llmc);
+  }
+
+  // .npy headers as np.save writes them (version 1.0 and 2.0), each with
+  // the size of the file they describe.
+  {
+    auto npy = [](int major, std::string dict, uint64_t data_bytes) {
+      const size_t preamble = major == 1 ? 10 : 12;
+      while ((preamble + dict.size() + 1) % 64 != 0) dict += ' ';
+      dict += '\n';
+      std::string bytes("\x93NUMPY", 6);
+      bytes += static_cast<char>(major);
+      bytes += '\0';
+      for (size_t i = 0; i < preamble - 8; ++i) bytes += static_cast<char>((dict.size() >> (8 * i)) & 0xff);
+      const uint64_t file_size = bytes.size() + dict.size() + data_bytes;
+      std::string seed(reinterpret_cast<const char*>(&file_size), 8);
+      return seed + bytes + dict;
+    };
+    Write("npy_header", npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 13), }", 156));
+    Write("npy_header", npy(1, "{'descr': '|b1', 'fortran_order': False, 'shape': (5,), }", 5));
+    Write("npy_header", npy(2, "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 26), }", 416));
   }
 
   // Manifests.
