@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "storage/cache_filler.h"
+#include "storage/fill_steps.h"
 #include "util/checksum.h"
 
 namespace gpufeed {
@@ -105,11 +106,11 @@ class MemberReadAhead {
 // One fill of a bundle, after its reservation: every step returns false once
 // the fill stopped (its temporary file removed, result->outcome and status()
 // saying why).
-class BundleFill {
+class BundleFill : public FillSteps {
  public:
   BundleFill(const CacheIndex& index, const CacheSource& source, const BundleFillRequest& request,
              PendingFill* fill, FillResult* result)
-      : index_(index), source_(source), request_(request), fill_(*fill), result_(*result) {
+      : FillSteps(index, source, fill, result), request_(request) {
     offsets_.reserve(source.members.size() + 1);
     mtimes_.reserve(source.members.size());
   }
@@ -118,27 +119,15 @@ class BundleFill {
   bool CopyMembers();
   // Trailer, fsync, the copy's mtime.
   bool Finish();
-  const Status& status() const { return status_; }
   uint64_t bytes() const { return offset_; }
   int64_t newest_mtime_ns() const { return newest_; }
   std::string checksum() { return Xxh64Hex(digest_.Digest()); }
 
  private:
-  bool Stop(Status status, FillOutcome why) {
-    index_.AbandonFill(fill_);
-    result_.outcome = why;
-    status_ = std::move(status);
-    return false;
-  }
   // Appends to the copy; a full or read-only cache filesystem is kUnavailable.
   bool Append(const std::string& bytes);
 
-  const CacheIndex& index_;
-  const CacheSource& source_;
   const BundleFillRequest& request_;
-  PendingFill& fill_;
-  FillResult& result_;
-  Status status_;
   Xxh64 digest_;
   uint64_t offset_ = 0;               // bytes written
   std::vector<uint64_t> offsets_{0};  // of the members written, and their end

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "storage/cache_filler.h"
+#include "storage/fill_steps.h"
 #include "storage/source_throttle.h"
 #include "storage/store.h"
 #include "util/checksum.h"
@@ -33,11 +34,11 @@ constexpr size_t kFillChunksInFlight = 4;
 // One fill of a file, after its reservation: every step returns false once
 // the fill stopped (its temporary file removed, result->outcome and status()
 // saying why).
-class FileFill {
+class FileFill : public FillSteps {
  public:
   FileFill(const CacheIndex& index, const CacheSource& source, const FillRequest& request,
            PendingFill* fill, FillResult* result)
-      : index_(index), source_(source), request_(request), fill_(*fill), result_(*result) {}
+      : FillSteps(index, source, fill, result), request_(request) {}
 
   // Opens the source and checks it against the key.
   bool OpenInput();
@@ -46,15 +47,7 @@ class FileFill {
   // fsync, the checksum, the source unchanged, the copy's mtime; *hex gets
   // the copy's xxh64.
   bool Finish(std::string* hex);
-  const Status& status() const { return status_; }
-
  private:
-  bool Stop(Status status, FillOutcome why) {
-    index_.AbandonFill(fill_);
-    result_.outcome = why;
-    status_ = std::move(status);
-    return false;
-  }
   void Count(uint64_t bytes) const;
   std::vector<ReadRequest> NextRequests(FileId file, uint64_t* offset) const;
   bool CopyThroughEngine(const std::vector<ReadRequest>& requests);
@@ -62,12 +55,7 @@ class FileFill {
   // Hashes and writes one chunk read for `request`.
   bool Store(const ReadRequest& request, const char* data, size_t size);
 
-  const CacheIndex& index_;
-  const CacheSource& source_;
   const FillRequest& request_;
-  PendingFill& fill_;
-  FillResult& result_;
-  Status status_;
   UniqueFd input_;
   FileView view_;  // when reading through request_.from
   Xxh64 digest_;
