@@ -68,7 +68,8 @@ class GPUFEED_EXPORT Batch {
   Batch(const Batch&) = delete;
   Batch& operator=(const Batch&) = delete;
 
-  // (B, 3, H, W) or (B, H, W, 3) images, or (B, L) raw vectors.
+  // (B, 3, H, W) or (B, H, W, 3) images, (B, L) raw vectors or token
+  // windows, or (B, dense count) float32 tabular dense features.
   const Tensor& data() const { return data_; }
   // (B,) class indices (int64) or float labels, or (B, label_count).
   const Tensor& labels() const { return labels_; }
@@ -76,6 +77,10 @@ class GPUFEED_EXPORT Batch {
   // label_count labels the record has (the rest are label_pad). Empty
   // (no data, no shape) otherwise. On the same device as labels().
   const Tensor& label_lengths() const { return label_lengths_; }
+  // The kind's further tensors, each (B, ...), on the same device as
+  // data(): tabular rows give [sparse ids (B, sparse count)]; empty for
+  // the other kinds.
+  const std::vector<Tensor>& extras() const { return extras_; }
   // Dataset indices of the samples, in batch order.
   const std::vector<uint64_t>& sample_ids() const { return sample_ids_; }
   uint64_t epoch() const { return epoch_; }
@@ -110,6 +115,7 @@ class GPUFEED_EXPORT Batch {
   Tensor data_;
   Tensor labels_;
   Tensor label_lengths_;
+  std::vector<Tensor> extras_;
   std::vector<uint64_t> sample_ids_;
   uint64_t epoch_ = 0;
   uint64_t index_ = 0;

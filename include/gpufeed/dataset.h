@@ -112,6 +112,48 @@ struct WebDatasetOptions {
   std::string index_dir;
 };
 
+// How a field of a tabular (CTR) row is stored: little-endian, packed.
+enum class FieldType : int {
+  kBool = 0, kInt8, kUint8, kInt16, kUint16, kInt32, kUint32, kInt64, kUint64,
+  kFloat16, kFloat32, kFloat64,
+};
+// "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
+// "uint64", "float16", "float32", "float64".
+GPUFEED_EXPORT const char* FieldTypeName(FieldType type);
+// The inverse of FieldTypeName; InvalidArgument listing the accepted names.
+GPUFEED_EXPORT Status ParseFieldType(const std::string& name, FieldType* type);
+GPUFEED_EXPORT size_t FieldTypeSize(FieldType type);
+
+// Fixed-size binary records (format "records"): each record is the label,
+// then dense_count dense values, then sparse_count sparse ids, packed,
+// little-endian, no padding. The default is MLPerf DLRM's 160-byte record.
+struct RecordSchema {
+  FieldType label = FieldType::kInt32;
+  FieldType dense = FieldType::kInt32;
+  uint32_t dense_count = 13;
+  FieldType sparse = FieldType::kInt32;
+  uint32_t sparse_count = 26;
+  size_t record_bytes() const {
+    return FieldTypeSize(label) + FieldTypeSize(dense) * dense_count +
+           FieldTypeSize(sparse) * sparse_count;
+  }
+};
+
+// Tabular (CTR) datasets: TorchRec's Criteo .npy triplets ("criteo_npy"),
+// raw Criteo TSV ("criteo_tsv") and fixed-size records ("records"); see
+// docs/tabular.md.
+struct TabularDatasetOptions {
+  // format "records": the layout of one record.
+  RecordSchema record_schema;
+  // Consecutive rows are read together in blocks of about this many bytes
+  // (one large read each; the units of shuffle="block").
+  uint32_t block_bytes = 8u << 20;
+  // criteo_tsv: where a file's line index is kept when the file's
+  // directory is not writable. Empty: <cache.cache_dir>/line-index with a
+  // node cache, else $XDG_CACHE_HOME/gpufeed/line-index.
+  std::string index_dir;
+};
+
 struct DatasetOptions {
   // kAuto detects the format from the path; any other value skips detection
   // and fails with Corruption or NotFound when the path does not hold it.
@@ -131,6 +173,8 @@ struct DatasetOptions {
   TokenCorpusOptions tokens;
   // WebDataset tar shards: which members are the image and the label.
   WebDatasetOptions webdataset;
+  // Tabular datasets: the record layout, block size, line-index place.
+  TabularDatasetOptions tabular;
 };
 
 // One sample as stored. Reading into the same Record again reuses its buffers.

@@ -51,8 +51,9 @@ enum class OnError : int {
                // (batches stay full), counted in Stats and logged (rate-limited)
 };
 
-// kTokenWindows: token corpora only (LoaderOptions::tokens).
-enum class TransformKind : int { kImage = 0, kRaw = 1, kTokenWindows = 2 };
+// kTokenWindows: token corpora only (LoaderOptions::tokens). kTabular:
+// tabular (CTR) datasets only (LoaderOptions::tabular).
+enum class TransformKind : int { kImage = 0, kRaw = 1, kTokenWindows = 2, kTabular = 3 };
 
 // Where batches are delivered (stage 3 of the pipeline, docs/architecture.md).
 struct DeviceOptions {
@@ -105,6 +106,8 @@ struct LoaderOptions {
   // kTokenWindows: the dataset must be a token corpus; its windows are cut
   // at tokens.seq_len whatever seq_len it was opened with.
   TokenWindowOptions tokens;
+  // kTabular: what a row becomes (dense, sparse, label).
+  TabularTransformOptions tabular;
   // Labels per sample in the label tensor: 1 gives shape (B,), more give
   // (B, label_count). A record with another number of labels fails naming
   // it (with label_count 1, a record with several is refused too: nothing is

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "gpufeed/export.h"
 
@@ -115,6 +116,22 @@ struct TokenWindowOptions {
   // shuffles the blocks, then windows within shuffle_window_shards blocks.
   // Larger: fewer, longer reads (disk bandwidth); smaller: better mixing.
   uint32_t block_bytes = 4u << 20;
+};
+
+// Tabular (CTR) rows (criteo_npy, criteo_tsv, records datasets): each
+// sample becomes dense features (the batch's data, float32 (B, dense
+// count)), sparse ids (Batch::extras()[0], (B, sparse count) of
+// sparse_dtype) and the label (the batch's labels, float32 (B,)).
+struct TabularTransformOptions {
+  // Dense values as float32; missing (an empty TSV field) -> 0. true:
+  // log(max(x, 0) + 1), as DLRM's preprocessing.
+  bool dense_log1p = false;
+  // Empty: ids as stored (TSV: the hex value; missing -> 0). One value h:
+  // every column modulo h; one per sparse column: column i modulo
+  // hash_sizes[i]. Modulo is floor modulo (never negative, as numpy's %).
+  std::vector<uint64_t> hash_sizes;
+  // kInt64 or kInt32 (ids narrowed as numpy's astype does).
+  TensorDtype sparse_dtype = TensorDtype::kInt64;
 };
 
 }  // namespace gpufeed

@@ -29,6 +29,7 @@ void Batch::reset() {
   data_ = Tensor();
   labels_ = Tensor();
   label_lengths_ = Tensor();
+  extras_.clear();
   sample_ids_.clear();
   end_of_epoch_ = false;
 }

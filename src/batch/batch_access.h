@@ -30,6 +30,10 @@ class BatchAccess {
   static void FillEndOfEpoch(Batch* batch, uint64_t epoch, uint64_t index) {
     Fill(batch, Tensor(), Tensor(), {}, epoch, index, true, nullptr);
   }
+  // After Fill: the kind's further tensors (Batch::extras).
+  static void SetExtras(Batch* batch, std::vector<Tensor> extras) {
+    batch->extras_ = std::move(extras);
+  }
   // After Fill: the (B,) int32 label counts (LoaderOptions::label_lengths).
   static void SetLabelLengths(Batch* batch, Tensor lengths) {
     batch->label_lengths_ = std::move(lengths);
