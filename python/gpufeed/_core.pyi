@@ -142,6 +142,22 @@ class CachePolicy(_TextEnum):
     CHECKPOINT: CachePolicy  # "checkpoint"
     def __init__(self, name: Union[str, int]) -> None: ...
 
+# FieldType("x") takes numpy's names ("int32", "float16", ...).
+class FieldType(_TextEnum):
+    BOOL: FieldType
+    INT8: FieldType
+    UINT8: FieldType
+    INT16: FieldType
+    UINT16: FieldType
+    INT32: FieldType
+    UINT32: FieldType
+    INT64: FieldType
+    UINT64: FieldType
+    FLOAT16: FieldType
+    FLOAT32: FieldType
+    FLOAT64: FieldType
+    def __init__(self, name: Union[str, int]) -> None: ...
+
 # The option structs of include/gpufeed/options.h and loader.h, field for
 # field; nested structs are views into their parent. copy.copy copies.
 class ImageTransformOptions:
@@ -254,12 +270,31 @@ class WebDatasetOptions:
     def __init__(self) -> None: ...
     def __copy__(self) -> WebDatasetOptions: ...
 
+class RecordSchema:
+    label: FieldType
+    dense: FieldType
+    dense_count: int
+    sparse: FieldType
+    sparse_count: int
+    @property
+    def record_bytes(self) -> int: ...
+    def __init__(self) -> None: ...
+    def __copy__(self) -> RecordSchema: ...
+
+class TabularDatasetOptions:
+    record_schema: RecordSchema
+    block_bytes: int
+    index_dir: str
+    def __init__(self) -> None: ...
+    def __copy__(self) -> TabularDatasetOptions: ...
+
 class DatasetOptions:
     format: str  # one of format_names()
     allow_external_paths: bool
     cache: CacheOptions
     tokens: TokenCorpusOptions
     webdataset: WebDatasetOptions
+    tabular: TabularDatasetOptions
     def __init__(self) -> None: ...
     def __copy__(self) -> DatasetOptions: ...
 
