@@ -11,6 +11,7 @@ const FormatEntry& RecordIOFormat();     // recordio_format.cc
 const FormatEntry& CaffeLmdbFormat();    // lmdb_format.cc
 const FormatEntry& LmdbFormat();         // lmdb_format.cc
 const FormatEntry& WebDatasetFormat();   // webdataset_format.cc
+const FormatEntry& CriteoNpyFormat();    // criteo_npy_format.cc
 const FormatEntry& ImageFolderFormat();  // imagefolder_format.cc
 const FormatEntry& MegatronFormat();     // token_format.cc
 const FormatEntry& LlmcFormat();         // token_format.cc
@@ -25,6 +26,7 @@ const std::vector<const FormatEntry*>& RegisteredFormats() {
   // Never destroyed: a thread still opening a dataset at exit reads it.
   static const std::vector<const FormatEntry*>& formats = *new std::vector<const FormatEntry*>{
       &RecordIOFormat(),    &CaffeLmdbFormat(), &LmdbFormat(), &WebDatasetFormat(),
+      &CriteoNpyFormat(),  // .npy triplets: after the shard formats, before ImageFolder
       &ImageFolderFormat(), &MegatronFormat(),  &LlmcFormat(), &TokensFormat(),
       &RecordsFormat(),  // never claims under auto: raw records have no signature
   };
