@@ -22,6 +22,7 @@
 #include "gpufeed/status.h"
 #include "storage/store.h"
 #include "util/file.h"
+#include "util/path.h"
 
 namespace gpufeed {
 
@@ -34,9 +35,6 @@ constexpr int kCriteoMembers = 3;
 // "_dense.npy", "_sparse.npy", "_labels.npy", by CriteoMember.
 extern const char* const kCriteoSuffixes[kCriteoMembers];
 
-// "day_2" < "day_10": runs of digits compare by their value (then by their
-// leading zeros), everything else byte by byte. A strict weak order.
-bool NaturalLess(const std::string& a, const std::string& b);
 
 // A stem of a directory's triplet files and which members it has.
 struct CriteoStem {

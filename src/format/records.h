@@ -16,6 +16,7 @@
 #include "gpufeed/dataset.h"
 #include "gpufeed/status.h"
 #include "storage/store.h"
+#include "util/path.h"
 
 namespace gpufeed {
 
@@ -29,9 +30,6 @@ Status CheckRecordSchema(const RecordSchema& schema);
 // "int32 label, 13 x int32 dense, 26 x int32 sparse = 160 bytes".
 std::string DescribeRecordSchema(const RecordSchema& schema);
 
-// Natural order: runs of digits compare as numbers ("day_2" < "day_10"),
-// everything else byte by byte; names equal that way compare bytewise.
-bool NaturalLess(const std::string& a, const std::string& b);
 
 // True for a directory entry that is no records file: hidden (".name"), or
 // named *.json (gpufeed.json, metadata), *.idx, *.md or *.txt.

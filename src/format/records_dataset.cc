@@ -71,16 +71,6 @@ Status CheckFileSize(const StoreFile& file, const RecordsFileSpec& spec,
   return Status::OK();
 }
 
-// The digits run starting at a[i]: its end, and its value's significant
-// digits (leading zeros skipped).
-size_t DigitRun(const std::string& s, size_t i, size_t* significant) {
-  size_t end = i;
-  while (end < s.size() && std::isdigit(static_cast<unsigned char>(s[end]))) ++end;
-  size_t first = i;
-  while (first + 1 < end && s[first] == '0') ++first;
-  *significant = first;
-  return end;
-}
 
 }  // namespace
 
@@ -104,30 +94,6 @@ std::string DescribeRecordSchema(const RecordSchema& schema) {
          " sparse = " + std::to_string(schema.record_bytes()) + " bytes";
 }
 
-bool NaturalLess(const std::string& a, const std::string& b) {
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    const bool a_digit = std::isdigit(static_cast<unsigned char>(a[i])) != 0;
-    const bool b_digit = std::isdigit(static_cast<unsigned char>(b[j])) != 0;
-    if (a_digit && b_digit) {
-      size_t a_first = 0, b_first = 0;
-      const size_t a_end = DigitRun(a, i, &a_first);
-      const size_t b_end = DigitRun(b, j, &b_first);
-      const size_t a_length = a_end - a_first, b_length = b_end - b_first;
-      if (a_length != b_length) return a_length < b_length;
-      const int order = a.compare(a_first, a_length, b, b_first, b_length);
-      if (order != 0) return order < 0;
-      i = a_end;
-      j = b_end;
-      continue;
-    }
-    if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
-    ++i;
-    ++j;
-  }
-  if ((i < a.size()) != (j < b.size())) return j < b.size();
-  return a < b;  // equal as numbers ("07" and "7"): bytewise
-}
 
 bool IsSkippedRecordsName(const std::string& name) {
   return name.empty() || name[0] == '.' || EndsWith(name, ".json") || EndsWith(name, ".idx") ||
