@@ -32,12 +32,10 @@ bool NpyFieldType(const NpyHeader& header, FieldType* type) {
     FieldType type;
   };
   static const Mapping kMappings[] = {
-      {'b', 1, FieldType::kBool},    {'i', 1, FieldType::kInt8},
-      {'u', 1, FieldType::kUint8},   {'i', 2, FieldType::kInt16},
-      {'u', 2, FieldType::kUint16},  {'i', 4, FieldType::kInt32},
-      {'u', 4, FieldType::kUint32},  {'i', 8, FieldType::kInt64},
-      {'u', 8, FieldType::kUint64},  {'f', 2, FieldType::kFloat16},
-      {'f', 4, FieldType::kFloat32}, {'f', 8, FieldType::kFloat64},
+      {'b', 1, FieldType::kBool},    {'i', 1, FieldType::kInt8},    {'u', 1, FieldType::kUint8},
+      {'i', 2, FieldType::kInt16},   {'u', 2, FieldType::kUint16},  {'i', 4, FieldType::kInt32},
+      {'u', 4, FieldType::kUint32},  {'i', 8, FieldType::kInt64},   {'u', 8, FieldType::kUint64},
+      {'f', 2, FieldType::kFloat16}, {'f', 4, FieldType::kFloat32}, {'f', 8, FieldType::kFloat64},
   };
   for (const Mapping& mapping : kMappings) {
     if (mapping.kind == header.kind && mapping.size == header.item_size) {
@@ -207,9 +205,8 @@ std::vector<CriteoStem> FindCriteoStems(const std::vector<DirectoryEntry>& entri
   }
   std::vector<CriteoStem> sorted;
   for (auto& [name, stem] : stems) sorted.push_back(std::move(stem));
-  std::sort(sorted.begin(), sorted.end(), [](const CriteoStem& a, const CriteoStem& b) {
-    return NaturalLess(a.stem, b.stem);
-  });
+  std::sort(sorted.begin(), sorted.end(),
+            [](const CriteoStem& a, const CriteoStem& b) { return NaturalLess(a.stem, b.stem); });
   return sorted;
 }
 
@@ -246,7 +243,8 @@ Status OpenCriteoNpyDataset(const std::string& directory, const DatasetOptions& 
                                         /*first_only=*/true, &scan));
   if (!scan.problems.empty()) return scan.problems.front();
   if (scan.triplets.empty()) {
-    return Status::NotFound(directory + ": no criteo_npy triplets (<stem>_dense.npy, "
+    return Status::NotFound(directory +
+                            ": no criteo_npy triplets (<stem>_dense.npy, "
                             "<stem>_sparse.npy and <stem>_labels.npy)");
   }
   TabularTable table = BuildTable(scan.triplets);

@@ -229,7 +229,8 @@ void ExpectRefused(const Status& status, bool (Status::*code)() const,
                    const std::vector<std::string>& says) {
   EXPECT_TRUE((status.*code)()) << status.ToString();
   for (const std::string& text : says) {
-    EXPECT_NE(status.message().find(text), std::string::npos) << text << " in " << status.ToString();
+    EXPECT_NE(status.message().find(text), std::string::npos)
+        << text << " in " << status.ToString();
   }
 }
 
