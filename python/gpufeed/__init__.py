@@ -14,7 +14,8 @@ from ._errors import (AlreadyExistsError, CancelledError, CorruptRecordError, Er
                       PermissionDeniedError, StorageIOError)
 from ._core import build_info as _build_info
 from .dataset import FORMATS, Dataset, Record, open_dataset
-from .loader import DataLoader, ImageTransform, LoaderStats, RawTransform, TokenWindows
+from .loader import (DataLoader, ImageTransform, LoaderStats, RawTransform, Tabular,
+                     TokenWindows)
 from .pack import PackSummary, pack, parse_size
 from .tabular import RecordSchema, TabularOptions
 from .tokens import TokenOptions
@@ -91,6 +92,7 @@ __all__ = [
     "ImageTransform",
     "RawTransform",
     "TokenWindows",
+    "Tabular",
     "LoaderStats",
     "WebDatasetOptions",
     "TokenOptions",

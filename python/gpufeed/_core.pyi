@@ -68,6 +68,7 @@ class TransformKind(_TextEnum):
     IMAGE: TransformKind  # "image"
     RAW: TransformKind  # "raw"
     TOKEN_WINDOWS: TransformKind  # "tokens"
+    TABULAR: TransformKind  # "tabular"
     def __init__(self, name: Union[str, int]) -> None: ...
 
 class LabelType(_TextEnum):
@@ -184,6 +185,13 @@ class RawTransformOptions:
     def __init__(self) -> None: ...
     def __copy__(self) -> RawTransformOptions: ...
 
+class TabularTransformOptions:
+    dense_log1p: bool
+    hash_sizes: List[int]
+    sparse_dtype: TensorDtype
+    def __init__(self) -> None: ...
+    def __copy__(self) -> TabularTransformOptions: ...
+
 class TokenWindowOptions:
     seq_len: int
     dtype: TensorDtype
@@ -227,6 +235,7 @@ class LoaderOptions:
     image: ImageTransformOptions
     raw: RawTransformOptions
     tokens: TokenWindowOptions
+    tabular: TabularTransformOptions
     label_count: int
     label_lengths: bool
     label_pad: float
@@ -466,6 +475,8 @@ class Batch:
     def index(self) -> int: ...
     @property
     def label_lengths(self) -> Optional[BatchTensor]: ...
+    @property
+    def extras(self) -> List[BatchTensor]: ...
 
 class Loader:
     # Token windows (options.transform) open the corpus with options.tokens.seq_len.

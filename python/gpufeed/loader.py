@@ -49,10 +49,11 @@ from ._loader_options import (_check_keywords, _check_source, _choose_device, _d
                               _refuse_torch_keywords, _torch)
 from .tabular import RecordSchema, TabularOptions
 from .tokens import TokenOptions
-from .transforms import ImageTransform, RawTransform, TokenWindows
+from .transforms import ImageTransform, RawTransform, Tabular, TokenWindows
 from .webdataset import WebDatasetOptions
 
-__all__ = ["DataLoader", "ImageTransform", "RawTransform", "TokenWindows", "LoaderStats"]
+__all__ = ["DataLoader", "ImageTransform", "RawTransform", "Tabular", "TokenWindows",
+           "LoaderStats"]
 
 
 class LoaderStats(dict):
@@ -107,7 +108,7 @@ class DataLoader:
 
     def __init__(self, source, batch_size: int = 1, shuffle: Union[bool, str] = True,
                  seed: Optional[int] = None, drop_last: bool = False,
-                 transform: Union[ImageTransform, RawTransform, TokenWindows, None] = None,
+                 transform: Union[ImageTransform, RawTransform, TokenWindows, Tabular, None] = None,
                  device: str = "cpu", num_threads: Optional[int] = None,
                  prefetch: Optional[int] = None,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
@@ -188,7 +189,11 @@ class DataLoader:
             batch = self._native.next(self.timeout)
             if batch is None:
                 return
-            if batch.label_lengths is None:
+            if batch.extras:
+                # Tabular rows: (dense, sparse, labels).
+                yield (self._convert(batch.data), self._convert(batch.extras[0]),
+                       self._convert(batch.labels))
+            elif batch.label_lengths is None:
                 yield self._convert(batch.data), self._convert(batch.labels)
             else:
                 yield (self._convert(batch.data), self._convert(batch.labels),

@@ -44,6 +44,7 @@ constexpr EnumName<TransformKind> kTransformKinds[] = {
     {TransformKind::kImage, "IMAGE", "image"},
     {TransformKind::kRaw, "RAW", "raw"},
     {TransformKind::kTokenWindows, "TOKEN_WINDOWS", "tokens"},
+    {TransformKind::kTabular, "TABULAR", "tabular"},
 };
 constexpr EnumName<LoaderOptions::LabelType> kLabelTypes[] = {
     {LoaderOptions::LabelType::kAuto, "AUTO", "auto"},
