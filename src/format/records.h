@@ -30,7 +30,6 @@ Status CheckRecordSchema(const RecordSchema& schema);
 // "int32 label, 13 x int32 dense, 26 x int32 sparse = 160 bytes".
 std::string DescribeRecordSchema(const RecordSchema& schema);
 
-
 // True for a directory entry that is no records file: hidden (".name"), or
 // named *.json (gpufeed.json, metadata), *.idx, *.md or *.txt.
 bool IsSkippedRecordsName(const std::string& name);
@@ -43,11 +42,11 @@ Status ListRecordsFiles(const std::string& directory, bool allow_external_paths,
 
 // One file of a records dataset, and what a manifest says of it.
 struct RecordsFileSpec {
-  std::string path;              // absolute
-  std::string xxh64;             // from a manifest, or empty
-  uint64_t expected_bytes = 0;   // from a manifest; 0: not recorded
+  std::string path;               // absolute
+  std::string xxh64;              // from a manifest, or empty
+  uint64_t expected_bytes = 0;    // from a manifest; 0: not recorded
   int64_t expected_records = -1;  // from a manifest; -1: not recorded
-  std::string described_by;      // the manifest's path, for errors
+  std::string described_by;       // the manifest's path, for errors
 };
 
 // Opens `files` (in this order) as the records dataset at `path`, with

@@ -1,7 +1,6 @@
 // The records dataset: each file one segment of a TabularTable whose only
 // part is the file itself (stride: the record size, data from byte 0).
 #include <algorithm>
-#include <cctype>
 #include <utility>
 
 #include "format/datasets.h"
@@ -25,8 +24,7 @@ class RecordsDataset : public TabularDatasetBase {
 };
 
 bool IsFloat(FieldType type) {
-  return type == FieldType::kFloat16 || type == FieldType::kFloat32 ||
-         type == FieldType::kFloat64;
+  return type == FieldType::kFloat16 || type == FieldType::kFloat32 || type == FieldType::kFloat64;
 }
 
 // The schema as a TabularSchema of one part: label, dense, sparse packed.
@@ -35,9 +33,9 @@ TabularSchema TableSchema(const RecordSchema& record) {
   schema.text = false;
   schema.label = TabularField{record.label, 1, 0, 0};
   schema.dense = TabularField{record.dense, record.dense_count, 0, FieldTypeSize(record.label)};
-  schema.sparse = TabularField{record.sparse, record.sparse_count, 0,
-                               schema.dense.offset +
-                                   FieldTypeSize(record.dense) * uint64_t{record.dense_count}};
+  schema.sparse = TabularField{
+      record.sparse, record.sparse_count, 0,
+      schema.dense.offset + FieldTypeSize(record.dense) * uint64_t{record.dense_count}};
   return schema;
 }
 
@@ -54,23 +52,21 @@ Status CheckFileSize(const StoreFile& file, const RecordsFileSpec& spec,
                               " bytes (truncated or replaced since it was described?)");
   }
   if (size % record != 0) {
-    return Status::Corruption(
-        file.path() + ": its size, " + std::to_string(size) +
-        " bytes, is not a multiple of the record size " + std::to_string(record) + " (" +
-        DescribeRecordSchema(schema) + "): " + std::to_string(size % record) +
-        " bytes are left after " + std::to_string(size / record) +
-        " records (a truncated file, or another record_schema?)");
+    return Status::Corruption(file.path() + ": its size, " + std::to_string(size) +
+                              " bytes, is not a multiple of the record size " +
+                              std::to_string(record) + " (" + DescribeRecordSchema(schema) +
+                              "): " + std::to_string(size % record) + " bytes are left after " +
+                              std::to_string(size / record) +
+                              " records (a truncated file, or another record_schema?)");
   }
   if (spec.expected_records >= 0 && size / record != static_cast<uint64_t>(spec.expected_records)) {
     return Status::Corruption(file.path() + ": " + std::to_string(size / record) + " records of " +
                               std::to_string(record) + " bytes, but the manifest " +
-                              spec.described_by + " says " +
-                              std::to_string(spec.expected_records) +
+                              spec.described_by + " says " + std::to_string(spec.expected_records) +
                               " (another record_schema than the one it was described with?)");
   }
   return Status::OK();
 }
-
 
 }  // namespace
 
@@ -79,9 +75,8 @@ Status CheckRecordSchema(const RecordSchema& schema) {
                                    {schema.dense, "dense"},
                                    {schema.sparse, "sparse"}}) {
     if (FieldTypeSize(type) == 0) {
-      return Status::InvalidArgument(std::string("record_schema: the ") + what +
-                                     " field type " + std::to_string(static_cast<int>(type)) +
-                                     " is no FieldType");
+      return Status::InvalidArgument(std::string("record_schema: the ") + what + " field type " +
+                                     std::to_string(static_cast<int>(type)) + " is no FieldType");
     }
   }
   return Status::OK();
@@ -93,7 +88,6 @@ std::string DescribeRecordSchema(const RecordSchema& schema) {
          std::to_string(schema.sparse_count) + " x " + FieldTypeName(schema.sparse) +
          " sparse = " + std::to_string(schema.record_bytes()) + " bytes";
 }
-
 
 bool IsSkippedRecordsName(const std::string& name) {
   return name.empty() || name[0] == '.' || EndsWith(name, ".json") || EndsWith(name, ".idx") ||
@@ -109,7 +103,8 @@ Status ListRecordsFiles(const std::string& directory, bool allow_external_paths,
     if (entry.is_regular_file && !IsSkippedRecordsName(entry.name)) names.push_back(entry.name);
   }
   if (names.empty()) {
-    return Status::NotFound(directory + ": no records files (format=\"records\" reads every "
+    return Status::NotFound(directory +
+                            ": no records files (format=\"records\" reads every "
                             "regular file but hidden, *.json, *.idx, *.md and *.txt ones)");
   }
   std::sort(names.begin(), names.end(), NaturalLess);

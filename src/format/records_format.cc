@@ -55,10 +55,9 @@ Status SpecsFromManifest(const std::string& manifest_path, const Manifest& manif
 Status OpenManifest(const std::string& manifest_path, const Manifest& manifest,
                     const OpenRequest& request, std::unique_ptr<Dataset>* dataset) {
   std::vector<RecordsFileSpec> specs;
-  GPUFEED_RETURN_IF_ERROR(SpecsFromManifest(manifest_path, manifest,
-                                            request.options.allow_external_paths, &specs));
-  return OpenRecordsDataset(Dirname(manifest_path), specs, request.options, request.store,
-                            dataset);
+  GPUFEED_RETURN_IF_ERROR(
+      SpecsFromManifest(manifest_path, manifest, request.options.allow_external_paths, &specs));
+  return OpenRecordsDataset(Dirname(manifest_path), specs, request.options, request.store, dataset);
 }
 
 // Opening checks every file's size (a record's framing is its size); the
