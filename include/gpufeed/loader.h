@@ -193,6 +193,9 @@ struct GPUFEED_EXPORT LoaderStats {
   double other_seconds = 0;       // the rest: locks, bookkeeping, a sample in progress
   double consumer_wait_seconds = 0;  // Next() waiting for a batch
   double mean_ready_batches = 0;     // batches ready when Next() was called
+  // What the workers make of a sample: "image", "raw", "tokens" or
+  // "tabular" (the verdict names the work and its remedies by it).
+  std::string sample_kind;
   // The read engine, when the loader uses one ("" otherwise).
   std::string io_backend;
   uint64_t io_requests = 0;

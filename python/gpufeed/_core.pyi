@@ -415,6 +415,7 @@ class LoaderStats:
     consumer_wait_seconds: float
     mean_ready_batches: float
     io_backend: str
+    sample_kind: str
     io_requests: int
     io_bytes: int
     io_queue_depth: int

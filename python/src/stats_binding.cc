@@ -33,6 +33,7 @@ void BindPipelineFigures(Stats& bound) {
       .def_readonly("consumer_wait_seconds", &LoaderStats::consumer_wait_seconds)
       .def_readonly("mean_ready_batches", &LoaderStats::mean_ready_batches);
   DefText(bound, "io_backend", &LoaderStats::io_backend);
+  DefText(bound, "sample_kind", &LoaderStats::sample_kind);
   bound.def_readonly("io_requests", &LoaderStats::io_requests)
       .def_readonly("io_bytes", &LoaderStats::io_bytes)
       .def_readonly("io_queue_depth", &LoaderStats::io_queue_depth)

@@ -52,6 +52,9 @@ struct StageStats {
   double ready_sum = 0;           // ready batches at each NextFor, summed
   uint64_t ready_count = 0;
   std::string io_backend;
+  // What the workers make of a sample (SampleKind::name): "image", "raw",
+  // "tokens", "tabular".
+  std::string sample_kind;
   uint64_t io_requests = 0;
   double io_mean_inflight = 0;
   uint64_t io_bytes = 0;

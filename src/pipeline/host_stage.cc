@@ -170,6 +170,7 @@ void HostStage::AddStats(StageStats* stats) const {
 
 void HostStage::FillStatsLocked(StageStats* stats) const {
   stats_.Fill(threads_, stats);
+  stats->sample_kind = setup_.kind->name();
   if (read_ahead_) read_ahead_->AddStats(stats);
 }
 

@@ -14,6 +14,8 @@ class ImageSamples final : public SampleKind {
  public:
   explicit ImageSamples(const LoaderOptions& options) : SampleKind(options) {}
 
+  const char* name() const override { return "image"; }
+
   Status Validate() const override {
     const ImageTransformOptions& image = options_.image;
     if (image.dtype == TensorDtype::kInt32 || image.dtype == TensorDtype::kInt64) {

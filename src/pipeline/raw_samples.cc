@@ -13,6 +13,8 @@ class RawSamples final : public SampleKind {
  public:
   explicit RawSamples(const LoaderOptions& options) : SampleKind(options) {}
 
+  const char* name() const override { return "raw"; }
+
   Status Validate() const override {
     if (options_.raw.length <= 0) {
       return Status::InvalidArgument("a raw transform needs a positive length");

@@ -132,6 +132,8 @@ class SampleKind {
  public:
   virtual ~SampleKind() = default;
 
+  // "image", "raw", "tokens", "tabular" (LoaderStats::sample_kind).
+  virtual const char* name() const = 0;
   // InvalidArgument for options this kind cannot honour (Loader::Open).
   virtual Status Validate() const = 0;
   // The dataset the loader reads for this kind, made from the one the

@@ -47,6 +47,7 @@ LoaderStats StatsBetween(const StatsPoint& from, const StatsPoint& to, StatsSpan
   uint64_t ready_count = Delta(b.ready_count, a.ready_count);
   stats.mean_ready_batches = ready_count ? Delta(b.ready_sum, a.ready_sum) / ready_count : 0;
   stats.io_backend = b.io_backend;
+  stats.sample_kind = b.sample_kind;
   stats.io_requests = Delta(b.io_requests, a.io_requests);
   stats.io_bytes = Delta(b.io_bytes, a.io_bytes);
   stats.io_queue_depth = b.io_queue_depth;

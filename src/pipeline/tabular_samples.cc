@@ -38,6 +38,8 @@ class TabularSamples final : public SampleKind {
  public:
   explicit TabularSamples(const LoaderOptions& options) : SampleKind(options) {}
 
+  const char* name() const override { return "tabular"; }
+
   Status Validate() const override {
     // The column count is checked again by Prepare, against the dataset's.
     return TabularConvert::Check(

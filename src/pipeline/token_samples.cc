@@ -25,6 +25,8 @@ class TokenSamples final : public SampleKind {
  public:
   explicit TokenSamples(const LoaderOptions& options) : SampleKind(options) {}
 
+  const char* name() const override { return "tokens"; }
+
   Status Validate() const override {
     const TokenWindowOptions& tokens = options_.tokens;
     if (tokens.seq_len == 0 ||

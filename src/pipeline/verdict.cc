@@ -146,13 +146,43 @@ void JudgeBottleneck(LoaderStats* stats) {
   s.verdict = VerdictSentence(s);
 }
 
+namespace {
+
+// How the verdict names the workers' work and its remedies, by sample kind:
+// tabular rows are parsed and converted, not decoded, and take other advice.
+struct Words {
+  const char* work;
+  const char* cpu_advice;
+  const char* copy_advice;
+  const char* read_advice;
+};
+
+Words WordsFor(const std::string& sample_kind) {
+  if (sample_kind == "tabular") {
+    return {"parse",
+            "use more CPUs; sparse_dtype=\"int32\" halves the ids written, and a binary copy "
+            "(records or .npy) of a TSV dataset parses far faster than its text",
+            "sparse_dtype=\"int32\" halves the ids copied",
+            "shuffle=\"block\" (large sequential block reads; per-row reads under a global "
+            "shuffle wait for every row), direct_io, a larger block_bytes, or the node cache on "
+            "local NVMe"};
+  }
+  return {"decode",
+          "output uint8 and normalize on the GPU, lower the output size, or use more CPUs",
+          "ship uint8 and normalize on the GPU (normalize_on_device), lower the output size",
+          "the node cache on local NVMe or packing small files into shards"};
+}
+
+}  // namespace
+
 std::string VerdictSentence(const LoaderStats& s) {
   const double wait = Percent(s.consumer_wait_share);
   const double gain = Percent(s.expected_gain);
+  const Words words = WordsFor(s.sample_kind);
   const std::string workers =
-      Format("workers: read %.0f%%, decode %.0f%% (on a CPU %.0f%%, waiting for one %.0f%%), "
+      Format("workers: read %.0f%%, %s %.0f%% (on a CPU %.0f%%, waiting for one %.0f%%), "
              "blocked %.0f%%, other %.0f%%",
-             Percent(s.read_share), Percent(s.decode_share), Percent(s.decode_cpu_share),
+             Percent(s.read_share), words.work, Percent(s.decode_share), Percent(s.decode_cpu_share),
              Percent(s.cpu_wait_share), Percent(s.blocked_share), Percent(s.other_share));
   switch (s.bottleneck) {
     case Bottleneck::kNone:
@@ -170,26 +200,24 @@ std::string VerdictSentence(const LoaderStats& s) {
     }
     case Bottleneck::kCopy:
       return Format("copy-bound: the host-to-device copy stream was busy %.0f%% of the time, the "
-                    "consumer waited %.0f%%; ship uint8 and normalize on the GPU "
-                    "(normalize_on_device), lower the output size, or check the PCIe link and "
-                    "that the process runs on the GPU's NUMA node",
-                    Percent(s.copy_share), wait);
+                    "consumer waited %.0f%%; %s, or check the PCIe link and that the process "
+                    "runs on the GPU's NUMA node",
+                    Percent(s.copy_share), wait, words.copy_advice);
     case Bottleneck::kDecode: {
-      std::string text = Format("decode-bound: the consumer waited %.0f%%; %s; the process used "
+      std::string text = Format("%s-bound: the consumer waited %.0f%%; %s; the process used "
                                 "%.1f of %d CPUs",
-                                wait, workers.c_str(), s.process_cpu_cores, s.cores);
+                                words.work, wait, workers.c_str(), s.process_cpu_cores, s.cores);
       int extra = ExtraThreads(s);
       if (extra > 0) {
-        text += Format("; %.1f CPUs are idle: %d more decode thread%s (num_threads=%d) would give "
+        text += Format("; %.1f CPUs are idle: %d more %s thread%s (num_threads=%d) would give "
                        "about +%.0f%%",
-                       FreeCores(s), extra, extra == 1 ? "" : "s", s.threads + extra, gain);
+                       FreeCores(s), extra, words.work, extra == 1 ? "" : "s", s.threads + extra,
+                       gain);
       } else if (s.cores > 0 && s.threads > s.cores) {
-        text += Format("; %d threads share %d CPUs, which are saturated: output uint8 and "
-                       "normalize on the GPU, lower the output size, or use more CPUs",
-                       s.threads, s.cores);
+        text += Format("; %d threads share %d CPUs, which are saturated: %s", s.threads, s.cores,
+                       words.cpu_advice);
       } else {
-        text += "; the CPUs are saturated: output uint8 and normalize on the GPU, lower the "
-                "output size, or use more CPUs";
+        text += Format("; the CPUs are saturated: %s", words.cpu_advice);
       }
       return text + Others(s);
     }
@@ -203,18 +231,16 @@ std::string VerdictSentence(const LoaderStats& s) {
                     Percent(s.cpu_wait_share), s.external_cpu_cores, s.cores,
                     Percent(s.steal_share), wait, gain);
     case Bottleneck::kRead: {
-      std::string text = Format("read-bound: the consumer waited %.0f%%; %s; decode is not "
+      std::string text = Format("read-bound: the consumer waited %.0f%%; %s; %s is not "
                                 "saturated; %s",
-                                wait, workers.c_str(), Storage(s).c_str());
+                                wait, workers.c_str(), words.work, Storage(s).c_str());
       bool device_saturated = s.disk_util >= 0.9 ||
                               (s.io_queue_depth > 0 && s.io_mean_inflight >= 0.8 * s.io_queue_depth);
       if (!device_saturated && s.io_queue_depth > 0 &&
           s.io_mean_inflight < 0.5 * s.io_queue_depth && s.disk_util >= 0 && s.disk_util < 0.6) {
         text += "; the device has room: more reads in flight (prefetch) may help";
       }
-      text += Format("; the node cache on local NVMe or packing small files into shards would "
-                     "remove the read waits: about +%.0f%%",
-                     gain);
+      text += Format("; %s would remove the read waits: about +%.0f%%", words.read_advice, gain);
       return text + Others(s);
     }
   }
