@@ -68,8 +68,9 @@ void HostStage::WriteWholePart(const RunPart& part, WorkerRun* run) {
     size_t written = 0;
     Status status;
     try {
-      status = writer_.WriteRun(&samples_[task], part.count - done, *part.slot,
-                                task % options_.batch_size, &written, &run->figures);
+      const size_t count = part.count - done;
+      status = writer_.WriteRun(&samples_[task], count, samples_.size() - task - count,
+                                *part.slot, task % options_.batch_size, &written, &run->figures);
     } catch (const std::exception& e) {
       status = Status::Internal("samples " + std::to_string(samples_[task]) + " and on: " +
                                 e.what());

@@ -48,7 +48,7 @@ std::vector<Tensor> ExtraTensors(const BatchLayout& layout, uint32_t batch_size,
   return tensors;
 }
 
-Status SampleKind::WriteRun(const DatasetBase&, const uint64_t*, size_t, const BatchLayout&,
+Status SampleKind::WriteRun(const DatasetBase&, const uint64_t*, size_t, size_t, const BatchLayout&,
                             const RunRows&, size_t* written, RunFigures*) const {
   *written = 0;
   return Status::Internal("this sample kind does not write whole runs");

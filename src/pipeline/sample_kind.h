@@ -175,12 +175,14 @@ class SampleKind {
                               const BatchLayout& layout, const SampleRow& row, bool* handled,
                               uint64_t* bytes) const;
   // WorkSchedule::whole_runs: writes samples[0, count) into consecutive
-  // rows from `first` (their reads included). On a sample it cannot write,
+  // rows from `first` (their reads included); samples[count, count + ahead)
+  // come next in this rank's order (what a kind may read ahead). On a
+  // sample it cannot write,
   // returns its error naming it with *written the samples before it that
   // were written (the caller substitutes or fails it, then calls again
   // from the next one); else *written == count. Runs on many workers at once.
   virtual Status WriteRun(const DatasetBase& dataset, const uint64_t* samples, size_t count,
-                          const BatchLayout& layout, const RunRows& first, size_t* written,
+                          size_t ahead, const BatchLayout& layout, const RunRows& first, size_t* written,
                           RunFigures* figures) const;
 
  protected:

@@ -34,11 +34,11 @@ SampleRow SampleWriter::RowOf(Slot& slot, size_t position) const {
   return row;
 }
 
-Status SampleWriter::WriteRun(const uint64_t* samples, size_t count, Slot& slot, size_t position,
-                              size_t* written, WorkFigures* figures) const {
+Status SampleWriter::WriteRun(const uint64_t* samples, size_t count, size_t ahead, Slot& slot,
+                              size_t position, size_t* written, WorkFigures* figures) const {
   RunFigures run;
-  Status status =
-      kind_->WriteRun(dataset_, samples, count, layout_, RowOf(slot, position), written, &run);
+  Status status = kind_->WriteRun(dataset_, samples, count, ahead, layout_, RowOf(slot, position),
+                                  written, &run);
   figures->read += run.read_seconds;
   figures->bytes += run.bytes;
   return status;

@@ -38,8 +38,8 @@ class SampleWriter {
                size_t position, Scratch* scratch, WorkFigures* figures) const;
   // WorkSchedule::whole_runs: samples[0, count) into rows from `position`
   // on (SampleKind::WriteRun), the reads' time and bytes added to *figures.
-  Status WriteRun(const uint64_t* samples, size_t count, Slot& slot, size_t position,
-                  size_t* written, WorkFigures* figures) const;
+  Status WriteRun(const uint64_t* samples, size_t count, size_t ahead, Slot& slot,
+                  size_t position, size_t* written, WorkFigures* figures) const;
 
   // Sample `position`'s row of `slot`.
   SampleRow RowOf(Slot& slot, size_t position) const;

@@ -10,6 +10,10 @@ namespace gpufeed {
 
 namespace {
 
+// Read-ahead threads: each keeps one block read in flight (blocks are
+// megabytes: two in flight keep a disk or a parallel filesystem streaming).
+constexpr int kPrefetchThreads = 2;
+
 // The largest block of `rows` in bytes (text blocks vary with their lines).
 uint64_t LargestBlockBytes(const TabularRows& rows) {
   const TabularTable& table = rows.table();
@@ -35,7 +39,7 @@ Status TabularReader::Create(const TabularRows* rows, const IoOptions& io, size_
   // the cache can free.
   const uint64_t block = LargestBlockBytes(*rows) + 3 * (64u << 10);
   options.inflight_bytes =
-      std::max<size_t>(options.inflight_bytes, block * (made->capacity_ + holders + 1));
+      std::max<size_t>(options.inflight_bytes, block * (made->capacity_ + holders + 1 + kPrefetchThreads));
   GPUFEED_RETURN_IF_ERROR(ReadEngine::Create(options, &made->engine_));
   *reader = std::move(made);
   return Status::OK();
@@ -45,6 +49,12 @@ TabularReader::TabularReader(const TabularRows* rows, size_t capacity)
     : rows_(rows), capacity_(capacity) {}
 
 TabularReader::~TabularReader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  queued_changed_.notify_all();
+  for (std::thread& thread : prefetchers_) thread.join();
   // Blocks first (their buffers belong to the engine's pool), then the engine.
   cache_.clear();
   engine_.reset();
@@ -61,7 +71,12 @@ Status TabularReader::Get(size_t block, std::shared_ptr<const TabularBlockBytes>
       *bytes = found->second.bytes;
       return found->second.status;
     }
-    // Another worker reads it: wait (the entry may be evicted before this
+    auto queued = std::find(queued_.begin(), queued_.end(), block);
+    if (queued != queued_.end()) {
+      queued_.erase(queued);  // read ahead but not started: this worker reads it now
+      break;
+    }
+    // Another thread reads it: wait (the entry may be evicted before this
     // worker wakes; it then looks again).
     const auto started = Clock::now();
     loaded_.wait(lock, [&] {
@@ -70,32 +85,88 @@ Status TabularReader::Get(size_t block, std::shared_ptr<const TabularBlockBytes>
     });
     *read_seconds += Seconds(Clock::now() - started);
   }
+  Status status;
+  Load(block, lock, read_seconds, bytes, &status);
+  return status;
+}
+
+void TabularReader::Load(size_t block, std::unique_lock<std::mutex>& lock, double* read_seconds,
+                         std::shared_ptr<const TabularBlockBytes>* bytes, Status* status) {
   lock.unlock();
   const auto started = Clock::now();
   std::shared_ptr<TabularBlockBytes> read;
-  Status status = Read(block, &read);
+  *status = Read(block, &read);
   *read_seconds += Seconds(Clock::now() - started);
   lock.lock();
   // A failed read stays cached as its error: the block's bytes are bad, and
   // every sample of it reports that (or is skipped) without reading again.
   Entry& entry = cache_.at(block);
   entry.loading = false;
-  entry.status = status;
+  entry.status = *status;
   entry.bytes = read;
   *bytes = std::move(read);
-  // Over capacity: the least recently used blocks not loading go.
+  EvictLocked(block);
+  loaded_.notify_all();
+}
+
+// Over capacity: the least recently used blocks not loading go (never `keep`).
+void TabularReader::EvictLocked(size_t keep) {
   while (cache_.size() > capacity_) {
     auto oldest = cache_.end();
     for (auto it = cache_.begin(); it != cache_.end(); ++it) {
-      if (it->second.loading || it->first == block) continue;
+      if (it->second.loading || it->first == keep) continue;
       if (oldest == cache_.end() || it->second.used < oldest->second.used) oldest = it;
     }
-    if (oldest == cache_.end()) break;
+    if (oldest == cache_.end()) return;
     cache_.erase(oldest);
   }
-  lock.unlock();
-  loaded_.notify_all();
-  return status;
+}
+
+void TabularReader::Prefetch(const uint64_t* samples, size_t count) {
+  const std::vector<TabularBlock>& blocks = rows_->blocks();
+  const size_t limit = std::max<size_t>(1, capacity_ / 2);
+  std::vector<size_t> wanted;
+  size_t last = SIZE_MAX;
+  // Rows of a window come from its few blocks in random order: a stride of
+  // a small part of a block still finds each of them.
+  const size_t stride = std::max<uint64_t>(1, blocks.empty() ? 1 : blocks[0].rows / 64);
+  for (size_t i = 0; i < count && wanted.size() < limit; i += stride) {
+    if (last != SIZE_MAX && samples[i] >= blocks[last].first_row &&
+        samples[i] < blocks[last].first_row + blocks[last].rows) {
+      continue;
+    }
+    last = rows_->BlockOf(samples[i]);
+    if (std::find(wanted.begin(), wanted.end(), last) == wanted.end()) wanted.push_back(last);
+  }
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t block : wanted) {
+      auto [found, added] = cache_.try_emplace(block);
+      found->second.used = ++tick_;
+      if (!added) continue;
+      queued_.push_back(block);
+      queued = true;
+    }
+    if (queued && prefetchers_.empty()) {
+      for (int i = 0; i < kPrefetchThreads; ++i) prefetchers_.emplace_back([this] { PrefetchLoop(); });
+    }
+  }
+  if (queued) queued_changed_.notify_all();
+}
+
+void TabularReader::PrefetchLoop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    queued_changed_.wait(lock, [&] { return stopping_ || !queued_.empty(); });
+    if (stopping_) return;
+    const size_t block = queued_.front();
+    queued_.pop_front();
+    double seconds = 0;
+    std::shared_ptr<const TabularBlockBytes> bytes;
+    Status status;
+    Load(block, lock, &seconds, &bytes, &status);
+  }
 }
 
 Status TabularReader::EngineFile(size_t file, uint64_t offset, uint64_t length, FileId* id) {

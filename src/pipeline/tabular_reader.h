@@ -16,9 +16,11 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -48,12 +50,22 @@ class TabularReader {
   // *read_seconds). IOError/Corruption naming the file and byte offset.
   Status Get(size_t block, std::shared_ptr<const TabularBlockBytes>* bytes,
              double* read_seconds);
+  // The blocks the coming samples lie in (up to half the cache, in order of
+  // first use) are read ahead by the reader's own threads, so that the disk
+  // reads the next blocks while the workers convert these. Scans
+  // samples[0, count) at a stride; returns at once.
+  void Prefetch(const uint64_t* samples, size_t count);
 
   IoStats io_stats() const { return engine_->stats(); }
 
  private:
   TabularReader(const TabularRows* rows, size_t capacity);
   Status Read(size_t block, std::shared_ptr<TabularBlockBytes>* bytes);
+  // Reads a block taken as loading (its entry exists) and files the result.
+  void Load(size_t block, std::unique_lock<std::mutex>& lock, double* read_seconds,
+            std::shared_ptr<const TabularBlockBytes>* bytes, Status* status);
+  void EvictLocked(size_t keep);
+  void PrefetchLoop();  // a read-ahead thread
   Status EngineFile(size_t file, uint64_t offset, uint64_t length, FileId* id);
 
   const TabularRows* const rows_;
@@ -70,6 +82,10 @@ class TabularReader {
   };
   std::unordered_map<size_t, Entry> cache_;
   uint64_t tick_ = 0;
+  std::deque<size_t> queued_;  // blocks taken as loading, for the read-ahead threads
+  std::condition_variable queued_changed_;
+  bool stopping_ = false;
+  std::vector<std::thread> prefetchers_;
 
   // The engine's handles on the files' descriptors, keyed by the store's
   // holder of each (a source file or a node-cache copy), kept while the

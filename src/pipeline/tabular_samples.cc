@@ -62,7 +62,7 @@ class TabularSamples final : public SampleKind {
   Status Write(uint64_t sample, uint64_t, const Record& record, const BatchLayout& layout,
                const SampleRow& row, SampleScratch*) const override;
   Status WriteRun(const DatasetBase& dataset, const uint64_t* samples, size_t count,
-                  const BatchLayout& layout, const RunRows& first, size_t* written,
+                  size_t ahead, const BatchLayout& layout, const RunRows& first, size_t* written,
                   RunFigures* figures) const override;
 
  private:
@@ -95,6 +95,7 @@ class TabularSamples final : public SampleKind {
   const TabularDatasetBase* dataset_ = nullptr;
   std::unique_ptr<TabularConvert> convert_;
   std::unique_ptr<TabularReader> reader_;  // block reads (shuffle block or none)
+  size_t lookahead_rows_ = 0;               // samples after a run whose blocks are read ahead
 };
 
 Status TabularSamples::Prepare(std::shared_ptr<const Dataset> opened,
@@ -119,6 +120,9 @@ Status TabularSamples::Prepare(std::shared_ptr<const Dataset> opened,
     const size_t capacity = 2 * window + static_cast<size_t>(threads) + 2;
     GPUFEED_RETURN_IF_ERROR(TabularReader::Create(
         rows_, options_.io, capacity, static_cast<size_t>(threads) * (window + 2), &reader_));
+    // About one window of blocks beyond the run.
+    const uint64_t block_rows = rows_->blocks().empty() ? 0 : rows_->blocks()[0].rows;
+    lookahead_rows_ = static_cast<size_t>(block_rows * (window + 1));
   }
   *prepared = std::move(opened);
   return Status::OK();
@@ -214,9 +218,13 @@ Status TabularSamples::Write(uint64_t sample, uint64_t, const Record& record, co
 }
 
 Status TabularSamples::WriteRun(const DatasetBase& dataset, const uint64_t* samples, size_t count,
-                                const BatchLayout& layout, const RunRows& first, size_t* written,
-                                RunFigures* figures) const {
-  if (reader_) return WriteBlocks(samples, count, layout, first, written, figures);
+                                size_t ahead, const BatchLayout& layout, const RunRows& first,
+                                size_t* written, RunFigures* figures) const {
+  if (reader_) {
+    // The blocks of this run and of the next window or so are read ahead.
+    reader_->Prefetch(samples, count + std::min<size_t>(ahead, lookahead_rows_));
+    return WriteBlocks(samples, count, layout, first, written, figures);
+  }
   return WriteSingles(dataset, samples, count, layout, first, written, figures);
 }
 
