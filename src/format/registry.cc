@@ -15,6 +15,7 @@ const FormatEntry& ImageFolderFormat();  // imagefolder_format.cc
 const FormatEntry& MegatronFormat();     // token_format.cc
 const FormatEntry& LlmcFormat();         // token_format.cc
 const FormatEntry& TokensFormat();       // token_format.cc
+const FormatEntry& CriteoTsvFormat();    // criteo_tsv_format.cc
 
 const std::vector<const FormatEntry*>& RegisteredFormats() {
   // The order format=auto tries them in: on a directory, RecordIO shards
@@ -25,6 +26,7 @@ const std::vector<const FormatEntry*>& RegisteredFormats() {
   static const std::vector<const FormatEntry*>& formats = *new std::vector<const FormatEntry*>{
       &RecordIOFormat(),    &CaffeLmdbFormat(), &LmdbFormat(), &WebDatasetFormat(),
       &ImageFolderFormat(), &MegatronFormat(),  &LlmcFormat(), &TokensFormat(),
+      &CriteoTsvFormat(),
   };
   return formats;
 }
