@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "format/registry.h"
 #include "format/tabular.h"
 #include "gpufeed/writer.h"
 #include "test_util.h"
@@ -271,6 +272,15 @@ TEST_F(CriteoTsvTest, DirectoryOfFilesInNaturalOrder) {
   ASSERT_TRUE(Open(data, &dataset).ok());
   EXPECT_EQ(dataset->shards().size(), 3u);
   ExpectRows(*dataset, lines);
+  // A cache warm copies the TSV files, in order (their indexes are not sources).
+  std::vector<WarmSource> sources;
+  ASSERT_TRUE(FindFormat(kCriteoTsvFormat)->warm_sources(*dataset, &sources).ok());
+  ASSERT_EQ(sources.size(), 3u);
+  for (size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ(sources[i].source.path, JoinPath(data, order[i]));
+    EXPECT_EQ(sources[i].source.size, ReadBytes(JoinPath(data, order[i])).size());
+    EXPECT_TRUE(sources[i].counts_as_shard);
+  }
   // Not detected: text is read only when asked for.
   EXPECT_FALSE(Dataset::Open(JoinPath(data, "day_1"), {}, &dataset).ok());
   // A compressed day is refused, naming it.
