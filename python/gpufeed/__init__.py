@@ -14,8 +14,10 @@ from ._errors import (AlreadyExistsError, CancelledError, CorruptRecordError, Er
                       PermissionDeniedError, StorageIOError)
 from ._core import build_info as _build_info
 from .dataset import FORMATS, Dataset, Record, open_dataset
-from .loader import DataLoader, ImageTransform, LoaderStats, RawTransform, TokenWindows
+from .loader import (DataLoader, ImageTransform, LoaderStats, RawTransform, Tabular,
+                     TokenWindows)
 from .pack import PackSummary, pack, parse_size
+from .tabular import RecordSchema, TabularOptions
 from .tokens import TokenOptions
 from .webdataset import WebDatasetOptions
 from . import cache  # gpufeed.cache: the node-local cache (stat, clear, warm, checkpoints)
@@ -29,20 +31,25 @@ def build_info() -> dict:
 
 
 def verify(path, format: str = "auto", allow_external_paths: bool = False, image_key=None,
-           label_key=None, label_field=None, token_dtype=None) -> dict:
+           label_key=None, label_field=None, token_dtype=None, record_schema=None) -> dict:
     """Checks the framing of every record and each shard's xxh64 against the
     manifest. Returns a dict with ``problems`` (empty when all is well),
     ``records_checked``, ``shards_checked`` and ``checksums_checked``.
     ``allow_external_paths``, and for WebDataset tars ``image_key``,
     ``label_key``, ``label_field``: see :func:`open_dataset`. Token corpora:
     the header or index, then every token byte read (``records_checked``
-    counts tokens; ``token_dtype`` for headerless files)."""
+    counts tokens; ``token_dtype`` for headerless files). Records
+    (``format="records"``, ``record_schema``): every file's size, and each
+    xxh64 a gpufeed.json records."""
     from . import _core
     from ._native import native_dataset_options, struct_dict
+    from .tabular import tabular_options
     from .webdataset import webdataset_options
     path, tar_options = webdataset_options(path, image_key, label_key, label_field)
+    tabular = tabular_options(format, None, record_schema)
     options = native_dataset_options(format, allow_external_paths, token_dtype=token_dtype,
-                                     webdataset=tar_options)
+                                     webdataset=tar_options,
+                                     tabular=tabular._native() if tabular is not None else None)
     return struct_dict(_core.verify(path, options))
 
 
@@ -85,9 +92,12 @@ __all__ = [
     "ImageTransform",
     "RawTransform",
     "TokenWindows",
+    "Tabular",
     "LoaderStats",
     "WebDatasetOptions",
     "TokenOptions",
+    "RecordSchema",
+    "TabularOptions",
     "Dataset",
     "Record",
     "FORMATS",

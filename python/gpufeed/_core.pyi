@@ -71,6 +71,7 @@ class TransformKind(_TextEnum):
     IMAGE: TransformKind  # "image"
     RAW: TransformKind  # "raw"
     TOKEN_WINDOWS: TransformKind  # "tokens"
+    TABULAR: TransformKind  # "tabular"
     def __init__(self, name: Union[str, int]) -> None: ...
 
 class LabelType(_TextEnum):
@@ -145,6 +146,22 @@ class CachePolicy(_TextEnum):
     CHECKPOINT: CachePolicy  # "checkpoint"
     def __init__(self, name: Union[str, int]) -> None: ...
 
+# FieldType("x") takes numpy's names ("int32", "float16", ...).
+class FieldType(_TextEnum):
+    BOOL: FieldType
+    INT8: FieldType
+    UINT8: FieldType
+    INT16: FieldType
+    UINT16: FieldType
+    INT32: FieldType
+    UINT32: FieldType
+    INT64: FieldType
+    UINT64: FieldType
+    FLOAT16: FieldType
+    FLOAT32: FieldType
+    FLOAT64: FieldType
+    def __init__(self, name: Union[str, int]) -> None: ...
+
 # The option structs of include/gpufeed/options.h and loader.h, field for
 # field; nested structs are views into their parent. copy.copy copies.
 class ImageTransformOptions:
@@ -170,6 +187,13 @@ class RawTransformOptions:
     pad: int
     def __init__(self) -> None: ...
     def __copy__(self) -> RawTransformOptions: ...
+
+class TabularTransformOptions:
+    dense_log1p: bool
+    hash_sizes: List[int]
+    sparse_dtype: TensorDtype
+    def __init__(self) -> None: ...
+    def __copy__(self) -> TabularTransformOptions: ...
 
 class TokenWindowOptions:
     seq_len: int
@@ -214,6 +238,7 @@ class LoaderOptions:
     image: ImageTransformOptions
     raw: RawTransformOptions
     tokens: TokenWindowOptions
+    tabular: TabularTransformOptions
     label_count: int
     label_lengths: bool
     label_pad: float
@@ -257,12 +282,31 @@ class WebDatasetOptions:
     def __init__(self) -> None: ...
     def __copy__(self) -> WebDatasetOptions: ...
 
+class RecordSchema:
+    label: FieldType
+    dense: FieldType
+    dense_count: int
+    sparse: FieldType
+    sparse_count: int
+    @property
+    def record_bytes(self) -> int: ...
+    def __init__(self) -> None: ...
+    def __copy__(self) -> RecordSchema: ...
+
+class TabularDatasetOptions:
+    record_schema: RecordSchema
+    block_bytes: int
+    index_dir: str
+    def __init__(self) -> None: ...
+    def __copy__(self) -> TabularDatasetOptions: ...
+
 class DatasetOptions:
     format: str  # one of format_names()
     allow_external_paths: bool
     cache: CacheOptions
     tokens: TokenCorpusOptions
     webdataset: WebDatasetOptions
+    tabular: TabularDatasetOptions
     def __init__(self) -> None: ...
     def __copy__(self) -> DatasetOptions: ...
 
@@ -434,6 +478,8 @@ class Batch:
     def index(self) -> int: ...
     @property
     def label_lengths(self) -> Optional[BatchTensor]: ...
+    @property
+    def extras(self) -> List[BatchTensor]: ...
 
 class Loader:
     # Token windows (options.transform) open the corpus with options.tokens.seq_len.

@@ -12,6 +12,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from . import _core
 from ._errors import NotSupportedError
+from .tabular import TabularOptions, tabular_options
 from .tokens import TokenOptions
 from .transforms import ImageTransform, TokenWindows
 from .webdataset import WebDatasetOptions, is_tar_list, tar_source
@@ -228,35 +229,47 @@ def _choose_device(device, pin_memory: bool, transform) -> _Placement:
     return placement
 
 
-def _format_options(format: str, format_options, image_key, label_key,
-                    label_field) -> Tuple[WebDatasetOptions, TokenOptions]:
+def _format_options(format: str, format_options, image_key, label_key, label_field,
+                    record_schema=None
+                    ) -> Tuple[WebDatasetOptions, TokenOptions, Optional[TabularOptions]]:
     """The options of each format: format_options= (one object), or the
-    WebDataset keywords (its shorthand), else the defaults."""
+    WebDataset keywords or record_schema= (their shorthands), else the
+    defaults (tabular: None)."""
     keywords = dict(image_key=image_key, label_key=label_key, label_field=label_field)
     keywords = {name: value for name, value in keywords.items() if value is not None}
     if format_options is None:
-        return WebDatasetOptions(**keywords), TokenOptions()
+        return (WebDatasetOptions(**keywords), TokenOptions(),
+                tabular_options(format, None, record_schema))
     if keywords:
         raise TypeError(f"give {', '.join(keywords)} or format_options=, not both "
                         "(gpufeed.WebDatasetOptions has the same fields)")
-    if not isinstance(format_options, (WebDatasetOptions, TokenOptions)):
-        raise TypeError("format_options must be a gpufeed.WebDatasetOptions or a "
-                        f"gpufeed.TokenOptions, not {type(format_options).__name__}")
+    if not isinstance(format_options, (WebDatasetOptions, TokenOptions, TabularOptions)):
+        raise TypeError("format_options must be a gpufeed.WebDatasetOptions, a "
+                        "gpufeed.TokenOptions or a gpufeed.TabularOptions, not "
+                        f"{type(format_options).__name__}")
     if format != "auto" and format not in format_options.formats:
         raise ValueError(f"format_options={type(format_options).__name__}(...) is for "
                          f"{', '.join(format_options.formats)}, not format={format!r}")
+    if isinstance(format_options, TabularOptions):
+        return (WebDatasetOptions(), TokenOptions(),
+                tabular_options(format, format_options, record_schema))
+    tabular = tabular_options(format, None, record_schema)
     if isinstance(format_options, WebDatasetOptions):
-        return format_options, TokenOptions()
-    return WebDatasetOptions(), format_options
+        return format_options, TokenOptions(), tabular
+    return WebDatasetOptions(), format_options, tabular
 
 
 def _dataset_arguments(source, format: str, webdataset: WebDatasetOptions,
-                       tokens: TokenOptions, transform, cache) -> Tuple[Any, Dict[str, Any]]:
+                       tokens: TokenOptions, transform, cache,
+                       tabular: Optional[TabularOptions] = None) -> Tuple[Any, Dict[str, Any]]:
     """(path, how the dataset is opened there: the keywords of
     gpufeed._native.native_dataset_options, which makes the
     _core.DatasetOptions of _core.Loader from them)."""
     if hasattr(source, "path"):  # a gpufeed Dataset: its tars and keys, then these options'
         path, tar_options = source.path, dict(getattr(source, "_tar_options", {}))
+        if tabular is None and getattr(source, "_tabular_options", None) is not None:
+            tabular = source._tabular_options  # its record schema, and its format
+            format = source.format if format == "auto" else format
     else:
         path, tar_options = tar_source(source)
     tar_options.update(webdataset._native())
@@ -267,7 +280,8 @@ def _dataset_arguments(source, format: str, webdataset: WebDatasetOptions,
                              f"TokenOptions(token_dtype={token_dtype!r}) differ: give it once")
         token_dtype = transform.token_dtype
     return path, dict(format=format, cache=cache, webdataset=tar_options,
-                      token_dtype=token_dtype or "auto")
+                      token_dtype=token_dtype or "auto",
+                      tabular=tabular._native() if tabular is not None else None)
 
 
 def _label_count(label_count, label_dtype: str, label_lengths: bool) -> Tuple[int, bool]:

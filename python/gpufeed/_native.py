@@ -3,7 +3,8 @@
 The public functions check their keywords and keep them as they always did
 (``cache.cache_options`` and ``webdataset.webdataset_options`` return
 dicts); these functions turn such checked values into the native option
-structs (``_core.DatasetOptions``, ``CacheOptions``, ``WebDatasetOptions``)
+structs (``_core.DatasetOptions``, ``CacheOptions``, ``WebDatasetOptions``,
+``TabularDatasetOptions``)
 just before a native call, and turn the native result structs
 (``_core.VerifyReport``, ``ShardInfo``, ...) back into the dicts the public
 functions return, generically: a field bound in C++ reaches the dict with
@@ -16,7 +17,7 @@ from typing import Any, Dict, Optional
 from . import _core
 
 __all__ = ["struct_dict", "native_cache_options", "native_webdataset_options",
-           "native_dataset_options"]
+           "native_tabular_options", "native_dataset_options"]
 
 # cache_options()'s keys -> CacheOptions' fields.
 _CACHE_FIELDS = {"cache_dir": "cache_dir", "cache_capacity": "capacity", "cache_policy": "policy",
@@ -25,6 +26,9 @@ _CACHE_FIELDS = {"cache_dir": "cache_dir", "cache_capacity": "capacity", "cache_
 # webdataset_options()'s keys -> WebDatasetOptions' fields.
 _WEBDATASET_FIELDS = {"image_key": "image_keys", "label_key": "label_key",
                       "label_field": "label_field", "tars": "tars", "index_dir": "index_dir"}
+# TabularOptions._native()'s keys -> TabularDatasetOptions' fields.
+_TABULAR_FIELDS = {"record_schema": "record_schema", "block_bytes": "block_bytes",
+                   "index_dir": "index_dir"}
 
 
 def struct_dict(native) -> Dict[str, Any]:
@@ -73,10 +77,18 @@ def native_webdataset_options(options: Optional[Dict[str, Any]]) -> _core.WebDat
                        "webdataset")
 
 
+def native_tabular_options(options: Optional[Dict[str, Any]]) -> _core.TabularDatasetOptions:
+    """A tabular options dict (TabularOptions._native(): its record_schema
+    already a ``_core.RecordSchema``) as ``_core.TabularDatasetOptions``."""
+    return _set_fields(_core.TabularDatasetOptions(), _TABULAR_FIELDS, dict(options or {}),
+                       "tabular")
+
+
 def native_dataset_options(format: str = "auto", allow_external_paths: bool = False,
                            cache: Optional[Dict[str, Any]] = None,
                            token_dtype: Optional[str] = None, seq_len: Optional[int] = None,
-                           webdataset: Optional[Dict[str, Any]] = None) -> _core.DatasetOptions:
+                           webdataset: Optional[Dict[str, Any]] = None,
+                           tabular: Optional[Dict[str, Any]] = None) -> _core.DatasetOptions:
     """How a dataset is opened, as ``_core.DatasetOptions``. An unknown
     ``format`` or ``token_dtype`` raises the library's InvalidArgumentError
     naming it (in this order, as the native calls always checked them);
@@ -89,4 +101,5 @@ def native_dataset_options(format: str = "auto", allow_external_paths: bool = Fa
     options.allow_external_paths = bool(allow_external_paths)
     options.cache = native_cache_options(cache)
     options.webdataset = native_webdataset_options(webdataset)
+    options.tabular = native_tabular_options(tabular)
     return options

@@ -145,7 +145,8 @@ def _index_lines(path: str, args) -> None:
     if args.output:
         raise SystemExit("gpufeed index: a line index is kept where readers look for it (beside "
                          "the file, else the cache directory); no --output")
-    options = native_dataset_options(args.format, args.allow_external_paths)
+    tabular = {"index_dir": os.path.abspath(args.index_dir)} if args.index_dir else None
+    options = native_dataset_options(args.format, args.allow_external_paths, tabular=tabular)
     for file, lines, index_path in _core.write_line_index(os.fspath(path), options):
         print(f"indexed {lines} lines of {file} -> {index_path}")
 
@@ -232,6 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "indexes (FILE.gpufeed-lines, built again when already there)")
     p.add_argument("--token-dtype", default=None,
                    help="token corpora: the dtype of headerless files (with --format tokens)")
+    p.add_argument("--index-dir", default=None,
+                   help="criteo_tsv: where an index goes when the file's directory is not "
+                        "writable (default: the cache directory, ~/.cache/gpufeed/line-index)")
     p.add_argument("--allow-external-paths", action="store_true",
                    help="token corpora: follow names that lead outside the corpus directory")
     p.set_defaults(run=_cmd_index)

@@ -8,6 +8,7 @@ from typing import Iterator, List, Optional, Tuple, Union
 from . import _core
 from ._errors import OutOfRangeError
 from ._native import native_dataset_options, struct_dict
+from .tabular import RecordSchema, TabularOptions, tabular_options
 
 __all__ = ["Dataset", "Record", "open_dataset", "FORMATS", "TOKEN_FORMATS"]
 
@@ -70,7 +71,8 @@ class Dataset:
 
     def __init__(self, path: Union[str, os.PathLike], format: str = "auto",
                  allow_external_paths: bool = False, webdataset: Optional[dict] = None,
-                 token_dtype: Optional[str] = None, seq_len: int = 1024, **cache):
+                 token_dtype: Optional[str] = None, seq_len: int = 1024,
+                 tabular: Optional[TabularOptions] = None, **cache):
         if format not in FORMATS:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
         from .cache import cache_options
@@ -78,9 +80,11 @@ class Dataset:
         path, tar_options = webdataset_options(path, **(webdataset or {}))
         options = native_dataset_options(format, allow_external_paths,
                                          cache_options(**cache) if cache else {}, token_dtype,
-                                         int(seq_len), tar_options)
+                                         int(seq_len), tar_options,
+                                         tabular._native() if tabular is not None else None)
         self._native = _core.Dataset(path, options)
         self._tar_options = tar_options  # a DataLoader made from this Dataset reads the same tars
+        self._tabular_options = tabular  # ... and the same record schema
         self._integer_labels = self._native.integer_labels
 
     def __len__(self) -> int:
@@ -157,7 +161,9 @@ def open_dataset(path: Union[str, os.PathLike], format: str = "auto",
                  cache_policy: str = "train", cache_prefetch: int = 2, cache_wait: bool = True,
                  cache_group: Optional[str] = None, image_key=None,
                  label_key: Optional[str] = None, label_field: Optional[str] = None,
-                 token_dtype: Optional[str] = None, seq_len: int = 1024) -> Dataset:
+                 token_dtype: Optional[str] = None, seq_len: int = 1024,
+                 record_schema: Optional[RecordSchema] = None,
+                 format_options: Optional[TabularOptions] = None) -> Dataset:
     """Opens a dataset: a ``.rec`` file, a directory of shards (with or without
     ``gpufeed.json``), an LMDB or Caffe LMDB environment, an ImageFolder,
     WebDataset tar shards (a ``.tar``, a directory of them, a list of paths, a
@@ -166,7 +172,15 @@ def open_dataset(path: Union[str, os.PathLike], format: str = "auto",
     (``PREFIX.bin`` + ``PREFIX.idx``), an llm.c shard or a directory of them,
     or with ``format="tokens"`` and ``token_dtype`` a headerless token file. A
     token corpus's samples are windows of ``seq_len + 1`` tokens (see
-    ``Dataset.tokens``).
+    ``Dataset.tokens``). With ``format="records"``, fixed-size binary
+    records: a file or a directory of files (natural name order), each
+    record laid out as ``record_schema`` (a :class:`gpufeed.RecordSchema`;
+    None: MLPerf DLRM's 160 bytes); a sample's ``data`` is the record's
+    bytes, its label the record's label.
+
+    ``format_options``: a :class:`gpufeed.TabularOptions` (record_schema,
+    block_bytes, index_dir) for the tabular formats; ``record_schema=`` is
+    its shorthand. WebDataset and token corpora take their keywords here.
 
     ``image_key``, ``label_key``, ``label_field``: which members of a
     WebDataset sample are the image and the label (see
@@ -198,5 +212,15 @@ def open_dataset(path: Union[str, os.PathLike], format: str = "auto",
         cache = dict(cache_dir=cache_dir, cache_capacity=cache_capacity,
                      cache_policy=cache_policy, cache_prefetch=cache_prefetch,
                      cache_wait=cache_wait, cache_group=cache_group)
+    if format_options is not None and not isinstance(format_options, TabularOptions):
+        raise TypeError("open_dataset's format_options must be a gpufeed.TabularOptions (give "
+                        "WebDataset and token options as keywords), not "
+                        f"{type(format_options).__name__}")
+    if (format_options is not None and format != "auto"
+            and format not in TabularOptions.formats):
+        raise ValueError(f"format_options=TabularOptions(...) is for "
+                         f"{', '.join(TabularOptions.formats)}, not format={format!r}")
+    tabular = tabular_options(format, format_options, record_schema)
     webdataset = dict(image_key=image_key, label_key=label_key, label_field=label_field)
-    return Dataset(path, format, allow_external_paths, webdataset, token_dtype, seq_len, **cache)
+    return Dataset(path, format, allow_external_paths, webdataset, token_dtype, seq_len,
+                   tabular, **cache)

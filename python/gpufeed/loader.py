@@ -29,7 +29,9 @@ with label_field) choose the members (gpufeed.webdataset).
 
 A format's own options come as one object, format_options=: a
 gpufeed.WebDatasetOptions (the keywords image_key, label_key, label_field are
-its shorthand) or a gpufeed.TokenOptions (token_dtype of headerless files).
+its shorthand), a gpufeed.TokenOptions (token_dtype of headerless files) or
+a gpufeed.TabularOptions (record_schema, with record_schema= its shorthand,
+block_bytes, index_dir).
 
 After fork(), an inherited loader raises at once in the child (its threads
 do not exist there); create a new one in the child. The parent's goes on.
@@ -45,11 +47,13 @@ from ._loader_options import (_check_keywords, _check_source, _choose_device, _d
                               _default_nodes, _default_rank_world, _format_options,
                               _label_count, _loader_options, _map_torch_keywords,
                               _refuse_torch_keywords, _torch)
+from .tabular import RecordSchema, TabularOptions
 from .tokens import TokenOptions
-from .transforms import ImageTransform, RawTransform, TokenWindows
+from .transforms import ImageTransform, RawTransform, Tabular, TokenWindows
 from .webdataset import WebDatasetOptions
 
-__all__ = ["DataLoader", "ImageTransform", "RawTransform", "TokenWindows", "LoaderStats"]
+__all__ = ["DataLoader", "ImageTransform", "RawTransform", "Tabular", "TokenWindows",
+           "LoaderStats"]
 
 
 class LoaderStats(dict):
@@ -96,13 +100,15 @@ class DataLoader:
     LOCAL_WORLD_SIZE, GROUP_RANK or NODE_RANK); see docs/scaling.md.
 
     format_options: the options of the dataset's format, one object
-    (gpufeed.WebDatasetOptions or gpufeed.TokenOptions); image_key,
-    label_key and label_field are WebDatasetOptions' fields as keywords.
+    (gpufeed.WebDatasetOptions, gpufeed.TokenOptions or
+    gpufeed.TabularOptions); image_key, label_key and label_field are
+    WebDatasetOptions' fields as keywords, record_schema (format="records")
+    TabularOptions' record_schema.
     """
 
     def __init__(self, source, batch_size: int = 1, shuffle: Union[bool, str] = True,
                  seed: Optional[int] = None, drop_last: bool = False,
-                 transform: Union[ImageTransform, RawTransform, TokenWindows, None] = None,
+                 transform: Union[ImageTransform, RawTransform, TokenWindows, Tabular, None] = None,
                  device: str = "cpu", num_threads: Optional[int] = None,
                  prefetch: Optional[int] = None,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
@@ -118,8 +124,9 @@ class DataLoader:
                  label_count: Optional[int] = None, label_lengths: bool = False,
                  label_pad: float = -1.0, stats_window_seconds: float = 10.0, image_key=None,
                  label_key: Optional[str] = None, label_field: Optional[str] = None,
-                 format_options: Union[WebDatasetOptions, TokenOptions, None] = None,
-                 **torch_keywords):
+                 format_options: Union[WebDatasetOptions, TokenOptions, TabularOptions,
+                                       None] = None,
+                 record_schema: Optional[RecordSchema] = None, **torch_keywords):
         _refuse_torch_keywords(torch_keywords)
         _check_source(source)
         num_threads, prefetch, seed = _map_torch_keywords(
@@ -136,9 +143,10 @@ class DataLoader:
         self.device, self._device_path = placement.device, placement.path
         self._torch_device, self._pinned = placement.torch_device, placement.pinned
         transform = transform if transform is not None else ImageTransform()
-        webdataset, tokens = _format_options(format, format_options, image_key, label_key,
-                                             label_field)
-        path, dataset = _dataset_arguments(source, format, webdataset, tokens, transform, cache)
+        webdataset, tokens, tabular = _format_options(format, format_options, image_key,
+                                                      label_key, label_field, record_schema)
+        path, dataset = _dataset_arguments(source, format, webdataset, tokens, transform, cache,
+                                           tabular)
         label_count, count_labels = _label_count(label_count, label_dtype, label_lengths)
         rank, world_size = _default_rank_world(rank, world_size)
         num_nodes, node_rank = (_default_nodes(num_nodes, node_rank, rank, world_size)
@@ -181,7 +189,11 @@ class DataLoader:
             batch = self._native.next(self.timeout)
             if batch is None:
                 return
-            if batch.label_lengths is None:
+            if batch.extras:
+                # Tabular rows: (dense, sparse, labels).
+                yield (self._convert(batch.data), self._convert(batch.extras[0]),
+                       self._convert(batch.labels))
+            elif batch.label_lengths is None:
                 yield self._convert(batch.data), self._convert(batch.labels)
             else:
                 yield (self._convert(batch.data), self._convert(batch.labels),

@@ -1,17 +1,17 @@
 """What the decode threads make of a sample: ``ImageTransform`` (torchvision
-semantics), ``RawTransform`` (record bytes as a vector) and ``TokenWindows``
-(windows of a token corpus). Each writes itself into the native
+semantics), ``RawTransform`` (record bytes as a vector), ``TokenWindows``
+(windows of a token corpus) and ``Tabular`` (rows of CTR datasets). Each writes itself into the native
 ``LoaderOptions`` (``_apply``); ``gpufeed.DataLoader(transform=...)`` takes one."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 from . import _core
 from .tokens import check_token_dtype
 
-__all__ = ["ImageTransform", "RawTransform", "TokenWindows"]
+__all__ = ["ImageTransform", "RawTransform", "TokenWindows", "Tabular"]
 
 _IMAGENET_MEAN = (0.485, 0.456, 0.406)
 _IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -115,3 +115,42 @@ class TokenWindows:
         tokens = options.tokens  # a view: its fields are set in `options`
         tokens.seq_len, tokens.block_bytes = int(self.seq_len), int(self.block_bytes)
         tokens.dtype = _core.TensorDtype(self.dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tabular:
+    """Rows of a tabular (CTR) dataset (``criteo_npy``, ``criteo_tsv``,
+    ``records``): batches are ``(dense, sparse, labels)``, dense float32
+    (batch, dense columns), sparse (batch, sparse columns) of
+    ``sparse_dtype``, labels float32 (batch,).
+
+    ``dense_log1p``: dense values become ``log(max(x, 0) + 1)`` (DLRM's
+    preprocessing); missing TSV values are 0 either way. ``hash_sizes``: an
+    int h (every sparse column modulo h) or one int per sparse column
+    (column i modulo ``hash_sizes[i]``); floor modulo, as numpy's ``%``.
+    ``sparse_dtype``: "int64" (default) or "int32" (ids narrowed as numpy's
+    astype)."""
+    dense_log1p: bool = False
+    hash_sizes: Union[int, Sequence[int], None] = None
+    sparse_dtype: str = "int64"
+
+    def __post_init__(self):
+        if self.sparse_dtype not in ("int64", "int32"):
+            raise ValueError(f'sparse_dtype must be "int64" or "int32", not {self.sparse_dtype!r}')
+        for size in self._sizes():
+            if not 0 < size < 2 ** 64:
+                raise ValueError(f"hash_sizes must be positive, not {size}")
+
+    def _sizes(self) -> List[int]:
+        if self.hash_sizes is None:
+            return []
+        if isinstance(self.hash_sizes, int):
+            return [int(self.hash_sizes)]
+        return [int(size) for size in self.hash_sizes]
+
+    def _apply(self, options: _core.LoaderOptions) -> None:
+        options.transform = _core.TransformKind.TABULAR
+        tabular = options.tabular  # a view: its fields are set in `options`
+        tabular.dense_log1p = bool(self.dense_log1p)
+        tabular.hash_sizes = self._sizes()
+        tabular.sparse_dtype = _core.TensorDtype(self.sparse_dtype)

@@ -125,6 +125,9 @@ BatchView ViewOf(const std::shared_ptr<Batch>& batch) {
   if (batch->label_lengths().data != nullptr) {
     view.label_lengths = BatchTensor(batch, BatchTensor::Part::kLabelLengths);
   }
+  for (size_t i = 0; i < batch->extras().size(); ++i) {
+    view.extras.emplace_back(batch, BatchTensor::Part::kExtra, i);
+  }
   return view;
 }
 
@@ -143,7 +146,8 @@ void BindBatch(py::module_& module) {
       .def_readonly("sample_ids", &BatchView::sample_ids)
       .def_readonly("epoch", &BatchView::epoch)
       .def_readonly("index", &BatchView::index)
-      .def_readonly("label_lengths", &BatchView::label_lengths);
+      .def_readonly("label_lengths", &BatchView::label_lengths)
+      .def_readonly("extras", &BatchView::extras);
 }
 
 }  // namespace gpufeed::python

@@ -21,8 +21,10 @@ namespace gpufeed::python {
 
 class BatchTensor {
  public:
-  enum class Part : int { kData, kLabels, kLabelLengths };
-  BatchTensor(std::shared_ptr<Batch> batch, Part part) : batch_(std::move(batch)), part_(part) {}
+  enum class Part : int { kData, kLabels, kLabelLengths, kExtra };
+  // kExtra: Batch::extras()[extra].
+  BatchTensor(std::shared_ptr<Batch> batch, Part part, size_t extra = 0)
+      : batch_(std::move(batch)), part_(part), extra_(extra) {}
 
   // The array API's __dlpack__(stream, max_version, dl_device, copy); torch
   // 2.x passes max_version first. The capsule is always the unversioned
@@ -48,11 +50,13 @@ class BatchTensor {
   const Tensor& Get() const {
     return part_ == Part::kData     ? batch_->data()
            : part_ == Part::kLabels ? batch_->labels()
+           : part_ == Part::kExtra  ? batch_->extras()[extra_]
                                     : batch_->label_lengths();
   }
 
   std::shared_ptr<Batch> batch_;
   Part part_;
+  size_t extra_ = 0;
 };
 
 // A delivered batch: its tensors by name instead of positions.
@@ -64,6 +68,8 @@ struct BatchView {
   uint64_t index = 0;  // batch number within the epoch
   // Variable-length labels only (LoaderOptions::label_lengths).
   std::optional<BatchTensor> label_lengths;
+  // The kind's further tensors (Batch::extras: tabular rows' sparse ids).
+  std::vector<BatchTensor> extras;
 };
 
 // REQUIRES: batch is not an end-of-epoch marker.

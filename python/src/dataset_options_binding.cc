@@ -1,8 +1,9 @@
 // The datasets' options as Python classes: _core.DatasetOptions and the
-// structs it holds (CacheOptions, TokenCorpusOptions, WebDatasetOptions),
+// structs it holds (CacheOptions, TokenCorpusOptions, WebDatasetOptions,
+// TabularDatasetOptions with its RecordSchema),
 // and _core.PackOptions, field for field (include/gpufeed/dataset.h,
 // cache.h and writer.h document each). Enum fields take the enums of
-// enum_binding.cc (TokenDtype, CachePolicy). A format is a registered name
+// enum_binding.cc (TokenDtype, CachePolicy, FieldType). A format is a registered name
 // ("recordio", "webdataset", ...; registry values have no fixed enum): the
 // `format` fields take and give that text, and an unknown one raises the
 // library's InvalidArgumentError (a ValueError) listing the accepted names.
@@ -54,6 +55,23 @@ void BindFormatOptions(py::module_& module) {
       .def_readwrite("tars", &WebDatasetOptions::tars)
       .def_readwrite("index_dir", &WebDatasetOptions::index_dir);
   DefValueMethods(webdataset);
+
+  py::class_<RecordSchema> schema(module, "RecordSchema");
+  schema.def(py::init<>())
+      .def_readwrite("label", &RecordSchema::label)
+      .def_readwrite("dense", &RecordSchema::dense)
+      .def_readwrite("dense_count", &RecordSchema::dense_count)
+      .def_readwrite("sparse", &RecordSchema::sparse)
+      .def_readwrite("sparse_count", &RecordSchema::sparse_count)
+      .def_property_readonly("record_bytes", &RecordSchema::record_bytes);
+  DefValueMethods(schema);
+
+  py::class_<TabularDatasetOptions> tabular(module, "TabularDatasetOptions");
+  tabular.def(py::init<>())
+      .def_readwrite("record_schema", &TabularDatasetOptions::record_schema)
+      .def_readwrite("block_bytes", &TabularDatasetOptions::block_bytes)
+      .def_readwrite("index_dir", &TabularDatasetOptions::index_dir);
+  DefValueMethods(tabular);
 }
 
 void BindDatasetOptionsStruct(py::module_& module) {
@@ -68,7 +86,8 @@ void BindDatasetOptionsStruct(py::module_& module) {
       .def_readwrite("allow_external_paths", &DatasetOptions::allow_external_paths)
       .def_readwrite("cache", &DatasetOptions::cache)
       .def_readwrite("tokens", &DatasetOptions::tokens)
-      .def_readwrite("webdataset", &DatasetOptions::webdataset);
+      .def_readwrite("webdataset", &DatasetOptions::webdataset)
+      .def_readwrite("tabular", &DatasetOptions::tabular);
   DefValueMethods(options);
 }
 

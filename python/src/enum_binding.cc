@@ -44,6 +44,7 @@ constexpr EnumName<TransformKind> kTransformKinds[] = {
     {TransformKind::kImage, "IMAGE", "image"},
     {TransformKind::kRaw, "RAW", "raw"},
     {TransformKind::kTokenWindows, "TOKEN_WINDOWS", "tokens"},
+    {TransformKind::kTabular, "TABULAR", "tabular"},
 };
 constexpr EnumName<LoaderOptions::LabelType> kLabelTypes[] = {
     {LoaderOptions::LabelType::kAuto, "AUTO", "auto"},
@@ -94,6 +95,15 @@ constexpr EnumName<TokenDtype> kTokenDtypes[] = {
     {TokenDtype::kInt8, "INT8", "int8"},       {TokenDtype::kInt16, "INT16", "int16"},
     {TokenDtype::kUint16, "UINT16", "uint16"}, {TokenDtype::kInt32, "INT32", "int32"},
     {TokenDtype::kUint32, "UINT32", "uint32"}, {TokenDtype::kInt64, "INT64", "int64"},
+};
+// The texts are FieldTypeName's.
+constexpr EnumName<FieldType> kFieldTypes[] = {
+    {FieldType::kBool, "BOOL", "bool"},          {FieldType::kInt8, "INT8", "int8"},
+    {FieldType::kUint8, "UINT8", "uint8"},       {FieldType::kInt16, "INT16", "int16"},
+    {FieldType::kUint16, "UINT16", "uint16"},    {FieldType::kInt32, "INT32", "int32"},
+    {FieldType::kUint32, "UINT32", "uint32"},    {FieldType::kInt64, "INT64", "int64"},
+    {FieldType::kUint64, "UINT64", "uint64"},    {FieldType::kFloat16, "FLOAT16", "float16"},
+    {FieldType::kFloat32, "FLOAT32", "float32"}, {FieldType::kFloat64, "FLOAT64", "float64"},
 };
 constexpr EnumName<CachePolicy> kCachePolicies[] = {
     {CachePolicy::kTrain, "TRAIN", "train"},
@@ -166,6 +176,7 @@ void BindEnums(py::module_& module) {
   CheckTexts(kTensorDtypes, &TensorDtypeName);
   CheckTexts(kTokenDtypes, &TokenDtypeName);
   CheckTexts(kCachePolicies, &CachePolicyName);
+  CheckTexts(kFieldTypes, &FieldTypeName);
   BindEnum(module, "ShuffleMode", "shuffle", kShuffleModes, "LoaderOptions.shuffle");
   BindEnum(module, "OnError", "on_error", kOnErrors, "LoaderOptions.on_error");
   BindEnum(module, "TransformKind", "transform", kTransformKinds, "LoaderOptions.transform");
@@ -182,6 +193,8 @@ void BindEnums(py::module_& module) {
            "TokenCorpusOptions.token_dtype, TokenCorpusInfo.token_dtype", &ParseTokenDtype);
   BindEnum(module, "CachePolicy", "cache_policy", kCachePolicies, "CacheOptions.policy",
            &ParseCachePolicy);
+  BindEnum(module, "FieldType", "field type", kFieldTypes,
+           "RecordSchema.label, RecordSchema.dense, RecordSchema.sparse", &ParseFieldType);
 }
 
 }  // namespace gpufeed::python

@@ -67,6 +67,13 @@ void BindTransformOptions(py::module_& module) {
       .def_readwrite("dtype", &TokenWindowOptions::dtype)
       .def_readwrite("block_bytes", &TokenWindowOptions::block_bytes);
   DefValueMethods(tokens);
+
+  py::class_<TabularTransformOptions> tabular(module, "TabularTransformOptions");
+  tabular.def(py::init<>())
+      .def_readwrite("dense_log1p", &TabularTransformOptions::dense_log1p)
+      .def_readwrite("hash_sizes", &TabularTransformOptions::hash_sizes)
+      .def_readwrite("sparse_dtype", &TabularTransformOptions::sparse_dtype);
+  DefValueMethods(tabular);
 }
 
 void BindStageOptions(py::module_& module) {
@@ -109,6 +116,7 @@ void BindLoaderOptionsStruct(py::module_& module) {
       .def_readwrite("image", &LoaderOptions::image)
       .def_readwrite("raw", &LoaderOptions::raw)
       .def_readwrite("tokens", &LoaderOptions::tokens)
+      .def_readwrite("tabular", &LoaderOptions::tabular)
       .def_readwrite("label_count", &LoaderOptions::label_count)
       .def_readwrite("label_lengths", &LoaderOptions::label_lengths)
       .def_readwrite("label_pad", &LoaderOptions::label_pad)

@@ -232,4 +232,27 @@ Status DeviceShared::Prepare(const DeviceStageOptions& options, size_t* element_
   return Status::OK();
 }
 
+size_t DataSpan(const Batch& host) {
+  size_t span = host.data().bytes();
+  const char* start = static_cast<const char*>(host.data().data);
+  for (const Tensor& extra : host.extras()) {
+    const char* end = static_cast<const char*>(extra.data) + extra.bytes();
+    span = std::max(span, static_cast<size_t>(end - start));
+  }
+  return span;
+}
+
+std::vector<Tensor> DeviceExtras(const Batch& host, void* device_data, int device_id) {
+  std::vector<Tensor> extras;
+  const char* start = static_cast<const char*>(host.data().data);
+  for (const Tensor& extra : host.extras()) {
+    Tensor tensor = extra;
+    tensor.device = DeviceKind::kCuda;
+    tensor.device_id = device_id;
+    tensor.data = static_cast<char*>(device_data) + (static_cast<const char*>(extra.data) - start);
+    extras.push_back(std::move(tensor));
+  }
+  return extras;
+}
+
 }  // namespace gpufeed

@@ -118,6 +118,14 @@ class CudaBatchHandle final : public DeviceBatchHandle {
   bool delivered_ = false;
 };
 
+// The kind's extra tensors (Batch::extras) lie after the data in the same
+// host buffer (planes, pipeline/sample_kind.h), so one copy moves them all.
+// DataSpan: the bytes from data's start to the last extra's end (data's
+// bytes without extras). DeviceExtras: the extras at the same offsets from
+// `device_data`, a CUDA buffer on `device_id`.
+size_t DataSpan(const Batch& host);
+std::vector<Tensor> DeviceExtras(const Batch& host, void* device_data, int device_id);
+
 }  // namespace gpufeed
 
 #endif  // GPUFEED_DEVICE_DEVICE_BUFFERS_H_

@@ -325,7 +325,8 @@ class CopyStage final : public BatchSource {
     const Tensor& data = host.data();
     const Tensor& labels = host.labels();
     const Tensor& lengths = host.label_lengths();
-    size_t data_bytes = data.bytes();
+    // The data and the kind's extra tensors after it: one copy.
+    size_t data_bytes = DataSpan(host);
     // With label counts, one copy from the counts to the labels' end (one
     // region of the host slot: [counts][labels]).
     const char* label_source = static_cast<const char*>(labels.data);
@@ -367,6 +368,10 @@ class CopyStage final : public BatchSource {
                             item->handle);
     if (out_lengths.data != nullptr) {
       BatchAccess::SetLabelLengths(&item->batch, std::move(out_lengths));
+    }
+    if (!host.extras().empty()) {
+      BatchAccess::SetExtras(&item->batch,
+                             DeviceExtras(host, buffer.data.get(), options_.device_id));
     }
     return Status::OK();
   }

@@ -82,7 +82,7 @@ std::string LineIndexPathInDirectory(const std::string& path, const std::string&
                                           LineIndex* index);
 
 // The TSV files `path` names: the file itself, or the regular files of a
-// directory in natural order (digit runs compared as numbers: day_2 before
+// directory in natural order (NaturalLess, util/path.h: day_2 before
 // day_10), passing over hidden names, line indexes and a gpufeed.json, each
 // resolved inside the directory (ResolveInsideDirectory). NotSupported for
 // a compressed file (.gz, .bz2, .xz, .zst, .lz4, .zip: decompress it
@@ -96,8 +96,6 @@ std::string LineIndexPathInDirectory(const std::string& path, const std::string&
 [[nodiscard]] Status OpenCriteoTsvDataset(const std::string& path, const DatasetOptions& options,
                                           const std::shared_ptr<Store>& store,
                                           std::unique_ptr<Dataset>* dataset);
-// a < b in natural order.
-bool NaturalLess(const std::string& a, const std::string& b);
 
 }  // namespace gpufeed
 

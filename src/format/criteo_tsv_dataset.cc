@@ -15,25 +15,6 @@ namespace gpufeed {
 
 namespace {
 
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
-// The end of the run of digits (or of non-digits) starting at `at`.
-size_t RunEnd(const std::string& text, size_t at) {
-  const bool digits = IsDigit(text[at]);
-  while (at < text.size() && IsDigit(text[at]) == digits) ++at;
-  return at;
-}
-
-// Compares two digit runs as numbers: -1, 0 or 1.
-int CompareNumbers(const std::string& a, size_t a_begin, size_t a_end, const std::string& b,
-                   size_t b_begin, size_t b_end) {
-  while (a_begin + 1 < a_end && a[a_begin] == '0') ++a_begin;
-  while (b_begin + 1 < b_end && b[b_begin] == '0') ++b_begin;
-  if (a_end - a_begin != b_end - b_begin) return a_end - a_begin < b_end - b_begin ? -1 : 1;
-  const int order = a.compare(a_begin, a_end - a_begin, b, b_begin, b_end - b_begin);
-  return order < 0 ? -1 : (order > 0 ? 1 : 0);
-}
-
 bool IsCompressedName(const std::string& name) {
   for (const char* suffix : {".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip"}) {
     if (EndsWith(ToLower(name), suffix)) return true;
@@ -64,24 +45,6 @@ TabularSchema CriteoTsvSchema() {
 }
 
 }  // namespace
-
-bool NaturalLess(const std::string& a, const std::string& b) {
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    const size_t i_end = RunEnd(a, i), j_end = RunEnd(b, j);
-    int order = 0;
-    if (IsDigit(a[i]) && IsDigit(b[j])) {
-      order = CompareNumbers(a, i, i_end, b, j, j_end);
-    } else {
-      order = a.compare(i, i_end - i, b, j, j_end - j);
-    }
-    if (order != 0) return order < 0;
-    i = i_end;
-    j = j_end;
-  }
-  if (i < a.size() || j < b.size()) return j < b.size();  // a prefix first
-  return a < b;  // equal as numbers ("day_02" and "day_2"): byte order
-}
 
 Status ListCriteoTsvFiles(const std::string& path, const DatasetOptions& options,
                           std::vector<std::string>* files) {

@@ -11,10 +11,12 @@ const FormatEntry& RecordIOFormat();     // recordio_format.cc
 const FormatEntry& CaffeLmdbFormat();    // lmdb_format.cc
 const FormatEntry& LmdbFormat();         // lmdb_format.cc
 const FormatEntry& WebDatasetFormat();   // webdataset_format.cc
+const FormatEntry& CriteoNpyFormat();    // criteo_npy_format.cc
 const FormatEntry& ImageFolderFormat();  // imagefolder_format.cc
 const FormatEntry& MegatronFormat();     // token_format.cc
 const FormatEntry& LlmcFormat();         // token_format.cc
 const FormatEntry& TokensFormat();       // token_format.cc
+const FormatEntry& RecordsFormat();      // records_format.cc
 const FormatEntry& CriteoTsvFormat();    // criteo_tsv_format.cc
 
 const std::vector<const FormatEntry*>& RegisteredFormats() {
@@ -25,8 +27,10 @@ const std::vector<const FormatEntry*>& RegisteredFormats() {
   // Never destroyed: a thread still opening a dataset at exit reads it.
   static const std::vector<const FormatEntry*>& formats = *new std::vector<const FormatEntry*>{
       &RecordIOFormat(),    &CaffeLmdbFormat(), &LmdbFormat(), &WebDatasetFormat(),
+      &CriteoNpyFormat(),  // .npy triplets: after the shard formats, before ImageFolder
       &ImageFolderFormat(), &MegatronFormat(),  &LlmcFormat(), &TokensFormat(),
-      &CriteoTsvFormat(),
+      &RecordsFormat(),  // never claims under auto: raw records have no signature
+      &CriteoTsvFormat(),  // never claims under auto: text has no signature
   };
   return formats;
 }

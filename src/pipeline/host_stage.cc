@@ -17,8 +17,6 @@
 namespace gpufeed {
 
 namespace {
-// on_error=skip: substitutes tried for one bad sample before giving up.
-constexpr int kMaxSubstitutes = 16;
 // WorkSchedule::time_per_run: runs per reading of the thread's CPU time
 // (see TimeRun).
 constexpr int kCpuSampleRuns = 8;
@@ -70,7 +68,7 @@ HostStage::HostStage(std::shared_ptr<const Dataset> dataset, const LoaderOptions
       options_(options),
       setup_(std::move(setup)),
       layout_(layout),
-      writer_(dataset_.get(), setup_.kind, layout_, options.label_lengths),
+      writer_(dataset_.get(), setup_.kind, layout_, options.batch_size, options.label_lengths),
       ring_(std::move(ring)) {
   threads_ = options.num_threads > 0
                  ? options.num_threads
@@ -260,6 +258,10 @@ void HostStage::HandOut(Slot& slot, uint64_t k, Batch* batch) {
   }
   BatchAccess::Fill(batch, std::move(data), std::move(labels), std::move(ids), epoch_, k, false,
                     std::move(hold), std::move(pinned));
+  if (!layout_.extras.empty()) {
+    BatchAccess::SetExtras(batch,
+                           ExtraTensors(layout_, options_.batch_size, slot.data, slot.samples));
+  }
   if (layout_.lengths_bytes > 0) {
     Tensor lengths;
     lengths.data = slot.labels;
@@ -368,6 +370,10 @@ void HostStage::WriteRun(WorkerRun* run) {
   run->statuses.assign(run->count, Status::OK());
   const RunTimer timer = StartRunTimer(run);
   for (const RunPart& part : run->parts) {
+    if (schedule_.whole_runs) {
+      WriteWholePart(part, run);
+      continue;
+    }
     for (uint64_t i = part.first - run->first; i < part.first - run->first + part.count; ++i) {
       run->statuses[i] =
           WriteSample(run->first + i, run->epoch, *part.slot, &run->fetched[i],
@@ -428,51 +434,6 @@ void HostStage::FinishRun(WorkerRun* run) {
   }
   if (awaited) ring_->batch_done.notify_all();
   if (active_ == 0 && !accepting_) ring_->changed.notify_all();
-}
-
-Status HostStage::WriteSample(uint64_t task, uint64_t epoch, Slot& slot,
-                              ReadAhead::Fetched* fetched, bool have_bytes,
-                              SampleWriter::Scratch* scratch, WorkFigures* figures,
-                              uint64_t* used) {
-  const size_t position = task % options_.batch_size;
-  const uint64_t sample = samples_[task];
-  Status status;
-  try {
-    status = have_bytes
-                 ? writer_.Parse(sample, epoch, *fetched, slot, position, scratch, figures)
-                 : writer_.Read(sample, epoch, slot, position, scratch, figures);
-  } catch (const std::exception& e) {
-    // Nothing may escape a worker (it would end the process): an
-    // allocation failure or a library exception is this sample's error.
-    status = Status::Internal("sample " + std::to_string(sample) + ": " + e.what());
-  }
-  // An unshared read goes back to the engine's budget now; a shared one
-  // (a token block) with its last window, in ReadAhead::Release.
-  fetched->completion.reset();
-  *used = sample;
-  if (!status.ok() && options_.on_error == OnError::kSkip) {
-    LogSkip(status);
-    stats_.skipped += 1;
-    for (int attempt = 1; attempt <= kMaxSubstitutes && !status.ok(); ++attempt) {
-      *used = samples_[(task + attempt) % samples_.size()];
-      try {
-        status = writer_.Read(*used, epoch, slot, position, scratch, figures);
-      } catch (const std::exception& e) {
-        status = Status::Internal("sample " + std::to_string(*used) + ": " + e.what());
-      }
-      if (!status.ok()) stats_.skipped += 1;
-    }
-  }
-  return status;
-}
-
-void HostStage::LogSkip(const Status& status) {
-  uint64_t count = stats_.skipped.load();
-  // Rate-limited: the first, then every 1000th.
-  if (count == 0 || count % 1000 == 0) {
-    Log().warn("skipping a bad sample (on_error=skip, {} skipped so far): {}", count + 1,
-               status.ToString());
-  }
 }
 
 }  // namespace gpufeed

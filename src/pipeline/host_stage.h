@@ -117,6 +117,13 @@ class HostStage final : public BatchSource {
   Status WriteSample(uint64_t task, uint64_t epoch, Slot& slot, ReadAhead::Fetched* fetched,
                      bool have_bytes, SampleWriter::Scratch* scratch, WorkFigures* figures,
                      uint64_t* used);
+  // on_error=skip: sample `task` failed with `status`; writes substitutes
+  // (the samples after it) into its row until one succeeds. Returns the
+  // status to record (`status` in raise mode). Without the lock.
+  Status Substitute(uint64_t task, uint64_t epoch, Slot& slot, Status status,
+                    SampleWriter::Scratch* scratch, WorkFigures* figures, uint64_t* used);
+  // WorkSchedule::whole_runs: the part's samples written by the kind at once.
+  void WriteWholePart(const RunPart& part, WorkerRun* run);
   void LogSkip(const Status& status);
   void HandOut(Slot& slot, uint64_t k, Batch* batch);
   void FillStatsLocked(StageStats* stats) const;

@@ -10,6 +10,7 @@ namespace gpufeed {
 std::shared_ptr<SampleKind> NewImageSamples(const LoaderOptions& options);
 std::shared_ptr<SampleKind> NewRawSamples(const LoaderOptions& options);
 std::shared_ptr<SampleKind> NewTokenSamples(const LoaderOptions& options);
+std::shared_ptr<SampleKind> NewTabularSamples(const LoaderOptions& options);
 
 Status MakeSampleKind(const LoaderOptions& options, std::shared_ptr<SampleKind>* kind) {
   struct Entry {
@@ -20,6 +21,7 @@ Status MakeSampleKind(const LoaderOptions& options, std::shared_ptr<SampleKind>*
       {TransformKind::kImage, NewImageSamples},
       {TransformKind::kRaw, NewRawSamples},
       {TransformKind::kTokenWindows, NewTokenSamples},
+      {TransformKind::kTabular, NewTabularSamples},
   };
   for (const Entry& entry : kKinds) {
     if (entry.transform == options.transform) {
@@ -29,6 +31,27 @@ Status MakeSampleKind(const LoaderOptions& options, std::shared_ptr<SampleKind>*
   }
   return Status::InvalidArgument("unknown transform kind " +
                                  std::to_string(static_cast<int>(options.transform)));
+}
+
+std::vector<Tensor> ExtraTensors(const BatchLayout& layout, uint32_t batch_size, void* data,
+                                 int64_t samples) {
+  std::vector<Tensor> tensors;
+  for (size_t i = 0; i < layout.extras.size(); ++i) {
+    Tensor tensor;
+    tensor.data = static_cast<char*>(data) + layout.plane_offset(i, batch_size);
+    tensor.dtype = layout.extras[i].dtype;
+    tensor.shape = {samples};
+    tensor.shape.insert(tensor.shape.end(), layout.extras[i].shape.begin(),
+                        layout.extras[i].shape.end());
+    tensors.push_back(std::move(tensor));
+  }
+  return tensors;
+}
+
+Status SampleKind::WriteRun(const DatasetBase&, const uint64_t*, size_t, const BatchLayout&,
+                            const RunRows&, size_t* written, RunFigures*) const {
+  *written = 0;
+  return Status::Internal("this sample kind does not write whole runs");
 }
 
 WorkSchedule SampleKind::Schedule(const std::vector<uint64_t>&, bool) const {

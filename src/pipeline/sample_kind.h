@@ -32,8 +32,26 @@
 
 namespace gpufeed {
 
+// A tensor of a kind beyond data and labels (Batch::extras).
+struct ExtraLayout {
+  TensorDtype dtype = TensorDtype::kInt64;
+  std::vector<int64_t> shape;  // of one sample's part, without the batch dimension
+  size_t bytes_per_sample = 0;
+};
+
+// Most extra tensors a kind may lay out.
+constexpr size_t kMaxExtras = 8;
+
 // The shapes and sizes of a host batch: SampleKind::Layout fills it.
+//
+// A slot's data buffer holds planes, each a (batch_size, ...) C-contiguous
+// array: the data, then each extra tensor, every plane starting at a
+// multiple of kPlaneAlign bytes (laid out for the full batch size, so a
+// short last batch leaves the planes where they are). One copy of the
+// buffer moves them all.
 struct BatchLayout {
+  static constexpr size_t kPlaneAlign = 256;
+
   TensorDtype data_dtype = TensorDtype::kFloat32;
   std::vector<int64_t> sample_shape;  // without the batch dimension
   size_t sample_bytes = 0;
@@ -41,8 +59,20 @@ struct BatchLayout {
   std::vector<int64_t> label_shape;  // of one sample's labels; empty: a scalar
   size_t label_bytes_per_sample = 0;
   size_t lengths_bytes = 0;  // label_lengths: the counts before the labels
+  std::vector<ExtraLayout> extras;  // at most kMaxExtras
 
-  size_t data_bytes(uint32_t batch_size) const { return sample_bytes * batch_size; }
+  // Where extra plane i starts in the data buffer (i == extras.size(): the
+  // buffer's end).
+  size_t plane_offset(size_t i, uint32_t batch_size) const {
+    size_t offset = sample_bytes * batch_size;
+    for (size_t e = 0; e < i; ++e) {
+      offset = (offset + kPlaneAlign - 1) / kPlaneAlign * kPlaneAlign;
+      offset += extras[e].bytes_per_sample * batch_size;
+    }
+    if (i < extras.size()) offset = (offset + kPlaneAlign - 1) / kPlaneAlign * kPlaneAlign;
+    return offset;
+  }
+  size_t data_bytes(uint32_t batch_size) const { return plane_offset(extras.size(), batch_size); }
   size_t label_bytes(uint32_t batch_size) const {
     return lengths_bytes + label_bytes_per_sample * batch_size;
   }
@@ -53,6 +83,22 @@ struct SampleRow {
   char* data = nullptr;            // sample_bytes
   char* labels = nullptr;          // label_bytes_per_sample
   int32_t* label_count = nullptr;  // label_lengths: this row's count; else null
+  char* extras[kMaxExtras] = {};   // extras[i].bytes_per_sample each
+};
+
+// The extra tensors of a slot's data buffer holding `samples` samples.
+std::vector<Tensor> ExtraTensors(const BatchLayout& layout, uint32_t batch_size, void* data,
+                                 int64_t samples);
+
+// Where a whole run writes (SampleKind::WriteRun): the row of its first
+// sample; the sample after a row is its pointers advanced by the layout's
+// per-sample bytes (a run never crosses a batch).
+using RunRows = SampleRow;
+
+// What a whole run took, for the stats.
+struct RunFigures {
+  double read_seconds = 0;  // waiting for bytes
+  uint64_t bytes = 0;       // of the samples' records
 };
 
 // What a worker reuses from sample to sample.
@@ -76,6 +122,10 @@ struct WorkSchedule {
   // true: Write takes microseconds, so the worker times whole runs (wall,
   // and CPU time read every few runs) instead of each sample.
   bool time_per_run = false;
+  // true: samples are a few hundred bytes (tabular rows): the kind reads
+  // and writes each part of a run that falls in one batch at once
+  // (WriteRun), with no read-ahead per sample. Implies time_per_run.
+  bool whole_runs = false;
 };
 
 class SampleKind {
@@ -122,6 +172,14 @@ class SampleKind {
                               const RecordLocation& location, const char* data, size_t size,
                               const BatchLayout& layout, const SampleRow& row, bool* handled,
                               uint64_t* bytes) const;
+  // WorkSchedule::whole_runs: writes samples[0, count) into consecutive
+  // rows from `first` (their reads included). On a sample it cannot write,
+  // returns its error naming it with *written the samples before it that
+  // were written (the caller substitutes or fails it, then calls again
+  // from the next one); else *written == count. Runs on many workers at once.
+  virtual Status WriteRun(const DatasetBase& dataset, const uint64_t* samples, size_t count,
+                          const BatchLayout& layout, const RunRows& first, size_t* written,
+                          RunFigures* figures) const;
 
  protected:
   explicit SampleKind(const LoaderOptions& options) : options_(options) {}

@@ -8,12 +8,16 @@
 namespace gpufeed {
 
 SampleWriter::SampleWriter(const Dataset* dataset, std::shared_ptr<const SampleKind> kind,
-                           const BatchLayout& layout, bool label_lengths)
+                           const BatchLayout& layout, uint32_t batch_size, bool label_lengths)
     : dataset_(ReadPathOf(*dataset)),
       kind_(std::move(kind)),
       layout_(layout),
       label_lengths_(label_lengths),
-      time_per_run_(kind_->Schedule({}, false).time_per_run) {}
+      time_per_run_(kind_->Schedule({}, false).time_per_run) {
+  for (size_t i = 0; i < layout_.extras.size() && i < kMaxExtras; ++i) {
+    plane_offsets_[i] = layout_.plane_offset(i, batch_size);
+  }
+}
 
 SampleRow SampleWriter::RowOf(Slot& slot, size_t position) const {
   SampleRow row;
@@ -23,7 +27,21 @@ SampleRow SampleWriter::RowOf(Slot& slot, size_t position) const {
   if (label_lengths_ && layout_.lengths_bytes > 0) {
     row.label_count = static_cast<int32_t*>(slot.labels) + position;
   }
+  for (size_t i = 0; i < layout_.extras.size() && i < kMaxExtras; ++i) {
+    row.extras[i] = static_cast<char*>(slot.data) + plane_offsets_[i] +
+                    position * layout_.extras[i].bytes_per_sample;
+  }
   return row;
+}
+
+Status SampleWriter::WriteRun(const uint64_t* samples, size_t count, Slot& slot, size_t position,
+                              size_t* written, WorkFigures* figures) const {
+  RunFigures run;
+  Status status =
+      kind_->WriteRun(dataset_, samples, count, layout_, RowOf(slot, position), written, &run);
+  figures->read += run.read_seconds;
+  figures->bytes += run.bytes;
+  return status;
 }
 
 Status SampleWriter::Parse(uint64_t sample, uint64_t epoch, const ReadAhead::Fetched& fetched,

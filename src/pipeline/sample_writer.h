@@ -28,7 +28,7 @@ class SampleWriter {
 
   // `dataset` outlives the writer; `kind` was prepared for it.
   SampleWriter(const Dataset* dataset, std::shared_ptr<const SampleKind> kind,
-               const BatchLayout& layout, bool label_lengths);
+               const BatchLayout& layout, uint32_t batch_size, bool label_lengths);
 
   // Reads sample `sample` itself and writes it at row `position` of `slot`.
   Status Read(uint64_t sample, uint64_t epoch, Slot& slot, size_t position, Scratch* scratch,
@@ -36,15 +36,22 @@ class SampleWriter {
   // The same from the bytes the read engine fetched.
   Status Parse(uint64_t sample, uint64_t epoch, const ReadAhead::Fetched& fetched, Slot& slot,
                size_t position, Scratch* scratch, WorkFigures* figures) const;
+  // WorkSchedule::whole_runs: samples[0, count) into rows from `position`
+  // on (SampleKind::WriteRun), the reads' time and bytes added to *figures.
+  Status WriteRun(const uint64_t* samples, size_t count, Slot& slot, size_t position,
+                  size_t* written, WorkFigures* figures) const;
+
+  // Sample `position`'s row of `slot`.
+  SampleRow RowOf(Slot& slot, size_t position) const;
 
  private:
-  SampleRow RowOf(Slot& slot, size_t position) const;
   Status Write(uint64_t sample, uint64_t epoch, const SampleRow& row, Scratch* scratch,
                WorkFigures* figures) const;
 
   const DatasetBase& dataset_;
   const std::shared_ptr<const SampleKind> kind_;
   const BatchLayout layout_;
+  size_t plane_offsets_[kMaxExtras] = {};  // of the extra tensors in a slot's data
   const bool label_lengths_;
   // The kind's work takes microseconds: the host stage times whole runs,
   // so the per-sample CPU time (a system call) is not read here.

@@ -60,4 +60,32 @@ std::string IndexPathFor(const std::string& rec_path) {
   return rec_path + ".idx";
 }
 
+namespace {
+bool IsAsciiDigit(char c) { return c >= '0' && c <= '9'; }
+}  // namespace
+
+bool NaturalLess(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (!IsAsciiDigit(a[i]) || !IsAsciiDigit(b[j])) {
+      if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
+      ++i, ++j;
+      continue;
+    }
+    size_t a_end = i, b_end = j;
+    while (a_end < a.size() && IsAsciiDigit(a[a_end])) ++a_end;
+    while (b_end < b.size() && IsAsciiDigit(b[b_end])) ++b_end;
+    size_t a_value = i, b_value = j;  // past the leading zeros (one digit kept)
+    while (a_value + 1 < a_end && a[a_value] == '0') ++a_value;
+    while (b_value + 1 < b_end && b[b_value] == '0') ++b_value;
+    const size_t a_digits = a_end - a_value, b_digits = b_end - b_value;
+    if (a_digits != b_digits) return a_digits < b_digits;
+    const int order = a.compare(a_value, a_digits, b, b_value, b_digits);
+    if (order != 0) return order < 0;
+    i = a_end, j = b_end;
+  }
+  if (i < a.size() || j < b.size()) return j < b.size();
+  return a < b;  // equal but for leading zeros: "day_01" < "day_1"
+}
+
 }  // namespace gpufeed

@@ -19,6 +19,11 @@ std::string ToLower(std::string text);
 // "part-00000.rec" -> "part-00000.idx"; any other name gets ".idx" appended.
 std::string IndexPathFor(const std::string& rec_path);
 
+// Natural order of file names: runs of digits compare as numbers ("day_2"
+// < "day_10"; leading zeros ignored), everything else byte by byte; names
+// equal that way compare bytewise ("day_01" < "day_1").
+bool NaturalLess(const std::string& a, const std::string& b);
+
 }  // namespace gpufeed
 
 #endif  // GPUFEED_UTIL_PATH_H_

@@ -186,6 +186,27 @@ int main(int argc, char** argv) {
     Write("npy_header", npy(2, "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 26), }", 416));
   }
 
+  // Criteo TSV lines: a Kaggle line, one with missing and negative fields
+  // and CRLF, one with every feature missing, and bad ones (41 fields, a
+  // non-hex categorical, 17 hex digits, an int64 overflow).
+  {
+    const std::string kaggle =
+        "0\t1\t1\t5\t0\t1382\t4\t15\t2\t181\t1\t2\t\t2\t68fd1e64\t80e26c9b\tfb936136\t"
+        "7b4723c4\t25c83c98\t7e0ccccf\tde7995b8\t1f89b562\ta73ee510\ta8cd5504\tb2cb9c98\t"
+        "37c9c164\t2824a5f6\t1adce6ef\t8ba8b39a\t891b62e7\te5ba7672\tf54016b9\t21ddcdc9\t"
+        "b1252a9d\t07b5194c\t\t3a171ecb\tc5c50484\te8b83407\t9727dd16";
+    Write("criteo_line", kaggle + "\n");
+    Write("criteo_line", "1\t-1\t\t+3\t-9223372036854775808\t\t\t\t\t\t\t\t\t9\t"
+                         "FFFFFFFFFFFFFFFF\t\t0\tAbC\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t"
+                         "\t\t\t\t\t\t05db9164\r\n");
+    Write("criteo_line", "1" + std::string(39, '\t'));
+    Write("criteo_line", kaggle + "\t\n");
+    Write("criteo_line", "0\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13\tzz" +
+                             std::string(25, '\t') + "\n");
+    Write("criteo_line", "0" + std::string(14, '\t') + "0123456789abcdef0" + std::string(25, '\t'));
+    Write("criteo_line", "99999999999999999999" + std::string(39, '\t'));
+  }
+
   // Manifests.
   Manifest manifest;
   manifest.records = 3;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -131,6 +132,28 @@ TEST(CriteoLineTest, NeverReadsPastTheLength) {
   EXPECT_TRUE(Parse("\n", &row).IsCorruption());
 }
 
+TEST(CriteoLineTest, EveryByteInEveryPositionOfAnEightDigitId) {
+  // Eight digits take the word-at-a-time path; any other byte must fail it.
+  for (int position = 0; position < 8; ++position) {
+    for (int byte = 0; byte < 256; ++byte) {
+      std::string id = "9aF0b1C2";
+      id[position] = static_cast<char>(byte);
+      CriteoRow row;
+      Status status = Parse(WithField(14, id), &row);
+      const bool hex = std::isxdigit(byte) != 0;
+      if (byte == '\t') {
+        EXPECT_EQ(status.message(), "41 fields, expected 40");
+      } else if (!hex) {
+        EXPECT_TRUE(status.IsCorruption()) << position << " " << byte;
+        EXPECT_NE(status.message().find("field C1 (column 15)"), std::string::npos);
+      } else {
+        ASSERT_TRUE(status.ok()) << position << " " << byte << ": " << status.ToString();
+        EXPECT_EQ(row.sparse[0], std::stoull(id, nullptr, 16)) << id;
+      }
+    }
+  }
+}
+
 struct BadLine {
   std::string line;
   std::string message;  // the exact Corruption message
@@ -142,7 +165,8 @@ TEST(CriteoLineTest, EveryErrorNamesTheFieldAndQuotesIt) {
       {std::string(kKaggleLine) + "\t", "41 fields, expected 40"},
       {std::string(kKaggleLine) + "\t\t\t", "43 fields, expected 40"},
       {WithField(39, "") + "\tff\n", "41 fields, expected 40"},
-      {std::string(kKaggleLine).substr(0, std::string(kKaggleLine).rfind('\t')), "39 fields, expected 40"},
+      {std::string(kKaggleLine).substr(0, std::string(kKaggleLine).rfind('\t')),
+       "39 fields, expected 40"},
       {"0\t1\t2", "3 fields, expected 40"},
       {"", "1 fields, expected 40"},
       {WithField(3, "x1"), "field I3 (column 4): 'x1' is not an integer"},
@@ -204,8 +228,11 @@ with open(out + '/lines.tsv', 'wb') as lines, open(out + '/expected.txt', 'w') a
         label = random.randint(0, 1)
         d = [dense() for _ in range(13)]
         s = [sparse() for _ in range(26)]
-        fields = [str(label)] + ['' if v is None else ('+' if v >= 0 and random.random() < 0.05 else '') + str(v) for v in d] + [t for _, t in s]
-        want = 'OK ' + ' '.join([str(label)] + ['-' if v is None else str(v) for v in d] + ['-' if v is None else str(v) for v, _ in s])
+        plus = lambda v: '+' if v >= 0 and random.random() < 0.05 else ''
+        fields = ([str(label)] + ['' if v is None else plus(v) + str(v) for v in d] +
+                  [t for _, t in s])
+        want = 'OK ' + ' '.join([str(label)] + ['-' if v is None else str(v) for v in d] +
+                                ['-' if v is None else str(v) for v, _ in s])
         if random.random() < 0.1:
             kind = random.randint(0, 3)
             if kind == 0:
@@ -264,7 +291,8 @@ TEST(CriteoLineTest, AgreesWithPythonOnRandomLines) {
       values >> value;
       const bool missing = value == "-";
       EXPECT_EQ((row.sparse_missing >> i) & 1, missing ? 1u : 0u) << "line " << count;
-      EXPECT_EQ(row.sparse[i], missing ? 0 : std::stoull(value)) << "line " << count << " C" << i + 1;
+      EXPECT_EQ(row.sparse[i], missing ? 0 : std::stoull(value))
+          << "line " << count << " C" << i + 1;
     }
   }
   EXPECT_EQ(count, 2000);

@@ -325,16 +325,6 @@ TEST_F(CriteoTsvTest, ScanFindsEveryLineWhateverTheWindow) {
   EXPECT_NE(status.message().find("shrinking.txt: ends at byte offset 0"), std::string::npos);
 }
 
-TEST_F(CriteoTsvTest, NaturalOrderComparesDigitRunsAsNumbers) {
-  EXPECT_TRUE(NaturalLess("day_2", "day_10"));
-  EXPECT_FALSE(NaturalLess("day_10", "day_2"));
-  EXPECT_TRUE(NaturalLess("day_9", "day_10.txt"));
-  EXPECT_TRUE(NaturalLess("day", "day_0"));
-  EXPECT_TRUE(NaturalLess("a2b", "a10a"));
-  EXPECT_TRUE(NaturalLess("day_02", "day_2"));  // equal numbers: byte order
-  EXPECT_FALSE(NaturalLess("day_2", "day_2"));
-}
-
 TEST_F(CriteoTsvTest, ABadLineIsCorruptionNamingTheFileAndLine) {
   const std::string file = JoinPath(dir_.path(), "train.txt");
   WRITE_OR_SKIP(file, 20, 6, "lf", true, "3,17", "9");

@@ -48,8 +48,9 @@ TEST(RegistryTest, EveryFormatOnceWithItsNameBothWays) {
 
 TEST(RegistryTest, AFormatsValueNeedsNoNamedEnumerator) {
   // docs/extending.md: a new format takes an unused value from 20 up in its
-  // own file; until its entry is in the list, nothing knows it.
-  constexpr DatasetFormat unnamed = DatasetFormat{20};
+  // own file; until its entry is in the list, nothing knows it (99: a value
+  // no format has taken).
+  constexpr DatasetFormat unnamed = DatasetFormat{99};
   EXPECT_EQ(FindFormat(unnamed), nullptr);
   EXPECT_STREQ(FormatName(unnamed), "unknown");
   EXPECT_FALSE(IsTokenFormat(unnamed));

@@ -1,0 +1,308 @@
+// The tabular kind: sample i of a tabular dataset (format/tabular.h) is a
+// row; its dense values go into the data row (float32, (dense count)), its
+// sparse ids into the first extra tensor ((sparse count) of sparse_dtype),
+// its label into the label row (float32 scalar), as TabularConvert makes
+// them.
+//
+// Rows are a few hundred bytes, so the kind writes whole runs: with
+// shuffle="block" or none, the blocks the run's rows lie in come from a
+// TabularReader (one large read per block part, shared by every batch that
+// takes rows from it); with shuffle=True or "node" (rows from anywhere)
+// each row is read on its own through the store.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "format/criteo_line.h"
+#include "format/tabular.h"
+#include "format/tabular_field.h"
+#include "pipeline/sample_kind.h"
+#include "pipeline/tabular_convert.h"
+#include "pipeline/tabular_reader.h"
+#include "pipeline/host_stats.h"
+
+namespace gpufeed {
+namespace {
+
+// Samples a worker claims at once: a large batch is one run; small ones
+// share a run (one lock round trip for many rows).
+constexpr uint64_t kTabularRun = 16384;
+// Blocks a run's loop keeps at hand before asking the shared cache again.
+constexpr size_t kHeldBlocks = 16;
+
+class TabularSamples final : public SampleKind {
+ public:
+  explicit TabularSamples(const LoaderOptions& options) : SampleKind(options) {}
+
+  Status Validate() const override {
+    // The column count is checked again by Prepare, against the dataset's.
+    return TabularConvert::Check(
+        options_.tabular, static_cast<uint32_t>(std::max<size_t>(1, options_.tabular.hash_sizes.size())));
+  }
+
+  Status Prepare(std::shared_ptr<const Dataset> opened,
+                 std::shared_ptr<const Dataset>* prepared) override;
+  Status Layout(const Dataset& dataset, BatchLayout* layout) const override;
+
+  WorkSchedule Schedule(const std::vector<uint64_t>&, bool) const override {
+    WorkSchedule schedule;
+    schedule.run_tasks = std::max<uint64_t>(options_.batch_size, kTabularRun);
+    schedule.max_run_batches = static_cast<size_t>(std::max(1, options_.prefetch / 2));
+    schedule.time_per_run = true;
+    schedule.whole_runs = true;
+    return schedule;
+  }
+
+  Status Write(uint64_t sample, uint64_t, const Record& record, const BatchLayout& layout,
+               const SampleRow& row, SampleScratch*) const override;
+  Status WriteRun(const DatasetBase& dataset, const uint64_t* samples, size_t count,
+                  const BatchLayout& layout, const RunRows& first, size_t* written,
+                  RunFigures* figures) const override;
+
+ private:
+  // Where one row's fields lie, and which segment it belongs to.
+  struct RowBytes {
+    const TabularSegment* segment = nullptr;
+    const char* parts[3] = {nullptr, nullptr, nullptr};  // binary: at the row
+    const char* line = nullptr;                          // text
+    size_t line_bytes = 0;
+    uint64_t row_in_segment = 0;
+  };
+  Status WriteRow(uint64_t sample, const RowBytes& bytes, const SampleRow& row) const;
+  Status WriteLine(uint64_t sample, const TabularSegment& segment, uint64_t row_in_segment,
+                   const char* line, size_t size, const SampleRow& row) const;
+  Status WriteBlocks(const uint64_t* samples, size_t count, const BatchLayout& layout,
+                     const RunRows& first, size_t* written, RunFigures* figures) const;
+  Status WriteSingles(const DatasetBase& dataset, const uint64_t* samples, size_t count,
+                      const BatchLayout& layout, const RunRows& first, size_t* written,
+                      RunFigures* figures) const;
+  static SampleRow Advance(const RunRows& first, const BatchLayout& layout, size_t i) {
+    SampleRow row = first;
+    row.data += i * layout.sample_bytes;
+    row.labels += i * layout.label_bytes_per_sample;
+    row.extras[0] += i * layout.extras[0].bytes_per_sample;
+    return row;
+  }
+
+  // Set by Prepare (the prepared dataset outlives the kind's use).
+  const TabularRows* rows_ = nullptr;
+  const TabularDatasetBase* dataset_ = nullptr;
+  std::unique_ptr<TabularConvert> convert_;
+  std::unique_ptr<TabularReader> reader_;  // block reads (shuffle block or none)
+};
+
+Status TabularSamples::Prepare(std::shared_ptr<const Dataset> opened,
+                               std::shared_ptr<const Dataset>* prepared) {
+  rows_ = AsTabularRows(*opened);
+  dataset_ = dynamic_cast<const TabularDatasetBase*>(opened.get());
+  if (rows_ == nullptr || dataset_ == nullptr) {
+    return Status::InvalidArgument(
+        opened->path() + " is a " + FormatName(opened->format()) +
+        " dataset, not a tabular one (criteo_npy, criteo_tsv, records): the tabular transform "
+        "reads rows of those formats only");
+  }
+  const TabularSchema& schema = rows_->table().schema;
+  GPUFEED_RETURN_IF_ERROR(TabularConvert::Check(options_.tabular, schema.sparse.count));
+  convert_ = std::make_unique<TabularConvert>(options_.tabular, schema.sparse.count);
+  if (options_.shuffle == ShuffleMode::kBlock || options_.shuffle == ShuffleMode::kNone) {
+    const int threads = options_.num_threads > 0
+                            ? options_.num_threads
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const size_t window = std::max<uint32_t>(1, options_.shuffle_window_shards);
+    // The window's blocks and the next window's, for every worker.
+    const size_t capacity = 2 * window + static_cast<size_t>(threads) + 2;
+    GPUFEED_RETURN_IF_ERROR(TabularReader::Create(
+        rows_, options_.io, capacity, static_cast<size_t>(threads) * (window + 2), &reader_));
+  }
+  *prepared = std::move(opened);
+  return Status::OK();
+}
+
+Status TabularSamples::Layout(const Dataset&, BatchLayout* layout) const {
+  const TabularSchema& schema = rows_->table().schema;
+  layout->data_dtype = TensorDtype::kFloat32;
+  layout->sample_shape = {static_cast<int64_t>(schema.dense.count)};
+  layout->sample_bytes = sizeof(float) * schema.dense.count;
+  ExtraLayout sparse;
+  sparse.dtype = options_.tabular.sparse_dtype;
+  sparse.shape = {static_cast<int64_t>(schema.sparse.count)};
+  sparse.bytes_per_sample = convert_->sparse_item() * schema.sparse.count;
+  layout->extras = {sparse};
+  layout->label_dtype = TensorDtype::kFloat32;
+  layout->label_shape.clear();
+  layout->label_bytes_per_sample = sizeof(float);
+  layout->lengths_bytes = 0;
+  return Status::OK();
+}
+
+Status TabularSamples::WriteRow(uint64_t sample, const RowBytes& bytes,
+                                const SampleRow& row) const {
+  const TabularSchema& schema = rows_->table().schema;
+  if (schema.text) {
+    return WriteLine(sample, *bytes.segment, bytes.row_in_segment, bytes.line, bytes.line_bytes,
+                     row);
+  }
+  auto at = [&](const TabularField& field) { return bytes.parts[field.part] + field.offset; };
+  convert_->Dense(schema.dense.type, at(schema.dense), schema.dense.count,
+                  reinterpret_cast<float*>(row.data));
+  convert_->Sparse(schema.sparse.type, at(schema.sparse), schema.sparse.count, row.extras[0]);
+  const float label = static_cast<float>(FieldAsDouble(schema.label.type, at(schema.label)));
+  std::memcpy(row.labels, &label, sizeof(label));
+  return Status::OK();
+}
+
+Status TabularSamples::WriteLine(uint64_t sample, const TabularSegment& segment,
+                                 uint64_t row_in_segment, const char* line, size_t size,
+                                 const SampleRow& row) const {
+  CriteoRow parsed;
+  Status status = ParseCriteoLine(line, size, &parsed);
+  if (!status.ok()) {
+    const std::string& path = rows_->table().files[segment.parts[0].file]->path();
+    return Status::Corruption(path + " line " + std::to_string(row_in_segment + 1) +
+                              " (byte offset " +
+                              std::to_string((*segment.line_offsets)[row_in_segment]) +
+                              ", sample " + std::to_string(sample) + "): " + status.message());
+  }
+  convert_->DenseValues(parsed.dense, kCriteoDense, reinterpret_cast<float*>(row.data));
+  convert_->SparseValues(parsed.sparse, kCriteoSparse, row.extras[0]);
+  const float label = static_cast<float>(parsed.label);
+  std::memcpy(row.labels, &label, sizeof(label));
+  return Status::OK();
+}
+
+// A row read on its own (a substitute, or a run without a reader): the
+// Record of TabularDatasetBase::Read (packed stored fields, or the line).
+Status TabularSamples::Write(uint64_t sample, uint64_t, const Record& record, const BatchLayout&,
+                             const SampleRow& row, SampleScratch*) const {
+  const TabularTable& table = rows_->table();
+  const TabularSegment& segment = table.segments[dataset_->SegmentOf(sample)];
+  RowBytes bytes;
+  bytes.segment = &segment;
+  bytes.row_in_segment = sample - segment.first_row;
+  if (table.schema.text) {
+    bytes.line = record.data.data();
+    bytes.line_bytes = record.data.size();
+    return WriteRow(sample, bytes, row);
+  }
+  // Packed: label, dense, sparse, each as stored.
+  const TabularSchema& schema = table.schema;
+  const size_t label = FieldTypeSize(schema.label.type);
+  const size_t dense = FieldTypeSize(schema.dense.type) * schema.dense.count;
+  if (record.data.size() != label + dense + FieldTypeSize(schema.sparse.type) * schema.sparse.count) {
+    return Status::Internal("sample " + std::to_string(sample) + " (" + record.source +
+                            "): a row of " + std::to_string(record.data.size()) + " bytes");
+  }
+  const char* base = record.data.data();
+  TabularSchema packed = schema;
+  packed.label.part = packed.dense.part = packed.sparse.part = 0;
+  packed.label.offset = 0;
+  packed.dense.offset = label;
+  packed.sparse.offset = label + dense;
+  convert_->Dense(packed.dense.type, base + packed.dense.offset, packed.dense.count,
+                  reinterpret_cast<float*>(row.data));
+  convert_->Sparse(packed.sparse.type, base + packed.sparse.offset, packed.sparse.count,
+                   row.extras[0]);
+  const float value = static_cast<float>(FieldAsDouble(packed.label.type, base));
+  std::memcpy(row.labels, &value, sizeof(value));
+  return Status::OK();
+}
+
+Status TabularSamples::WriteRun(const DatasetBase& dataset, const uint64_t* samples, size_t count,
+                                const BatchLayout& layout, const RunRows& first, size_t* written,
+                                RunFigures* figures) const {
+  if (reader_) return WriteBlocks(samples, count, layout, first, written, figures);
+  return WriteSingles(dataset, samples, count, layout, first, written, figures);
+}
+
+// Each row from its block's bytes; the blocks at hand are kept in a small
+// array (a window's rows come from a few blocks in random order).
+Status TabularSamples::WriteBlocks(const uint64_t* samples, size_t count,
+                                   const BatchLayout& layout, const RunRows& first,
+                                   size_t* written, RunFigures* figures) const {
+  const TabularTable& table = rows_->table();
+  const std::vector<TabularBlock>& blocks = rows_->blocks();
+  std::shared_ptr<const TabularBlockBytes> held[kHeldBlocks];
+  size_t next_slot = 0;
+  const TabularBlockBytes* current = nullptr;
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t sample = samples[i];
+    if (current == nullptr || sample < blocks[current->block].first_row ||
+        sample >= blocks[current->block].first_row + blocks[current->block].rows) {
+      const size_t b = rows_->BlockOf(sample);
+      current = nullptr;
+      for (const auto& block : held) {
+        if (block && block->block == b) current = block.get();
+      }
+      if (current == nullptr) {
+        std::shared_ptr<const TabularBlockBytes> got;
+        Status status = reader_->Get(b, &got, &figures->read_seconds);
+        if (!status.ok()) {
+          *written = i;
+          return status.WithContext("sample " + std::to_string(sample));
+        }
+        held[next_slot] = std::move(got);
+        current = held[next_slot].get();
+        next_slot = (next_slot + 1) % kHeldBlocks;
+      }
+    }
+    const TabularBlock& block = blocks[current->block];
+    const TabularSegment& segment = table.segments[block.segment];
+    RowBytes bytes;
+    bytes.segment = &segment;
+    bytes.row_in_segment = sample - segment.first_row;
+    const uint64_t in_block = sample - block.first_row;
+    if (table.schema.text) {
+      const auto& lines = *segment.line_offsets;
+      const uint64_t start = block.first_row - segment.first_row;
+      bytes.line = current->parts[0] + (lines[bytes.row_in_segment] - lines[start]);
+      bytes.line_bytes = lines[bytes.row_in_segment + 1] - lines[bytes.row_in_segment];
+      figures->bytes += bytes.line_bytes;
+    } else {
+      for (size_t p = 0; p < segment.parts.size() && p < 3; ++p) {
+        bytes.parts[p] = current->parts[p] + in_block * segment.parts[p].stride;
+        figures->bytes += segment.parts[p].stride;
+      }
+    }
+    Status status = WriteRow(sample, bytes, Advance(first, layout, i));
+    if (!status.ok()) {
+      *written = i;
+      return status;
+    }
+  }
+  *written = count;
+  return Status::OK();
+}
+
+// Rows from anywhere (global or node shuffle): each read on its own.
+Status TabularSamples::WriteSingles(const DatasetBase& dataset, const uint64_t* samples,
+                                    size_t count, const BatchLayout& layout, const RunRows& first,
+                                    size_t* written, RunFigures* figures) const {
+  Record record;
+  for (size_t i = 0; i < count; ++i) {
+    const auto started = Clock::now();
+    Status status = dataset.Read(samples[i], &record);
+    figures->read_seconds += Seconds(Clock::now() - started);
+    if (status.ok()) {
+      figures->bytes += record.data.size();
+      status = Write(samples[i], 0, record, layout, Advance(first, layout, i), nullptr);
+    }
+    if (!status.ok()) {
+      *written = i;
+      return status.WithContext("sample " + std::to_string(samples[i]));
+    }
+  }
+  *written = count;
+  return Status::OK();
+}
+
+}  // namespace
+
+std::shared_ptr<SampleKind> NewTabularSamples(const LoaderOptions& options) {
+  return std::make_shared<TabularSamples>(options);
+}
+
+}  // namespace gpufeed
