@@ -23,7 +23,8 @@ bool IsCompressedName(const std::string& name) {
 }
 
 Status RefuseCompressed(const std::string& path) {
-  return Status::NotSupported(path + " is compressed: criteo_tsv reads plain text lines; "
+  return Status::NotSupported(path +
+                              " is compressed: criteo_tsv reads plain text lines; "
                               "decompress it first (gunzip, zstd -d, ...)");
 }
 
@@ -67,7 +68,8 @@ Status ListCriteoTsvFiles(const std::string& path, const DatasetOptions& options
     names.push_back(entry.name);
   }
   if (names.empty()) {
-    return Status::NotFound(path + ": no files (format=\"criteo_tsv\" reads a TSV file or a "
+    return Status::NotFound(path +
+                            ": no files (format=\"criteo_tsv\" reads a TSV file or a "
                             "directory of them)");
   }
   std::sort(names.begin(), names.end(), NaturalLess);
@@ -83,7 +85,8 @@ Status ListCriteoTsvFiles(const std::string& path, const DatasetOptions& options
 // Opens `path` (a TSV file or a directory of them) as one table: each file
 // with at least one line is a segment; the line indexes are loaded or built.
 Status OpenCriteoTsvDataset(const std::string& path, const DatasetOptions& options,
-                            const std::shared_ptr<Store>& store, std::unique_ptr<Dataset>* dataset) {
+                            const std::shared_ptr<Store>& store,
+                            std::unique_ptr<Dataset>* dataset) {
   std::vector<std::string> files;
   GPUFEED_RETURN_IF_ERROR(ListCriteoTsvFiles(path, options, &files));
   const std::string fallback = LineIndexFallbackDirectory(options);

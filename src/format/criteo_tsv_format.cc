@@ -49,8 +49,8 @@ void VerifyBlock(const TabularTable& table, const TabularBlock& block, std::stri
   const uint64_t first = block.first_row - segment.first_row;
   CriteoRow row;
   for (uint64_t r = first; r < first + block.rows; ++r) {
-    Status parsed = ParseCriteoLine(buffer->data() + (lines[r] - lines[first]),
-                                    lines[r + 1] - lines[r], &row);
+    Status parsed =
+        ParseCriteoLine(buffer->data() + (lines[r] - lines[first]), lines[r + 1] - lines[r], &row);
     if (!parsed.ok()) {
       note(file.path() + " line " + std::to_string(r + 1) + " (sample " +
            std::to_string(segment.first_row + r) + "): " + parsed.message());

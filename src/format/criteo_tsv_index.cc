@@ -77,8 +77,8 @@ Status ScanLines(const std::string& path, uint64_t file_size, const LineReader& 
                  LineIndex* index, size_t window) {
   auto offsets = std::make_shared<std::vector<uint64_t>>();
   offsets->push_back(0);
-  std::vector<char> buffer(static_cast<size_t>(std::max<uint64_t>(1, std::min<uint64_t>(
-                                                                         window, file_size))));
+  std::vector<char> buffer(
+      static_cast<size_t>(std::max<uint64_t>(1, std::min<uint64_t>(window, file_size))));
   for (uint64_t at = 0; at < file_size;) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), file_size - at));
     size_t done = 0;
@@ -156,8 +156,8 @@ Status LoadLineIndex(const std::string& index_path, LineIndex* index) {
   GPUFEED_RETURN_IF_ERROR(
       PreadFull(fd.get(), offsets->data(), offset_bytes, kHeaderSize, index_path, &done));
   if (done != offset_bytes) return bad("truncated");
-  GPUFEED_RETURN_IF_ERROR(PreadFull(fd.get(), &stored, sizeof(stored), kHeaderSize + offset_bytes,
-                                    index_path, &done));
+  GPUFEED_RETURN_IF_ERROR(
+      PreadFull(fd.get(), &stored, sizeof(stored), kHeaderSize + offset_bytes, index_path, &done));
   if (done != sizeof(stored)) return bad("truncated");
   Xxh64 hash;
   hash.Update(header, kHeaderSize);
@@ -225,9 +225,10 @@ Status LoadOrBuildLineIndex(const StoreFile& file, const std::string& fallback_d
       Log().info("{} is stale (the file's size or mtime changed); building it again", candidate);
     }
   }
-  Log().info("{} has no line index; indexing its lines (`gpufeed index {} --format criteo_tsv` "
-             "builds it ahead)",
-             path, path);
+  Log().info(
+      "{} has no line index; indexing its lines (`gpufeed index {} --format criteo_tsv` "
+      "builds it ahead)",
+      path, path);
   GPUFEED_RETURN_IF_ERROR(ScanLines(
       path, file.size(),
       [&](uint64_t offset, size_t length, char* destination, size_t* done) {

@@ -5,8 +5,8 @@
 // natural order; bad lines reported by Read and verify with file and line.
 #include "format/criteo_tsv.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -64,9 +64,9 @@ class CriteoTsvTest : public ::testing::Test {
     const std::string script = JoinPath(dir_.path(), "write.py");
     WriteBytes(script, kWriter);
     const std::string command = "/usr/bin/python3 " + script + " " + path + " " +
-                                std::to_string(lines) + " " + std::to_string(seed) + " " +
-                                ending + " " + (final_newline ? "1" : "0") + " '" + bad + "' '" +
-                                empty + "'";
+                                std::to_string(lines) + " " + std::to_string(seed) + " " + ending +
+                                " " + (final_newline ? "1" : "0") + " '" + bad + "' '" + empty +
+                                "'";
     return std::system(command.c_str()) == 0;
   }
 
@@ -171,9 +171,8 @@ TEST_F(CriteoTsvTest, StaleOrCorruptIndexIsBuiltAgain) {
   EXPECT_NE(Identity(index), old_index);
   ExpectRows(*dataset, LinesOf(file));
   // A damaged index is not trusted.
-  for (const std::string& garbage :
-       {std::string("not an index"), ReadBytes(index).substr(0, 60),
-        std::string(ReadBytes(index)).replace(40, 1, "\x7f")}) {
+  for (const std::string& garbage : {std::string("not an index"), ReadBytes(index).substr(0, 60),
+                                     std::string(ReadBytes(index)).replace(40, 1, "\x7f")}) {
     WriteBytes(index, garbage);
     Status status = Open(file, &dataset);
     ASSERT_TRUE(status.ok()) << status.ToString();
@@ -232,8 +231,8 @@ TEST_F(CriteoTsvTest, CrlfLinesAndALastLineWithoutNewline) {
   for (const char* ending : {"lf", "crlf"}) {
     for (bool final_newline : {true, false}) {
       SCOPED_TRACE(std::string(ending) + (final_newline ? " with" : " without") + " final newline");
-      const std::string file = JoinPath(dir_.path(), std::string("t-") + ending +
-                                                         (final_newline ? "1" : "0") + ".tsv");
+      const std::string file =
+          JoinPath(dir_.path(), std::string("t-") + ending + (final_newline ? "1" : "0") + ".tsv");
       WRITE_OR_SKIP(file, 25, 5, ending, final_newline);
       std::unique_ptr<Dataset> dataset;
       Status status = Open(file, &dataset);
@@ -291,8 +290,15 @@ TEST_F(CriteoTsvTest, DirectoryOfFilesInNaturalOrder) {
 }
 
 TEST_F(CriteoTsvTest, ScanFindsEveryLineWhateverTheWindow) {
-  const std::vector<std::string> texts = {"", "a", "a\n", "\n", "\n\n", "ab\ncd", "ab\r\ncd\r\n",
-                                          "x\n\ny\nzz\n", "long line here\nshort\n"};
+  const std::vector<std::string> texts = {"",
+                                          "a",
+                                          "a\n",
+                                          "\n",
+                                          "\n\n",
+                                          "ab\ncd",
+                                          "ab\r\ncd\r\n",
+                                          "x\n\ny\nzz\n",
+                                          "long line here\nshort\n"};
   for (const std::string& text : texts) {
     std::vector<uint64_t> expected = {0};
     for (size_t i = 0; i < text.size(); ++i) {
