@@ -137,6 +137,21 @@ GPUFEED_EXPORT Status WriteRecordIOIndex(const std::string& rec_path, const std:
 GPUFEED_EXPORT Status WriteTarIndex(const std::string& tar_path, const std::string& index_path,
                                     uint64_t* samples);
 
+// Builds the line index of a raw Criteo TSV file (format "criteo_tsv"), or
+// of each file of a directory of them, and saves it where Dataset::Open
+// looks first: beside the file ("<file>.gpufeed-lines"), else, when that
+// directory is not writable, in options.tabular.index_dir (or the cache
+// directories DatasetOptions::tabular names). An index already there is
+// replaced. *written gets, per file in the dataset's order, the file, its
+// line count and where its index went.
+struct LineIndexWritten {
+  std::string file;
+  uint64_t lines = 0;
+  std::string index_path;
+};
+GPUFEED_EXPORT Status WriteLineIndex(const std::string& path, const DatasetOptions& options,
+                                     std::vector<LineIndexWritten>* written);
+
 // The token corpus formats ("megatron", "llmc", "tokens"): WriteTokenManifest's
 // options.format is one of them or kAuto.
 GPUFEED_EXPORT std::vector<std::string> TokenFormatNames();

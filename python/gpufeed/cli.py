@@ -7,6 +7,8 @@
     gpufeed index FILE.tar [FILE.tar ...]   (the WebDataset member index, beside each tar)
     gpufeed index CORPUS [--format F] [--token-dtype D]
                   (a token corpus's gpufeed.json: llm.c directory, Megatron prefix, headerless files)
+    gpufeed index TSV [TSV ...] --format criteo_tsv
+                  (the line index of raw Criteo TSV files, or of every file of a directory)
     gpufeed bench PATH [--batches N] [--batch-size B] [--threads N] [--plot OUT.png] [--json] ...
     gpufeed diagnose PATH [--seconds S] [--json] ...
     gpufeed cache stat DIR [--json] | clear DIR [--dataset PATH] | warm SOURCE DIR [--capacity C]
@@ -130,11 +132,33 @@ def _is_record_file(path: str, args) -> bool:
     return not os.path.isdir(path) and (name.endswith(".rec") or ".tar" in name)
 
 
+# Formats whose files `gpufeed index` gives a line index (kept where readers look).
+LINE_INDEX_FORMATS = ("criteo_tsv",)
+
+
+def _index_lines(path: str, args) -> None:
+    """Builds (or builds again) the line index of each TSV file at ``path``
+    and says where it went: beside the file, else the cache directory."""
+    import os
+    from . import _core
+    from ._native import native_dataset_options
+    if args.output:
+        raise SystemExit("gpufeed index: a line index is kept where readers look for it (beside "
+                         "the file, else the cache directory); no --output")
+    tabular = {"index_dir": os.path.abspath(args.index_dir)} if args.index_dir else None
+    options = native_dataset_options(args.format, args.allow_external_paths, tabular=tabular)
+    for file, lines, index_path in _core.write_line_index(os.fspath(path), options):
+        print(f"indexed {lines} lines of {file} -> {index_path}")
+
+
 def _cmd_index(args) -> int:
     from . import write_index, write_token_manifest
     if len(args.files) > 1 and args.output:
         raise SystemExit("gpufeed index: --output takes a single input file")
     for path in args.files:
+        if args.format in LINE_INDEX_FORMATS:
+            _index_lines(path, args)
+            continue
         if not _is_record_file(path, args):
             if args.output:
                 raise SystemExit("gpufeed index: a token corpus's gpufeed.json is written in its "
@@ -195,16 +219,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_cmd_verify)
 
     p = sub.add_parser("index", help="write the .idx of a .rec file, the member index of a "
-                                     "WebDataset .tar, or a token corpus's gpufeed.json")
+                                     "WebDataset .tar, a token corpus's gpufeed.json, or the "
+                                     "line index of Criteo TSV files")
     p.add_argument("files", nargs="+", metavar="PATH",
                    help=".rec or .tar files, or token corpora (a directory of llm.c shards or "
-                        "Megatron pairs, a Megatron prefix, with --format tokens headerless files)")
+                        "Megatron pairs, a Megatron prefix, with --format tokens headerless "
+                        "files), or with --format criteo_tsv TSV files or directories of them")
     p.add_argument("--output", default=None,
                    help="index path (default: beside, FILE.idx or FILE.tar.gpufeed-index)")
-    p.add_argument("--format", choices=("auto",) + TOKEN_FORMATS, default="auto",
-                   help="token corpora: the format (default: detected)")
+    p.add_argument("--format", choices=("auto",) + TOKEN_FORMATS + LINE_INDEX_FORMATS,
+                   default="auto",
+                   help="token corpora: the format (default: detected); criteo_tsv: line "
+                        "indexes (FILE.gpufeed-lines, built again when already there)")
     p.add_argument("--token-dtype", default=None,
                    help="token corpora: the dtype of headerless files (with --format tokens)")
+    p.add_argument("--index-dir", default=None,
+                   help="criteo_tsv: where an index goes when the file's directory is not "
+                        "writable (default: the cache directory, ~/.cache/gpufeed/line-index)")
     p.add_argument("--allow-external-paths", action="store_true",
                    help="token corpora: follow names that lead outside the corpus directory")
     p.set_defaults(run=_cmd_index)

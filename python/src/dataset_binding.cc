@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "binding_util.h"
@@ -163,6 +164,23 @@ uint64_t WriteTarIndexBinding(const std::string& tar_path, const std::string& in
   return samples;
 }
 
+// Reads options.tabular.index_dir, cache.cache_dir and allow_external_paths.
+std::vector<std::tuple<std::string, uint64_t, std::string>> WriteLineIndexBinding(
+    const std::string& path, const DatasetOptions& options) {
+  std::vector<LineIndexWritten> written;
+  Status status;
+  {
+    py::gil_scoped_release release;
+    status = WriteLineIndex(path, options, &written);
+  }
+  ThrowIfError(status);
+  std::vector<std::tuple<std::string, uint64_t, std::string>> result;
+  for (const LineIndexWritten& entry : written) {
+    result.emplace_back(entry.file, entry.lines, entry.index_path);
+  }
+  return result;
+}
+
 // Reads options.format, tokens.token_dtype and allow_external_paths.
 py::tuple WriteTokenManifestBinding(const std::string& path, const DatasetOptions& options) {
   std::string manifest_path;
@@ -277,6 +295,8 @@ void BindDataset(py::module_& module) {
   module.def("write_index", &WriteIndexBinding, py::arg("rec_path"), py::arg("idx_path"));
   module.def("write_tar_index", &WriteTarIndexBinding, py::arg("tar_path"),
              py::arg("index_path") = "");
+  module.def("write_line_index", &WriteLineIndexBinding, py::arg("path"),
+             py::arg("options") = DatasetOptions());
   module.def("write_token_manifest", &WriteTokenManifestBinding, py::arg("path"),
              py::arg("options") = DatasetOptions());
 }

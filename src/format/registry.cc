@@ -17,6 +17,7 @@ const FormatEntry& MegatronFormat();     // token_format.cc
 const FormatEntry& LlmcFormat();         // token_format.cc
 const FormatEntry& TokensFormat();       // token_format.cc
 const FormatEntry& RecordsFormat();      // records_format.cc
+const FormatEntry& CriteoTsvFormat();    // criteo_tsv_format.cc
 
 const std::vector<const FormatEntry*>& RegisteredFormats() {
   // The order format=auto tries them in: on a directory, RecordIO shards
@@ -29,6 +30,7 @@ const std::vector<const FormatEntry*>& RegisteredFormats() {
       &CriteoNpyFormat(),  // .npy triplets: after the shard formats, before ImageFolder
       &ImageFolderFormat(), &MegatronFormat(),  &LlmcFormat(), &TokensFormat(),
       &RecordsFormat(),  // never claims under auto: raw records have no signature
+      &CriteoTsvFormat(),  // never claims under auto: text has no signature
   };
   return formats;
 }

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "format/criteo_line.h"
 #include "format/tabular_field.h"
 
 namespace gpufeed {
@@ -201,9 +202,15 @@ Status TabularDatasetBase::Read(uint64_t index, Record* record) const {
   if (schema.text) {
     std::string& line = parts[0];
     while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
-    record->data = std::move(line);
-    record->labels.clear();
     record->source = shown + " line " + std::to_string(row + 1);
+    CriteoRow parsed;
+    Status status = ParseCriteoLine(line.data(), line.size(), &parsed);
+    if (!status.ok()) {
+      return Status::Corruption(record->source + " (sample " + std::to_string(index) +
+                                "): " + status.message());
+    }
+    record->data = std::move(line);
+    record->labels.assign(1, static_cast<float>(parsed.label));
     return Status::OK();
   }
   record->data.clear();
