@@ -33,6 +33,8 @@ namespace {
 constexpr uint64_t kTabularRun = 16384;
 // Blocks a run's loop keeps at hand before asking the shared cache again.
 constexpr size_t kHeldBlocks = 16;
+// Rows located (and their bytes prefetched) before a chunk is converted.
+constexpr size_t kChunk = 32;
 
 class TabularSamples final : public SampleKind {
  public:
@@ -77,6 +79,14 @@ class TabularSamples final : public SampleKind {
   Status WriteRow(uint64_t sample, const RowBytes& bytes, const SampleRow& row) const;
   Status WriteLine(uint64_t sample, const TabularSegment& segment, uint64_t row_in_segment,
                    const char* line, size_t size, const SampleRow& row) const;
+  // The blocks a run's loop keeps at hand, and the one the last row was in.
+  struct HeldBlocks {
+    std::shared_ptr<const TabularBlockBytes> blocks[kHeldBlocks];
+    size_t next = 0;
+    const TabularBlockBytes* current = nullptr;
+  };
+  Status LocateRow(uint64_t sample, HeldBlocks* held, RowBytes* bytes,
+                   RunFigures* figures) const;
   Status WriteBlocks(const uint64_t* samples, size_t count, const BatchLayout& layout,
                      const RunRows& first, size_t* written, RunFigures* figures) const;
   Status WriteSingles(const DatasetBase& dataset, const uint64_t* samples, size_t count,
@@ -229,61 +239,86 @@ Status TabularSamples::WriteRun(const DatasetBase& dataset, const uint64_t* samp
 }
 
 // Each row from its block's bytes; the blocks at hand are kept in a small
-// array (a window's rows come from a few blocks in random order).
+// array (a window's rows come from a few blocks in random order). Rows are
+// located a chunk at a time and their bytes prefetched before any of them
+// is converted: random rows of a window's blocks miss the CPU caches, and
+// the misses of a chunk then overlap instead of coming one after another.
 Status TabularSamples::WriteBlocks(const uint64_t* samples, size_t count,
                                    const BatchLayout& layout, const RunRows& first,
                                    size_t* written, RunFigures* figures) const {
-  const TabularTable& table = rows_->table();
-  const std::vector<TabularBlock>& blocks = rows_->blocks();
-  std::shared_ptr<const TabularBlockBytes> held[kHeldBlocks];
-  size_t next_slot = 0;
-  const TabularBlockBytes* current = nullptr;
-  for (size_t i = 0; i < count; ++i) {
-    const uint64_t sample = samples[i];
-    if (current == nullptr || sample < blocks[current->block].first_row ||
-        sample >= blocks[current->block].first_row + blocks[current->block].rows) {
-      const size_t b = rows_->BlockOf(sample);
-      current = nullptr;
-      for (const auto& block : held) {
-        if (block && block->block == b) current = block.get();
-      }
-      if (current == nullptr) {
-        std::shared_ptr<const TabularBlockBytes> got;
-        Status status = reader_->Get(b, &got, &figures->read_seconds);
-        if (!status.ok()) {
-          *written = i;
-          return status.WithContext("sample " + std::to_string(sample));
-        }
-        held[next_slot] = std::move(got);
-        current = held[next_slot].get();
-        next_slot = (next_slot + 1) % kHeldBlocks;
+  HeldBlocks held;
+  RowBytes located[kChunk];
+  for (size_t base = 0; base < count; base += kChunk) {
+    size_t n = std::min(kChunk, count - base);
+    Status failed;
+    for (size_t j = 0; j < n; ++j) {
+      failed = LocateRow(samples[base + j], &held, &located[j], figures);
+      if (!failed.ok()) {
+        n = j;  // the rows before it are still written
+        break;
       }
     }
-    const TabularBlock& block = blocks[current->block];
-    const TabularSegment& segment = table.segments[block.segment];
-    RowBytes bytes;
-    bytes.segment = &segment;
-    bytes.row_in_segment = sample - segment.first_row;
-    const uint64_t in_block = sample - block.first_row;
-    if (table.schema.text) {
-      const auto& lines = *segment.line_offsets;
-      const uint64_t start = block.first_row - segment.first_row;
-      bytes.line = current->parts[0] + (lines[bytes.row_in_segment] - lines[start]);
-      bytes.line_bytes = lines[bytes.row_in_segment + 1] - lines[bytes.row_in_segment];
-      figures->bytes += bytes.line_bytes;
-    } else {
-      for (size_t p = 0; p < segment.parts.size() && p < 3; ++p) {
-        bytes.parts[p] = current->parts[p] + in_block * segment.parts[p].stride;
-        figures->bytes += segment.parts[p].stride;
+    for (size_t j = 0; j < n; ++j) {
+      Status status = WriteRow(samples[base + j], located[j], Advance(first, layout, base + j));
+      if (!status.ok()) {
+        *written = base + j;
+        return status;
       }
     }
-    Status status = WriteRow(sample, bytes, Advance(first, layout, i));
-    if (!status.ok()) {
-      *written = i;
-      return status;
+    if (!failed.ok()) {
+      *written = base + n;
+      return failed;
     }
   }
   *written = count;
+  return Status::OK();
+}
+
+// Where `sample`'s bytes lie in its block (read through the reader when it
+// is not at hand), its cache lines prefetched.
+Status TabularSamples::LocateRow(uint64_t sample, HeldBlocks* held, RowBytes* bytes,
+                                 RunFigures* figures) const {
+  const TabularTable& table = rows_->table();
+  const std::vector<TabularBlock>& blocks = rows_->blocks();
+  const TabularBlockBytes* current = held->current;
+  if (current == nullptr || sample < blocks[current->block].first_row ||
+      sample >= blocks[current->block].first_row + blocks[current->block].rows) {
+    const size_t b = rows_->BlockOf(sample);
+    current = nullptr;
+    for (const auto& block : held->blocks) {
+      if (block && block->block == b) current = block.get();
+    }
+    if (current == nullptr) {
+      std::shared_ptr<const TabularBlockBytes> got;
+      Status status = reader_->Get(b, &got, &figures->read_seconds);
+      if (!status.ok()) return status.WithContext("sample " + std::to_string(sample));
+      held->blocks[held->next] = std::move(got);
+      current = held->blocks[held->next].get();
+      held->next = (held->next + 1) % kHeldBlocks;
+    }
+    held->current = current;
+  }
+  const TabularBlock& block = blocks[current->block];
+  const TabularSegment& segment = table.segments[block.segment];
+  bytes->segment = &segment;
+  bytes->row_in_segment = sample - segment.first_row;
+  const uint64_t in_block = sample - block.first_row;
+  if (table.schema.text) {
+    const auto& lines = *segment.line_offsets;
+    const uint64_t start = block.first_row - segment.first_row;
+    bytes->line = current->parts[0] + (lines[bytes->row_in_segment] - lines[start]);
+    bytes->line_bytes = lines[bytes->row_in_segment + 1] - lines[bytes->row_in_segment];
+    figures->bytes += bytes->line_bytes;
+    __builtin_prefetch(bytes->line);
+    return Status::OK();
+  }
+  for (size_t p = 0; p < segment.parts.size() && p < 3; ++p) {
+    const uint64_t stride = segment.parts[p].stride;
+    bytes->parts[p] = current->parts[p] + in_block * stride;
+    figures->bytes += stride;
+    for (uint64_t line = 0; line < stride; line += 64) __builtin_prefetch(bytes->parts[p] + line);
+    __builtin_prefetch(bytes->parts[p] + stride - 1);
+  }
   return Status::OK();
 }
 
