@@ -22,7 +22,8 @@ PIL = pytest.importorskip("PIL.Image")
 STATS_KEYS = [
     "span", "batches", "samples", "bytes_read", "skipped", "threads", "elapsed_seconds",
     "read_seconds", "decode_seconds", "decode_cpu_seconds", "blocked_seconds", "other_seconds",
-    "consumer_wait_seconds", "mean_ready_batches", "io_backend", "io_requests", "io_bytes",
+    "consumer_wait_seconds", "mean_ready_batches", "io_backend", "sample_kind", "io_requests",
+    "io_bytes",
     "io_queue_depth", "io_mean_inflight", "io_busy_share", "source_opens", "source_stats",
     "source_bytes", "cache_reads", "open_files", "cores", "process_cpu_cores",
     "external_cpu_cores", "steal_share", "disk", "disk_note", "disk_util",
@@ -35,7 +36,7 @@ STATS_KEYS = [
 ENUMS = {
     _core.ShuffleMode: ("none", "global", "block", "node"),
     _core.OnError: ("raise", "skip"),
-    _core.TransformKind: ("image", "raw", "tokens"),
+    _core.TransformKind: ("image", "raw", "tokens", "tabular"),
     _core.LabelType: ("auto", "int64", "float32"),
     _core.IoBackend: ("auto", "io_uring", "pread"),
     _core.DeviceKind: ("cpu", "cuda"),
