@@ -307,3 +307,51 @@ def test_webdataset_tars_through_the_device_stage(packed, tmp_path):
         assert batches == 6
     finally:
         device.close()
+
+
+def test_tabular_rows_through_the_device_stage(tmp_path):
+    # TorchRec .npy triplets (np.save): dense, sparse ids and labels reach
+    # device memory as the host loader makes them, one extra tensor (the ids)
+    # beside data and labels; batches of 1000 with a short last one.
+    rng = np.random.default_rng(5)
+    for stem, n in (("day_0", 1700), ("day_1", 900)):
+        np.save(tmp_path / f"{stem}_dense.npy", rng.integers(-5, 9000, (n, 13)).astype(np.int32))
+        np.save(tmp_path / f"{stem}_sparse.npy",
+                rng.integers(-2**31, 2**31, (n, 26)).astype(np.int32))
+        np.save(tmp_path / f"{stem}_labels.npy", rng.integers(0, 2, n).astype(np.int32))
+    for shuffle, sparse_dtype in ((False, "int64"), ("block", "int32")):
+        base = gpufeed.DataLoader(tmp_path, batch_size=1000, shuffle=shuffle, seed=3,
+                                  transform=gpufeed.Tabular(dense_log1p=True, hash_sizes=100003,
+                                                            sparse_dtype=sparse_dtype))
+        device = device_loader(base, tmp_path)
+        host = base._native
+        stream = new_stream()
+        sizes = []
+        try:
+            while True:
+                want, got = host.next(), device.next()
+                assert (want is None) == (got is None)
+                if got is None:
+                    break
+                assert len(got.extras) == len(want.extras) == 1
+                pairs = zip((want.data, want.extras[0], want.labels),
+                            (got.data, got.extras[0], got.labels))
+                for expected, tensor in pairs:
+                    assert tensor.__dlpack_device__() == (KDL_CUDA, 0)
+                    consumed = Consumed(tensor.__dlpack__(stream=stream))
+                    assert consumed.device == (KDL_CUDA, 0)
+                    assert cuda.gpufeed_standin_is_device_pointer(consumed.data) == 1
+                    assert list(consumed.shape) == list(tensor.shape) == list(expected.shape)
+                    out = ctypes.create_string_buffer(consumed.nbytes)
+                    assert cuda.cudaMemcpyAsync(out, consumed.data, consumed.nbytes,
+                                                DEVICE_TO_HOST, stream) == 0
+                    assert cuda.cudaStreamSynchronize(stream) == 0
+                    consumed.delete()
+                    assert out.raw == host_bytes(expected)
+                assert got.data.shape[1] == 13 and got.extras[0].shape[1] == 26
+                sizes.append(got.data.shape[0])
+            assert sizes == [1000, 1000, 600]
+            assert device.stats().device == "cuda:0"
+        finally:
+            device.close()
+            cuda.cudaStreamDestroy(stream)
