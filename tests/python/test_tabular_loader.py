@@ -519,13 +519,14 @@ def test_stats_and_verdict(tables):
 IMAGE_ADVICE = ("uint8", "normalize", "packing small files", "decode thread")
 
 
-@pytest.mark.xfail(reason="issue 29: the verdict of a tabular loader still gives the image "
-                          "advice (src/pipeline/verdict.cc knows no tabular kind)", strict=False)
 def test_the_verdict_of_tabular_rows_gives_no_image_advice(tables):
     loader = tables["records_mlperf"].loader(batch_size=1000, shuffle="block", seed=1)
     for _ in range(3):
         epoch(loader)
-        verdict = loader.stats("epoch")["verdict"]
+        stats = loader.stats("epoch")
+        verdict = stats["verdict"]
+        assert stats["sample_kind"] == "tabular"
+        assert not verdict.startswith("decode-bound"), verdict
         assert not [words for words in IMAGE_ADVICE if words in verdict], verdict
 
 
