@@ -222,12 +222,12 @@ std::string VerdictSentence(const LoaderStats& s) {
       return text + Others(s);
     }
     case Bottleneck::kCpuContention:
-      return Format("cpu-contention-bound: decode threads were busy %.0f%% of the time but on a CPU only "
+      return Format("cpu-contention-bound: %s threads were busy %.0f%% of the time but on a CPU only "
                     "%.0f%% (waiting for one %.0f%%): other processes kept %.1f of %d CPUs busy, "
                     "the hypervisor stole %.0f%%; the consumer waited %.0f%%; on idle CPUs the "
                     "loader would run about +%.0f%% faster: move the other work away or pin the "
                     "loader to its own CPUs",
-                    Percent(s.decode_share), Percent(s.decode_cpu_share),
+                    words.work, Percent(s.decode_share), Percent(s.decode_cpu_share),
                     Percent(s.cpu_wait_share), s.external_cpu_cores, s.cores,
                     Percent(s.steal_share), wait, gain);
     case Bottleneck::kRead: {
