@@ -27,6 +27,7 @@
 #define GPUFEED_DATASET_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -295,6 +296,13 @@ class GPUFEED_EXPORT Dataset {
   bool integer_labels_ = false;
   std::vector<ShardInfo> shards_;
 };
+
+// gpufeed cache warm for a dataset opened with `options` (a format that is
+// never detected: format "records" with its record_schema, "criteo_tsv"):
+// as CacheWarm (include/gpufeed/cache.h), the copies going to options.cache.
+GPUFEED_EXPORT Status CacheWarm(const std::string& source, const DatasetOptions& options,
+                                const std::function<void(uint64_t, uint64_t)>& progress,
+                                CacheWarmSummary* summary);
 
 // Result of Verify: what was checked and every problem found.
 struct VerifyReport {

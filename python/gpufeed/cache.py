@@ -73,15 +73,26 @@ def clear(cache_dir, dataset=None) -> Tuple[int, int]:
 
 def warm(source, cache_dir, capacity=None, policy: str = "train",
          progress: Optional[Callable[[int, int], None]] = None,
-         cache_group: Optional[str] = None) -> Dict[str, int]:
+         cache_group: Optional[str] = None, format: str = "auto",
+         record_schema=None, format_options=None) -> Dict[str, int]:
     """Copies every shard of the dataset at ``source`` into the cache now
     (waiting for copies other processes are making): RecordIO files, LMDB
-    data.mdb files, or an ImageFolder's bundles of 256 files. ``progress(done,
-    total)`` gets bytes (for an ImageFolder ``total`` is an estimate). Returns
-    shards, filled, already_cached, skipped, bytes_copied."""
+    data.mdb files, an ImageFolder's bundles of 256 files, the files of a
+    tabular dataset. ``format`` names a format that is never detected
+    ("records", with ``record_schema`` or ``format_options``, or
+    "criteo_tsv"). ``progress(done, total)`` gets bytes (for an ImageFolder
+    ``total`` is an estimate). Returns shards, filled, already_cached,
+    skipped, bytes_copied."""
     options = cache_options(cache_dir, capacity, policy, cache_group=cache_group)
+    dataset = None
+    if format != "auto" or record_schema is not None or format_options is not None:
+        from ._native import native_dataset_options
+        from .tabular import tabular_options
+        tabular = tabular_options(format, format_options, record_schema)
+        dataset = native_dataset_options(
+            format, False, tabular=tabular._native() if tabular is not None else None)
     return struct_dict(_core.cache_warm(os.fspath(source), native_cache_options(options),
-                                        progress))
+                                        progress, dataset))
 
 
 def put_checkpoint(path, cache_dir, keep: int = 3, cache_group: Optional[str] = None) -> str:
@@ -117,8 +128,11 @@ def add_arguments(parser) -> None:
     p.add_argument("dir")
     p.add_argument("--dataset", default=None, help="the source path of a dataset (default: all)")
     p = sub.add_parser("warm", help="copy a dataset's shards into the cache now")
-    p.add_argument("source", help="the dataset (RecordIO)")
+    p.add_argument("source", help="the dataset")
     p.add_argument("dir")
+    p.add_argument("--format", default="auto",
+                   help='a format that is never detected: "records" (the default 160-byte '
+                        'schema) or "criteo_tsv"')
     p.add_argument("--capacity", default=None, help="byte budget, e.g. 800GiB (default: 90%% "
                                                     "of the filesystem)")
     p.add_argument("--policy", choices=POLICIES, default="train")
@@ -174,7 +188,7 @@ def main_from_args(args) -> int:
                           file=sys.stderr)
         try:
             summary = warm(args.source, args.dir, args.capacity, args.policy, progress,
-                           args.group)
+                           args.group, format=args.format)
         finally:
             if bar is not None:
                 bar.close()

@@ -217,14 +217,21 @@ py::tuple CacheClearBinding(const std::string& cache_dir, const std::string& dat
 }
 
 CacheWarmSummary CacheWarmBinding(const std::string& source, const CacheOptions& options,
-                                  py::object progress) {
+                                  py::object progress, std::optional<DatasetOptions> dataset) {
   CacheWarmSummary summary;
   ProgressRelay relay(progress, nullptr);
   auto report = relay.Callback();
   Status status;
   {
     py::gil_scoped_release release;
-    status = CacheWarm(source, options, report, &summary);
+    if (dataset) {
+      // The dataset's format options (records' schema, ...), copied into `options`' cache.
+      DatasetOptions opened = *dataset;
+      opened.cache = options;
+      status = CacheWarm(source, opened, report, &summary);
+    } else {
+      status = CacheWarm(source, options, report, &summary);
+    }
   }
   relay.RaiseIfInterrupted();
   ThrowIfError(status);
@@ -271,7 +278,7 @@ void BindCacheFunctions(py::module_& module) {
   module.def("cache_stat", &CacheStatBinding, py::arg("cache_dir"));
   module.def("cache_clear", &CacheClearBinding, py::arg("cache_dir"), py::arg("dataset") = "");
   module.def("cache_warm", &CacheWarmBinding, py::arg("source"), py::arg("options"),
-             py::arg("progress") = py::none());
+             py::arg("progress") = py::none(), py::arg("dataset") = py::none());
   module.def("cache_put_checkpoint", &CachePutCheckpointBinding, py::arg("path"),
              py::arg("cache_dir"), py::arg("keep"), py::arg("cache_group") = "");
   module.def("cache_latest_checkpoint", &CacheLatestCheckpointBinding, py::arg("directory"),

@@ -241,9 +241,20 @@ Status CacheClear(const std::string& cache_dir, const std::string& dataset, uint
 Status CacheWarm(const std::string& source, const CacheOptions& options,
                  const std::function<void(uint64_t, uint64_t)>& progress,
                  CacheWarmSummary* summary) {
-  *summary = CacheWarmSummary();
-  if (options.cache_dir.empty()) return Status::InvalidArgument("cache warm: no cache_dir");
   DatasetOptions dataset_options;
+  dataset_options.cache = options;
+  return CacheWarm(source, dataset_options, progress, summary);
+}
+
+Status CacheWarm(const std::string& source, const DatasetOptions& opened_with,
+                 const std::function<void(uint64_t, uint64_t)>& progress,
+                 CacheWarmSummary* summary) {
+  *summary = CacheWarmSummary();
+  const CacheOptions options = opened_with.cache;
+  if (options.cache_dir.empty()) return Status::InvalidArgument("cache warm: no cache_dir");
+  // Opened from the source itself: the copies are made below.
+  DatasetOptions dataset_options = opened_with;
+  dataset_options.cache = CacheOptions();
   std::unique_ptr<Dataset> dataset;
   GPUFEED_RETURN_IF_ERROR(Dataset::Open(source, dataset_options, &dataset));
   // The copies a loader looks up, as the format's store keys them.

@@ -729,3 +729,28 @@ def test_a_dataset_that_is_not_tabular_is_refused(image_folder, tmp_path):
     with pytest.raises(gpufeed.InvalidArgumentError, match="not a tabular one") as error:
         gpufeed.DataLoader(image_folder, batch_size=4, transform=gpufeed.Tabular())
     assert str(image_folder) in str(error.value)
+
+
+# -- cache warm of formats that are never detected ---------------------------
+
+@need_tsv
+def test_cache_warm_copies_records_and_tsv_named_by_format(tmp_path):
+    import gpufeed.cache
+    table = write_tsv(tmp_path / "tsv")
+    warmed = gpufeed.cache.warm(table.path, tmp_path / "cache-tsv", format="criteo_tsv")
+    assert warmed["shards"] >= 1 and warmed["filled"] == warmed["shards"]
+    loader = gpufeed.DataLoader(table.path, format="criteo_tsv", batch_size=64, shuffle=False,
+                                cache_dir=tmp_path / "cache-tsv", transform=gpufeed.Tabular())
+    rows = sum(len(labels) for _, _, labels in loader)
+    stats = loader.stats("open")
+    assert rows == len(table) and stats["cache_reads"] > 0, stats
+
+    schema = MLPERF_SCHEMA
+    records = tmp_path / "records"
+    records.mkdir()
+    np.zeros(100, dtype=MLPERF).tofile(records / "part-0")
+    with pytest.raises(gpufeed.Error):
+        gpufeed.cache.warm(records, tmp_path / "cache-records")  # never detected
+    warmed = gpufeed.cache.warm(records, tmp_path / "cache-records", format="records",
+                                record_schema=schema)
+    assert warmed["shards"] == 1 and warmed["filled"] == 1
