@@ -227,14 +227,15 @@ def loader_options(fmt):
     return dict(format=fmt)
 
 
-def run_python(path, fmt, batch, threads, block_bytes=None, **transform):
-    """One epoch of gpufeed.DataLoader: (rows, seconds, cpu seconds, stats)."""
+def run_python(path, fmt, batch, threads, block_bytes=None, window=4, **transform):
+    """One epoch of gpufeed.DataLoader: (rows, seconds, cpu seconds, stats, sums)."""
     import gpufeed
     extra = loader_options(fmt)
     if block_bytes:
         extra["format_options"] = gpufeed.TabularOptions(
             record_schema=extra.pop("record_schema", None), block_bytes=block_bytes)
     loader = gpufeed.DataLoader(path, batch_size=batch, shuffle="block", seed=1,
+                                shuffle_window_shards=window,
                                 direct_io=fmt != "criteo_tsv", num_threads=threads or None,
                                 transform=gpufeed.Tabular(**transform), **extra)
     rows, sums = 0, np.zeros(3)
@@ -249,18 +250,22 @@ def run_python(path, fmt, batch, threads, block_bytes=None, **transform):
     return rows, seconds, cpu, stats, sums
 
 
-def run_bench(bench, path, fmt, batch, threads, epochs=1, direct=True, block_bytes=None):
+def run_bench(bench, path, fmt, batch, threads, epochs=1, direct=True, block_bytes=None,
+              window=4):
+    """gpufeed_tabular_bench (the C++ Loader): its RESULT line's fields."""
     command = [bench, path, "--format", fmt, "--batch", str(batch), "--shuffle", "block",
-               "--direct", "1" if direct else "0", "--epochs", str(epochs)]
+               "--direct", "1" if direct else "0", "--epochs", str(epochs),
+               "--window", str(window)]
     if threads:
         command += ["--threads", str(threads)]
     if block_bytes:
         command += ["--block-bytes", str(block_bytes)]
     out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     line = next(l for l in out.splitlines() if l.startswith("RESULT"))
-    fields = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
-    return {k: (v if k == "verdict" else float(v)) for k, v in fields.items()
-            if k != "verdict"} | {"verdict": line.split('verdict="', 1)[1].rstrip('"')}
+    head, verdict = line.split(' verdict="', 1)
+    fields = {k: float(v) for k, v in (f.split("=", 1) for f in head.split()[1:])}
+    fields["verdict"] = verdict.rstrip('"')
+    return fields
 
 
 def binary_step(args, sets):
@@ -281,11 +286,13 @@ def binary_step(args, sets):
                     continue
                 kind, batch = who.split(":")
                 if kind == "python":
-                    rows, seconds, _, stats, _ = run_python(path, fmt, int(batch), args.threads)
+                    rows, seconds, _, stats, _ = run_python(path, fmt, int(batch), args.threads,
+                                                            args.block_bytes, args.window)
                     runs.setdefault(who, []).append(rows * RECORD_BYTES / seconds)
                     runs[who + ":stats"] = stats
                 else:
-                    result = run_bench(args.bench, path, fmt, int(batch), args.threads)
+                    result = run_bench(args.bench, path, fmt, int(batch), args.threads,
+                                       block_bytes=args.block_bytes, window=args.window)
                     runs.setdefault(who, []).append(result["rows_per_s"] * RECORD_BYTES)
                     runs[who + ":stats"] = result
             print(f"  {fmt} repeat {repeat + 1}: " + ", ".join(
@@ -294,12 +301,14 @@ def binary_step(args, sets):
         fio = statistics.median(runs["fio"])
         for batch in batches:
             row = dict(format=fmt, batch=batch, bytes=sum(os.path.getsize(f) for f in files),
-                       fio_mb_per_s=round(fio / 1e6, 1))
+                       fio_mb_per_s=round(fio / 1e6, 1),
+                       fio_runs_mb_per_s=[round(v / 1e6, 1) for v in runs["fio"]])
             for kind in ("python", "cpp"):
                 values = runs.get(f"{kind}:{batch}")
                 if not values:
                     continue
                 row[f"{kind}_mb_per_s"] = round(statistics.median(values) / 1e6, 1)
+                row[f"{kind}_runs_mb_per_s"] = [round(v / 1e6, 1) for v in values]
                 row[f"{kind}_ratio"] = round(statistics.median(values) / fio, 3)
                 stats = runs[f"{kind}:{batch}:stats"]
                 row[f"{kind}_shares"] = {k: round(float(stats[k]), 3) for k in
@@ -398,17 +407,19 @@ def tsv_step(args, path):
 # ---- part 3: time to the first batch, RSS over epochs ---------------------------------------
 
 def first_batch_seconds(path, files):
+    """Cold: (seconds to the first batch, of which constructing the DataLoader)."""
     import gpufeed
     drop_file_cache(files)
     start = time.perf_counter()
     loader = gpufeed.DataLoader(path, batch_size=65536, shuffle="block", seed=1, direct_io=True,
                                 transform=gpufeed.Tabular(), format="criteo_npy")
+    opened = time.perf_counter() - start
     iterator = iter(loader)
     next(iterator)
     seconds = time.perf_counter() - start
     del iterator
     loader.close()
-    return seconds
+    return seconds, opened
 
 
 def np_load_seconds(files):
@@ -445,25 +456,41 @@ def child_rss(path, epochs, batch):
 def startup_step(args, days):
     """Cold time to the first batch vs np.load per day; RSS per epoch per day."""
     import torch  # noqa: F401  (imported by the first DataLoader otherwise: not the loader's time)
+    import gpufeed
+    # The process's first DataLoader loads what every later one shares: not a day's cost.
+    gpufeed.DataLoader(days[-1][0], batch_size=65536, shuffle="block", format="criteo_npy",
+                       transform=gpufeed.Tabular()).close()
     result = {"days": []}
     for path, files in days:
         ours = [first_batch_seconds(path, files) for _ in range(args.repeats)]
         theirs = [np_load_seconds(files) for _ in range(args.repeats)]
         day = dict(bytes=sum(os.path.getsize(f) for f in files),
-                   gpufeed_first_batch_s=round(statistics.median(ours), 4),
+                   gpufeed_first_batch_s=round(statistics.median(s for s, _ in ours), 4),
+                   gpufeed_open_s=round(statistics.median(o for _, o in ours), 4),
                    np_load_s=round(statistics.median(theirs), 4))
         out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child-rss", path,
                               "--memory-epochs", str(args.memory_epochs)],
                              capture_output=True, text=True, check=True).stdout
         day.update(json.loads(out.strip().splitlines()[-1]))
+        day["rows"] = day["bytes"] // RECORD_BYTES
         result["days"].append(day)
+    large, small = result["days"][0], result["days"][-1]
+    if large["rows"] > small["rows"]:
+        # What grows with the day: per row, between the two days.
+        extra_rows = large["rows"] - small["rows"]
+        result["open_ns_per_row"] = round(
+            (large["gpufeed_open_s"] - small["gpufeed_open_s"]) / extra_rows * 1e9, 1)
+        result["rss_bytes_per_row"] = round(
+            (large["rss_epochs_mb"][-1] - small["rss_epochs_mb"][-1]) * MIB / extra_rows, 1)
     return result
 
 
 # ---- main -----------------------------------------------------------------------------------
 
 def print_summary(result):
-    print(f"tabular, {result['cpu']}, {result['cores']} cores; medians of {result['repeats']}")
+    print(f"tabular, {result['cpu']}, {result['cores']} cores; medians of {result['repeats']}; "
+          f"threads {result['threads'] or 'all'}, block_bytes "
+          f"{result['block_bytes'] or 'default'}, window {result['window']}")
     for row in result.get("binary", []):
         print(f"  {row['format']:<10} {row['bytes'] / 2**30:.2f} GiB, cold, O_DIRECT, block "
               f"shuffle, batch {row['batch']:>6}: fio seq 1 MiB qd32 {row['fio_mb_per_s']:.0f} MB/s")
@@ -495,12 +522,17 @@ def print_summary(result):
     if startup:
         for day in startup["days"]:
             print(f"  .npy day {day['bytes'] / 2**30:.2f} GiB, cold: first batch "
-                  f"{day['gpufeed_first_batch_s']:.3f} s (gpufeed.DataLoader, batch 65536) vs "
+                  f"{day['gpufeed_first_batch_s']:.3f} s (gpufeed.DataLoader, batch 65536; "
+                  f"constructing it {day['gpufeed_open_s']:.3f} s) vs "
                   f"np.load of the three arrays {day['np_load_s']:.2f} s")
             print(f"    RSS: {day['rss_start_mb']:.0f} MB with torch and gpufeed imported; "
                   f"gpufeed.DataLoader " + ", ".join(f"{v:.0f}" for v in day["rss_epochs_mb"])
                   + f" MB after epochs 1..{len(day['rss_epochs_mb'])}; np.load of the day: "
                   f"{day['rss_np_load_mb']:.0f} MB")
+        if "rss_bytes_per_row" in startup:
+            print(f"    between the days, per row: constructing the DataLoader "
+                  f"{startup['open_ns_per_row']:.0f} ns, RSS {startup['rss_bytes_per_row']:.0f} "
+                  "bytes (what grows with the day)")
 
 
 def main():
@@ -515,6 +547,10 @@ def main():
     parser.add_argument("--threads", type=int, default=0, help="0: the cores")
     parser.add_argument("--bench", default=None, help="gpufeed_tabular_bench (C++ loader)")
     parser.add_argument("--memory-epochs", type=int, default=3)
+    parser.add_argument("--block-bytes", type=int, default=None,
+                        help="part 1: TabularOptions.block_bytes (default: the loader's)")
+    parser.add_argument("--window", type=int, default=4,
+                        help="part 1: shuffle_window_shards (blocks shuffled together)")
     parser.add_argument("--parts", default="binary,tsv,startup")
     parser.add_argument("--json", default=None)
     parser.add_argument("--child-rss", default=None, help=argparse.SUPPRESS)
@@ -527,7 +563,8 @@ def main():
     parts = args.parts.split(",")
     size = parse_size(args.size)
     result = dict(cpu=cpu_name(), cores=len(os.sched_getaffinity(0)), repeats=args.repeats,
-                  cache="cold (posix_fadvise DONTNEED, O_DIRECT)")
+                  cache="cold (posix_fadvise DONTNEED, O_DIRECT)", threads=args.threads,
+                  block_bytes=args.block_bytes, window=args.window)
     print(f"CPU: {result['cpu']} ({result['cores']} cores)", flush=True)
     records = make_records(os.path.join(args.data, f"records-{args.size}", "part-0.bin"), size)
     npy_dir = os.path.join(args.data, f"npy-{args.size}")
