@@ -93,8 +93,9 @@ def tabular_rows(tabular):
         return rows
     for row in tabular.get("binary", []):
         what = f"{row['format']} {row['bytes'] / 2**30:.2f} GiB, batch {row['batch']}"
-        rows.append(("tabular", f"{what}: fio seq 1 MiB qd32 O_DIRECT", row["fio_mb_per_s"],
-                     "MB/s"))
+        rows.append(("tabular", f"{what}: fio seq 1 MiB qd32 O_DIRECT"
+                     + (f" [8 MiB qd4 {row['fio_8m_qd4_mb_per_s']:,.0f}]"
+                        if "fio_8m_qd4_mb_per_s" in row else ""), row["fio_mb_per_s"], "MB/s"))
         for who, label in (("python", "gpufeed.DataLoader"), ("cpp", "C++ Loader")):
             if f"{who}_ratio" in row:
                 rows.append(("tabular", f"{what}: {label}, bytes of records (cold, block "
