@@ -9,8 +9,9 @@ Reads read.json (small files vs packed shards), transform.json (the
 transform's µs per image vs a plain full decode, photos and demo),
 loader.json and loader_photos.json (the C++ loader vs a decode-only
 ceiling, demo and photo sets), torch.json and torch_photos.json
-(gpufeed.DataLoader vs torch's, demo and photos), io.json (read engine vs fio), and, when their steps ran, cache.json and
-gpu.json. With --since, a file older than that moment is left out (it is
+(gpufeed.DataLoader vs torch's, demo and photos), io.json (read engine vs fio), tokens.json
+and tabular.json (token corpora and tabular rows vs fio, pandas and np.load), and, when their
+steps ran, cache.json and gpu.json. With --since, a file older than that moment is left out (it is
 from an earlier run, not this one) and the table says so.
 
 cache.json and gpu.json are written by their own steps; any flat numbers in
@@ -26,7 +27,7 @@ import sys
 import time
 
 STEPS = ("read", "webdataset", "transform", "loader", "loader_photos", "torch", "torch_photos",
-         "io", "cache", "verdict", "gpu", "tokens")
+         "io", "cache", "verdict", "gpu", "tokens", "tabular")
 
 
 def machine():
@@ -82,6 +83,44 @@ def flat_numbers(value, prefix=""):
             yield from flat_numbers(item, f"{prefix}{key}.")
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         yield prefix.rstrip("."), value
+
+
+def tabular_rows(tabular):
+    """benchmarks/tabular_compare.py: records and .npy vs fio, TSV vs pandas,
+    the first batch vs np.load, RSS over epochs."""
+    rows = []
+    if not tabular:
+        return rows
+    for row in tabular.get("binary", []):
+        what = f"{row['format']} {row['bytes'] / 2**30:.2f} GiB, batch {row['batch']}"
+        rows.append(("tabular", f"{what}: fio seq 1 MiB qd32 O_DIRECT"
+                     + (f" [8 MiB qd4 {row['fio_8m_qd4_mb_per_s']:,.0f}]"
+                        if "fio_8m_qd4_mb_per_s" in row else ""), row["fio_mb_per_s"], "MB/s"))
+        for who, label in (("python", "gpufeed.DataLoader"), ("cpp", "C++ Loader")):
+            if f"{who}_ratio" in row:
+                rows.append(("tabular", f"{what}: {label}, bytes of records (cold, block "
+                             "shuffle, O_DIRECT)", row[f"{who}_mb_per_s"], "MB/s"))
+                rows.append(("tabular", f"{what}: {label} / fio (target >= 0.9x)",
+                             row[f"{who}_ratio"], "x"))
+    tsv = tabular.get("tsv")
+    if tsv:
+        what = f"criteo_tsv {tsv['bytes'] / 1e6:.0f} MB, 1 thread"
+        rows.append(("tabular", f"{what}: gpufeed.DataLoader [{tsv['gpufeed_mb_per_core_s']:.0f} "
+                     "MB/s of text per core]", tsv["gpufeed_rows_per_s"], "rows/s"))
+        rows.append(("tabular", f"{what}: pandas.read_csv + numpy "
+                     f"[{tsv['pandas_mb_per_core_s']:.0f} MB/s of text per core]",
+                     tsv["pandas_rows_per_s"], "rows/s"))
+        rows.append(("tabular", f"{what}: gpufeed / pandas (target >= 5x)", tsv["ratio"], "x"))
+    for day in tabular.get("startup", {}).get("days", []):
+        what = f".npy day {day['bytes'] / 2**30:.2f} GiB, cold"
+        rows.append(("tabular", f"{what}: gpufeed first batch [np.load {day['np_load_s']:.2f} s]",
+                     day["gpufeed_first_batch_s"], "s"))
+        if day.get("rss_epochs_mb"):
+            rows.append(("tabular", f"{what}: DataLoader RSS after epoch 1 [np.load "
+                         f"{day['rss_np_load_mb']:.0f} MB]", day["rss_epochs_mb"][0], "MB"))
+            rows.append(("tabular", f"{what}: DataLoader RSS after epoch "
+                         f"{len(day['rss_epochs_mb'])}", day["rss_epochs_mb"][-1], "MB"))
+    return rows
 
 
 def headline_rows(data):
@@ -183,6 +222,7 @@ def headline_rows(data):
             rows.append(("tokens", "C++ Loader RSS after epoch 1", tokens["rss_first_mb"], "MB"))
             rows.append(("tokens", f"C++ Loader RSS after epoch {tokens['memory_epochs']}",
                          tokens["rss_last_mb"], "MB"))
+    rows += tabular_rows(data.get("tabular"))
     cache = data.get("cache")
     if isinstance(cache, dict) and "runs" in cache:
         # benchmarks/cache_bench (gpufeed_cache_bench --json): epoch by epoch.

@@ -17,6 +17,9 @@
 #      skipped with a note otherwise
 #   tokens: a Megatron token corpus (1 GiB; 256 MiB with --quick) read by
 #      DataLoader(TokenWindows) and the C++ loader vs fio's sequential read
+#   tabular: MLPerf records and a TorchRec .npy day (1 GiB; 256 MiB with
+#      --quick) vs fio's sequential read, a Criteo TSV file (300 MB; 50 MB)
+#      on one thread vs pandas.read_csv + numpy, the first batch vs np.load
 # then one results table on stdout, benchmarks/results/summary.json and the
 # chart benchmarks/results/summary.png (per-step JSON files beside them).
 #
@@ -51,8 +54,9 @@ run_started=$EPOCHREALTIME
 heading() { echo "== $* [at $(( ${EPOCHREALTIME%.*} - ${run_started%.*} )) s]"; }
 # shellcheck source=tests/deps.sh
 source "$ROOT/tests/deps.sh"
-# fio for step 3; the photographs of plasma-workspace-wallpapers for the photo set.
-gpufeed_install_packages fio plasma-workspace-wallpapers
+# fio for step 3; the photographs of plasma-workspace-wallpapers for the photo
+# set; pandas, the reference of the tabular step's TSV comparison.
+gpufeed_install_packages fio plasma-workspace-wallpapers python3-pandas
 heading "build ($BUILD_DIR)"
 mkdir -p "$BUILD_DIR"
 # A child bash: errexit holds inside it although its exit status is tested here.
@@ -253,6 +257,19 @@ heading "[tokens] Megatron token corpus: DataLoader(TokenWindows) and the C++ lo
   --bench "$BUILD_DIR/benchmarks/gpufeed_token_bench" --repeats "$passes" \
   --memory-epochs "$([ ${#quick[@]} -gt 0 ] && echo 3 || echo 10)" --json "$RESULTS/tokens.json" \
   2> >(drop_info_logs) || echo "token benchmark failed (exit $?)"
+
+# Tabular rows (issue 29): MLPerf DLRM records and a TorchRec .npy day of
+# raw_size, cold, shuffle="block", O_DIRECT, against fio's sequential 1 MiB
+# qd32 read of the same files; a Criteo-like TSV file on one thread against
+# pandas.read_csv + the same conversions in numpy; the time to the first
+# batch against np.load, and the RSS over 3 epochs.
+echo
+heading "[tabular] records and .npy vs fio, TSV vs pandas (1 thread), first batch vs np.load"
+"$PY" "$ROOT/benchmarks/tabular_compare.py" --data "$DATA/tabular" --size "$raw_size" \
+  --small-size "$([ ${#quick[@]} -gt 0 ] && echo 64MiB || echo 256MiB)" \
+  --tsv-size "$([ ${#quick[@]} -gt 0 ] && echo 50MB || echo 300MB)" \
+  --bench "$BUILD_DIR/benchmarks/gpufeed_tabular_bench" --repeats "$passes" \
+  --json "$RESULTS/tabular.json" 2> >(drop_info_logs) || echo "tabular benchmark failed (exit $?)"
 
 echo
 heading "[5/5] GPU stage"

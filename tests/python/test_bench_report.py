@@ -99,3 +99,24 @@ def test_tokens_file_is_reported(results):
     assert any("C++ Loader RSS after epoch 10" in line and line.endswith("MB")
                for line in out.splitlines())
     assert "tokens" in json.loads((results / "summary.json").read_text())["steps_run"]
+
+
+def test_tabular_file_is_reported(results):
+    write(results / "tabular.json", {
+        "cpu": "AMD EPYC", "cores": 2, "repeats": 1, "cache": "cold",
+        "binary": [{"format": "records", "batch": 65536, "bytes": 2 ** 30, "fio_mb_per_s": 600.0,
+                    "python_mb_per_s": 540.0, "python_ratio": 0.9, "cpp_mb_per_s": 570.0,
+                    "cpp_ratio": 0.95, "python_shares": {}, "cpp_shares": {},
+                    "python_verdict": "read", "cpp_verdict": "read"}],
+        "tsv": {"bytes": 300_000_000, "rows": 1_200_000, "gpufeed_rows_per_s": 1_000_000,
+                "pandas_rows_per_s": 100_000, "gpufeed_mb_per_core_s": 270.0,
+                "pandas_mb_per_core_s": 27.0, "ratio": 10.0},
+        "startup": {"days": [{"bytes": 2 ** 30, "gpufeed_first_batch_s": 0.2, "np_load_s": 1.8,
+                              "rss_start_mb": 230.0, "rss_epochs_mb": [500.0, 501.0, 501.0],
+                              "rss_np_load_mb": 1300.0}]}})
+    out = run_report(results)
+    assert "-- tabular" in out and "records 1.00 GiB, batch 65536: C++ Loader / fio" in out
+    assert any("gpufeed / pandas (target >= 5x)" in line and line.endswith("x")
+               for line in out.splitlines())
+    assert any("RSS after epoch 3" in line and line.endswith("MB") for line in out.splitlines())
+    assert "tabular" in json.loads((results / "summary.json").read_text())["steps_run"]
