@@ -221,4 +221,63 @@ Status TabularReader::Read(size_t block, std::shared_ptr<TabularBlockBytes>* byt
   return Status::OK();
 }
 
+size_t TabularReader::RowsPerRead() const {
+  const TabularTable& table = rows_->table();
+  uint64_t row = 0;
+  for (const TabularSegment& segment : table.segments) {
+    uint64_t bytes = 0;
+    for (const TabularPart& part : segment.parts) {
+      // An O_DIRECT read of a few bytes takes an aligned 4 KiB buffer.
+      bytes += std::max<uint64_t>(part.stride > 0 ? part.stride : TabularRowBytes(table, segment),
+                                  4096);
+    }
+    row = std::max(row, bytes);
+  }
+  return static_cast<size_t>(
+      std::max<uint64_t>(1, engine_->options().inflight_bytes / 2 / std::max<uint64_t>(row, 1)));
+}
+
+Status TabularReader::ReadRows(const uint64_t* samples, size_t count,
+                               std::vector<ReadCompletion>* reads, double* read_seconds) {
+  const auto started = Clock::now();
+  const TabularTable& table = rows_->table();
+  const auto* dataset = dynamic_cast<const TabularDatasetBase*>(rows_);
+  std::vector<ReadRequest> requests;
+  std::vector<size_t> files;  // of each request, for messages
+  std::vector<TabularRange> ranges;
+  for (size_t i = 0; i < count; ++i) {
+    const TabularSegment& segment = table.segments[dataset->SegmentOf(samples[i])];
+    TabularRanges(segment, samples[i], 1, &ranges);
+    for (const TabularRange& range : ranges) {
+      ReadRequest request;
+      Status status = EngineFile(range.file, range.offset, range.length, &request.file);
+      if (!status.ok()) return status.WithContext("sample " + std::to_string(samples[i]));
+      request.offset = range.offset;
+      request.length = range.length;
+      request.tag = requests.size();
+      requests.push_back(request);
+      files.push_back(range.file);
+    }
+  }
+  std::vector<ReadRequest> asked = requests;
+  Status status = engine_->ReadAll(std::move(requests), reads);
+  *read_seconds += Seconds(Clock::now() - started);
+  GPUFEED_RETURN_IF_ERROR(status);
+  const size_t parts = count > 0 ? asked.size() / count : 0;
+  for (size_t r = 0; r < reads->size(); ++r) {
+    const ReadCompletion& read = (*reads)[r];
+    const uint64_t sample = samples[parts > 0 ? r / parts : 0];
+    if (!read.status.ok()) return read.status.WithContext("sample " + std::to_string(sample));
+    if (read.buffer.size() != asked[r].length) {
+      return Status::Corruption(table.files[files[r]]->path() + ": row " +
+                                std::to_string(sample) + " at byte offset " +
+                                std::to_string(asked[r].offset) + " is cut short (" +
+                                std::to_string(read.buffer.size()) + " of " +
+                                std::to_string(asked[r].length) +
+                                " bytes): the file was truncated after it was opened");
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace gpufeed

@@ -56,6 +56,16 @@ class TabularReader {
   // samples[0, count) at a stride; returns at once.
   void Prefetch(const uint64_t* samples, size_t count);
 
+  // Rows from anywhere (a global or node shuffle): the ranges of each of
+  // samples[0, count) read at once, many in flight, into *reads (row i's
+  // part p at i * parts + p, `parts` the table's parts per row). IOError /
+  // Corruption naming the file, the byte offset and the sample.
+  // REQUIRES: count * parts * max(row part, 4 KiB) within the engine's budget
+  // (RowsPerRead says how many rows that allows).
+  Status ReadRows(const uint64_t* samples, size_t count, std::vector<ReadCompletion>* reads,
+                  double* read_seconds);
+  size_t RowsPerRead() const;
+
   IoStats io_stats() const { return engine_->stats(); }
 
  private:

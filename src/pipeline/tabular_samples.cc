@@ -35,6 +35,8 @@ constexpr uint64_t kTabularRun = 16384;
 constexpr size_t kHeldBlocks = 16;
 // Rows located (and their bytes prefetched) before a chunk is converted.
 constexpr size_t kChunk = 32;
+// Rows from anywhere: rows read at once (their reads all in flight).
+constexpr size_t kRowsPerRead = 2048;
 
 class TabularSamples final : public SampleKind {
  public:
@@ -89,6 +91,9 @@ class TabularSamples final : public SampleKind {
                    RunFigures* figures) const;
   Status WriteBlocks(const uint64_t* samples, size_t count, const BatchLayout& layout,
                      const RunRows& first, size_t* written, RunFigures* figures) const;
+  Status WriteRows(const DatasetBase& dataset, const uint64_t* samples, size_t count,
+                   const BatchLayout& layout, const RunRows& first, size_t* written,
+                   RunFigures* figures) const;
   Status WriteSingles(const DatasetBase& dataset, const uint64_t* samples, size_t count,
                       const BatchLayout& layout, const RunRows& first, size_t* written,
                       RunFigures* figures) const;
@@ -104,7 +109,8 @@ class TabularSamples final : public SampleKind {
   const TabularRows* rows_ = nullptr;
   const TabularDatasetBase* dataset_ = nullptr;
   std::unique_ptr<TabularConvert> convert_;
-  std::unique_ptr<TabularReader> reader_;  // block reads (shuffle block or none)
+  std::unique_ptr<TabularReader> reader_;
+  bool block_reads_ = false;  // shuffle block or none: whole blocks; else rows one by one
   size_t lookahead_rows_ = 0;               // samples after a run whose blocks are read ahead
 };
 
@@ -121,19 +127,20 @@ Status TabularSamples::Prepare(std::shared_ptr<const Dataset> opened,
   const TabularSchema& schema = rows_->table().schema;
   GPUFEED_RETURN_IF_ERROR(TabularConvert::Check(options_.tabular, schema.sparse.count));
   convert_ = std::make_unique<TabularConvert>(options_.tabular, schema.sparse.count);
-  if (options_.shuffle == ShuffleMode::kBlock || options_.shuffle == ShuffleMode::kNone) {
-    const int threads = options_.num_threads > 0
-                            ? options_.num_threads
-                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    const size_t window = std::max<uint32_t>(1, options_.shuffle_window_shards);
-    // The window's blocks and the next window's, for every worker.
-    const size_t capacity = 2 * window + static_cast<size_t>(threads) + 2;
-    GPUFEED_RETURN_IF_ERROR(TabularReader::Create(
-        rows_, options_.io, capacity, static_cast<size_t>(threads) * (window + 2), &reader_));
-    // About one window of blocks beyond the run.
-    const uint64_t block_rows = rows_->blocks().empty() ? 0 : rows_->blocks()[0].rows;
-    lookahead_rows_ = static_cast<size_t>(block_rows * (window + 1));
-  }
+  block_reads_ =
+      options_.shuffle == ShuffleMode::kBlock || options_.shuffle == ShuffleMode::kNone;
+  const int threads = options_.num_threads > 0
+                          ? options_.num_threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const size_t window = std::max<uint32_t>(1, options_.shuffle_window_shards);
+  // The window's blocks and the next window's, for every worker (rows from
+  // anywhere keep no blocks).
+  const size_t capacity = block_reads_ ? 2 * window + static_cast<size_t>(threads) + 2 : 1;
+  const size_t holders = block_reads_ ? static_cast<size_t>(threads) * (window + 2) : 1;
+  GPUFEED_RETURN_IF_ERROR(TabularReader::Create(rows_, options_.io, capacity, holders, &reader_));
+  // About one window of blocks beyond the run.
+  const uint64_t block_rows = rows_->blocks().empty() ? 0 : rows_->blocks()[0].rows;
+  lookahead_rows_ = static_cast<size_t>(block_rows * (window + 1));
   *prepared = std::move(opened);
   return Status::OK();
 }
@@ -230,12 +237,12 @@ Status TabularSamples::Write(uint64_t sample, uint64_t, const Record& record, co
 Status TabularSamples::WriteRun(const DatasetBase& dataset, const uint64_t* samples, size_t count,
                                 size_t ahead, const BatchLayout& layout, const RunRows& first,
                                 size_t* written, RunFigures* figures) const {
-  if (reader_) {
+  if (block_reads_) {
     // The blocks of this run and of the next window or so are read ahead.
     reader_->Prefetch(samples, count + std::min<size_t>(ahead, lookahead_rows_));
     return WriteBlocks(samples, count, layout, first, written, figures);
   }
-  return WriteSingles(dataset, samples, count, layout, first, written, figures);
+  return WriteRows(dataset, samples, count, layout, first, written, figures);
 }
 
 // Each row from its block's bytes; the blocks at hand are kept in a small
@@ -322,7 +329,55 @@ Status TabularSamples::LocateRow(uint64_t sample, HeldBlocks* held, RowBytes* by
   return Status::OK();
 }
 
-// Rows from anywhere (global or node shuffle): each read on its own.
+// Rows from anywhere (global or node shuffle): the rows of a chunk read at
+// once through the reader's engine (many small reads in flight), then
+// converted. A chunk whose reads fail is read again row by row, so that the
+// error names the row.
+Status TabularSamples::WriteRows(const DatasetBase& dataset, const uint64_t* samples,
+                                 size_t count, const BatchLayout& layout, const RunRows& first,
+                                 size_t* written, RunFigures* figures) const {
+  const TabularTable& table = rows_->table();
+  const size_t chunk = std::min<size_t>(reader_->RowsPerRead(), kRowsPerRead);
+  std::vector<ReadCompletion> reads;
+  for (size_t base = 0; base < count;) {
+    const size_t n = std::min(chunk, count - base);
+    if (!reader_->ReadRows(samples + base, n, &reads, &figures->read_seconds).ok()) {
+      size_t done = 0;
+      Status status = WriteSingles(dataset, samples + base, n, layout, Advance(first, layout, base),
+                                   &done, figures);
+      if (!status.ok()) {
+        *written = base + done;
+        return status;
+      }
+      base += n;
+      continue;
+    }
+    const size_t parts = reads.size() / n;
+    for (size_t j = 0; j < n; ++j) {
+      const uint64_t sample = samples[base + j];
+      const TabularSegment& segment = table.segments[dataset_->SegmentOf(sample)];
+      RowBytes bytes;
+      bytes.segment = &segment;
+      bytes.row_in_segment = sample - segment.first_row;
+      for (size_t p = 0; p < parts && p < 3; ++p) {
+        bytes.parts[p] = reads[j * parts + p].buffer.data();
+        figures->bytes += reads[j * parts + p].buffer.size();
+      }
+      bytes.line = bytes.parts[0];
+      bytes.line_bytes = reads[j * parts].buffer.size();
+      Status status = WriteRow(sample, bytes, Advance(first, layout, base + j));
+      if (!status.ok()) {
+        *written = base + j;
+        return status;
+      }
+    }
+    base += n;
+  }
+  *written = count;
+  return Status::OK();
+}
+
+// Rows read one by one through the store (a chunk whose engine reads failed).
 Status TabularSamples::WriteSingles(const DatasetBase& dataset, const uint64_t* samples,
                                     size_t count, const BatchLayout& layout, const RunRows& first,
                                     size_t* written, RunFigures* figures) const {
