@@ -31,8 +31,6 @@ namespace {
 // Samples a worker claims at once: a large batch is one run; small ones
 // share a run (one lock round trip for many rows).
 constexpr uint64_t kTabularRun = 16384;
-// Blocks a run's loop keeps at hand before asking the shared cache again.
-constexpr size_t kHeldBlocks = 16;
 // Rows located (and their bytes prefetched) before a chunk is converted.
 constexpr size_t kChunk = 32;
 // Rows from anywhere: rows read at once (their reads all in flight).
@@ -83,7 +81,8 @@ class TabularSamples final : public SampleKind {
                    const char* line, size_t size, const SampleRow& row) const;
   // The blocks a run's loop keeps at hand, and the one the last row was in.
   struct HeldBlocks {
-    std::shared_ptr<const TabularBlockBytes> blocks[kHeldBlocks];
+    // At most held_blocks_: the reader's buffer budget counts them.
+    std::vector<std::shared_ptr<const TabularBlockBytes>> blocks;
     size_t next = 0;
     const TabularBlockBytes* current = nullptr;
   };
@@ -111,6 +110,7 @@ class TabularSamples final : public SampleKind {
   std::unique_ptr<TabularConvert> convert_;
   std::unique_ptr<TabularReader> reader_;
   bool block_reads_ = false;  // shuffle block or none: whole blocks; else rows one by one
+  size_t held_blocks_ = 1;    // blocks a worker keeps at hand: a window's, and two more
   size_t lookahead_rows_ = 0;               // samples after a run whose blocks are read ahead
 };
 
@@ -136,7 +136,11 @@ Status TabularSamples::Prepare(std::shared_ptr<const Dataset> opened,
   // The window's blocks and the next window's, for every worker (rows from
   // anywhere keep no blocks).
   const size_t capacity = block_reads_ ? 2 * window + static_cast<size_t>(threads) + 2 : 1;
-  const size_t holders = block_reads_ ? static_cast<size_t>(threads) * (window + 2) : 1;
+  held_blocks_ = window + 2;
+  // What the workers hold beyond the cache (and the block each may be
+  // loading) counts in the reader's buffer budget, so that a read never
+  // waits for buffers only a waiting worker could free.
+  const size_t holders = block_reads_ ? static_cast<size_t>(threads) * (held_blocks_ + 1) : 1;
   GPUFEED_RETURN_IF_ERROR(TabularReader::Create(rows_, options_.io, capacity, holders, &reader_));
   // About one window of blocks beyond the run.
   const uint64_t block_rows = rows_->blocks().empty() ? 0 : rows_->blocks()[0].rows;
@@ -254,6 +258,7 @@ Status TabularSamples::WriteBlocks(const uint64_t* samples, size_t count,
                                    const BatchLayout& layout, const RunRows& first,
                                    size_t* written, RunFigures* figures) const {
   HeldBlocks held;
+  held.blocks.resize(held_blocks_);
   RowBytes located[kChunk];
   for (size_t base = 0; base < count; base += kChunk) {
     size_t n = std::min(kChunk, count - base);
@@ -301,7 +306,7 @@ Status TabularSamples::LocateRow(uint64_t sample, HeldBlocks* held, RowBytes* by
       if (!status.ok()) return status.WithContext("sample " + std::to_string(sample));
       held->blocks[held->next] = std::move(got);
       current = held->blocks[held->next].get();
-      held->next = (held->next + 1) % kHeldBlocks;
+      held->next = (held->next + 1) % held->blocks.size();
     }
     held->current = current;
   }
