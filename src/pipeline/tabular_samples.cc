@@ -83,10 +83,12 @@ class TabularSamples final : public SampleKind {
   struct HeldBlocks {
     // At most held_blocks_: the reader's buffer budget counts them.
     std::vector<std::shared_ptr<const TabularBlockBytes>> blocks;
-    size_t next = 0;
-    const TabularBlockBytes* current = nullptr;
+    std::vector<uint64_t> chunk_of;  // the last chunk whose rows point into each
+    uint64_t chunk = 0;              // the chunk being located
+    size_t next = 0;                 // the oldest place
+    size_t current = SIZE_MAX;       // the place of the last row's block
   };
-  Status LocateRow(uint64_t sample, HeldBlocks* held, RowBytes* bytes,
+  Status LocateRow(uint64_t sample, HeldBlocks* held, RowBytes* bytes, bool* full,
                    RunFigures* figures) const;
   Status WriteBlocks(const uint64_t* samples, size_t count, const BatchLayout& layout,
                      const RunRows& first, size_t* written, RunFigures* figures) const;
@@ -259,14 +261,17 @@ Status TabularSamples::WriteBlocks(const uint64_t* samples, size_t count,
                                    size_t* written, RunFigures* figures) const {
   HeldBlocks held;
   held.blocks.resize(held_blocks_);
+  held.chunk_of.assign(held_blocks_, 0);
   RowBytes located[kChunk];
-  for (size_t base = 0; base < count; base += kChunk) {
+  for (size_t base = 0; base < count;) {
     size_t n = std::min(kChunk, count - base);
+    held.chunk += 1;
     Status failed;
     for (size_t j = 0; j < n; ++j) {
-      failed = LocateRow(samples[base + j], &held, &located[j], figures);
-      if (!failed.ok()) {
-        n = j;  // the rows before it are still written
+      bool full = false;
+      failed = LocateRow(samples[base + j], &held, &located[j], &full, figures);
+      if (!failed.ok() || full) {
+        n = j;  // the rows before it are written; a full hand goes on in the next chunk
         break;
       }
     }
@@ -277,8 +282,9 @@ Status TabularSamples::WriteBlocks(const uint64_t* samples, size_t count,
         return status;
       }
     }
+    base += n;
     if (!failed.ok()) {
-      *written = base + n;
+      *written = base;
       return failed;
     }
   }
@@ -287,29 +293,44 @@ Status TabularSamples::WriteBlocks(const uint64_t* samples, size_t count,
 }
 
 // Where `sample`'s bytes lie in its block (read through the reader when it
-// is not at hand), its cache lines prefetched.
-Status TabularSamples::LocateRow(uint64_t sample, HeldBlocks* held, RowBytes* bytes,
+// is not at hand), its cache lines prefetched. A block the current chunk's
+// rows point into stays at hand until the chunk is written: *full (and
+// nothing located) when a new block would need such a place.
+Status TabularSamples::LocateRow(uint64_t sample, HeldBlocks* held, RowBytes* bytes, bool* full,
                                  RunFigures* figures) const {
   const TabularTable& table = rows_->table();
   const std::vector<TabularBlock>& blocks = rows_->blocks();
-  const TabularBlockBytes* current = held->current;
-  if (current == nullptr || sample < blocks[current->block].first_row ||
-      sample >= blocks[current->block].first_row + blocks[current->block].rows) {
-    const size_t b = rows_->BlockOf(sample);
-    current = nullptr;
-    for (const auto& block : held->blocks) {
-      if (block && block->block == b) current = block.get();
+  auto holds = [&](size_t slot) {
+    const auto& block = held->blocks[slot];
+    return block && sample >= blocks[block->block].first_row &&
+           sample < blocks[block->block].first_row + blocks[block->block].rows;
+  };
+  size_t slot = held->current;
+  if (slot >= held->blocks.size() || !holds(slot)) {
+    slot = held->blocks.size();
+    for (size_t k = 0; k < held->blocks.size() && slot == held->blocks.size(); ++k) {
+      if (holds(k)) slot = k;
     }
-    if (current == nullptr) {
-      std::shared_ptr<const TabularBlockBytes> got;
-      Status status = reader_->Get(b, &got, &figures->read_seconds);
-      if (!status.ok()) return status.WithContext("sample " + std::to_string(sample));
-      held->blocks[held->next] = std::move(got);
-      current = held->blocks[held->next].get();
-      held->next = (held->next + 1) % held->blocks.size();
-    }
-    held->current = current;
   }
+  if (slot == held->blocks.size()) {
+    // A place not used by this chunk, from the oldest on.
+    for (size_t k = 0; k < held->blocks.size() && slot == held->blocks.size(); ++k) {
+      const size_t candidate = (held->next + k) % held->blocks.size();
+      if (held->chunk_of[candidate] != held->chunk) slot = candidate;
+    }
+    if (slot == held->blocks.size()) {
+      *full = true;
+      return Status::OK();
+    }
+    std::shared_ptr<const TabularBlockBytes> got;
+    Status status = reader_->Get(rows_->BlockOf(sample), &got, &figures->read_seconds);
+    if (!status.ok()) return status.WithContext("sample " + std::to_string(sample));
+    held->blocks[slot] = std::move(got);
+    held->next = (slot + 1) % held->blocks.size();
+  }
+  held->current = slot;
+  held->chunk_of[slot] = held->chunk;
+  const TabularBlockBytes* current = held->blocks[slot].get();
   const TabularBlock& block = blocks[current->block];
   const TabularSegment& segment = table.segments[block.segment];
   bytes->segment = &segment;
