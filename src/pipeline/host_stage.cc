@@ -343,6 +343,7 @@ void HostStage::Work() {
 // each Submit takes and drops the lock, and the read-ahead stays far ahead
 // of the runs), then takes each task's completion. REQUIRES: the lock.
 void HostStage::FetchRun(std::unique_lock<std::mutex>& lock, WorkerRun* run) {
+  if (schedule_.whole_runs) return;  // the kind reads its runs itself (no per-task bytes)
   run->fetched.assign(run->count, ReadAhead::Fetched());
   run->have_bytes.assign(run->count, 0);
   if (!read_ahead_) return;
@@ -418,7 +419,7 @@ void HostStage::StopRunTimer(const RunTimer& timer, WorkerRun* run) const {
 // completes the batch the consumer waits for, and to Quiesce when it was
 // the last one in progress, so only those wake anyone. REQUIRES: the lock.
 void HostStage::FinishRun(WorkerRun* run) {
-  if (read_ahead_) {
+  if (read_ahead_ && !schedule_.whole_runs) {
     for (uint64_t i = 0; i < run->count; ++i) read_ahead_->Release(&run->fetched[i]);
   }
   active_ -= 1;

@@ -98,11 +98,12 @@ Status RankSamples(const std::vector<uint64_t>& epoch_order, uint64_t start,
   if (start >= size) return Status::OK();
   uint64_t remaining = size - start;
   uint64_t per_rank = SamplesPerRank(remaining, options);
-  samples->reserve(per_rank);
-  for (uint64_t j = 0; j < per_rank; ++j) {
-    uint64_t position = options.rank + j * options.world_size;
-    // Padding wraps around the remaining positions, as DistributedSampler.
-    samples->push_back(epoch_order[start + position % remaining]);
+  samples->resize(per_rank);
+  uint64_t position = options.rank;
+  for (uint64_t j = 0; j < per_rank; ++j, position += options.world_size) {
+    // Padding wraps around the remaining positions, as DistributedSampler
+    // (a division only for the padding: this runs for every sample).
+    (*samples)[j] = epoch_order[start + (position < remaining ? position : position % remaining)];
   }
   return Status::OK();
 }
