@@ -178,6 +178,21 @@ struct DatasetOptions {
   TabularDatasetOptions tabular;
 };
 
+// What the rows of a tabular dataset hold (Dataset::tabular_info), for
+// inspect: each field's stored type and count (criteo_tsv: the types its
+// text is parsed into), and how rows are read.
+struct TabularInfo {
+  FieldType label = FieldType::kInt32;
+  FieldType dense = FieldType::kInt32;
+  uint32_t dense_count = 0;
+  FieldType sparse = FieldType::kInt32;
+  uint32_t sparse_count = 0;
+  bool text = false;       // rows are Criteo TSV lines
+  uint64_t rows = 0;       // == Dataset::size()
+  uint64_t blocks = 0;     // read units (and shuffle="block" units)
+  uint64_t row_bytes = 0;  // bytes a row takes on disk (text: the mean line)
+};
+
 // One sample as stored. Reading into the same Record again reuses its buffers.
 struct Record {
   // The sample bytes: an encoded image (JPEG, PNG, ...) or, for raw Caffe
@@ -272,6 +287,8 @@ class GPUFEED_EXPORT Dataset {
   virtual StorageStats storage_stats() const;
   // Token corpora: what the corpus holds; nullptr for the other formats.
   virtual const TokenCorpusInfo* token_info() const { return nullptr; }
+  // Tabular datasets: what a row holds; nullptr for the other formats.
+  virtual const TabularInfo* tabular_info() const { return nullptr; }
 
   DatasetFormat format() const { return format_; }
   // The path given to Open, made absolute.

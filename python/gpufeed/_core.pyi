@@ -31,6 +31,8 @@ class Dataset:
     def __init__(self, path: str, options: DatasetOptions = ...) -> None: ...
     @property
     def tokens(self) -> Optional[TokenCorpusInfo]: ...
+    @property
+    def tabular(self) -> Optional[TabularInfo]: ...
     def __len__(self) -> int: ...
     def read(self, index: int) -> Record: ...
     @property
@@ -344,6 +346,20 @@ class TokenCorpusInfo:
     sequences: int
     seq_len: int
     windows: int
+
+class TabularInfo:
+    @property
+    def label(self) -> FieldType: ...
+    @property
+    def dense(self) -> FieldType: ...
+    dense_count: int
+    @property
+    def sparse(self) -> FieldType: ...
+    sparse_count: int
+    text: bool
+    rows: int
+    blocks: int
+    row_bytes: int
 
 class ShardInfo:
     path: str

@@ -54,6 +54,10 @@ def _cmd_inspect(args) -> int:
         "classes": dataset.classes,
         "shard_list": shards,
     }
+    tabular = dataset.tabular
+    if tabular is not None:
+        info["tabular"] = {key: str(value) if key in ("label", "dense", "sparse") else value
+                           for key, value in tabular.items()}
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -65,6 +69,11 @@ def _cmd_inspect(args) -> int:
         sizes = sorted(shard["bytes"] for shard in shards)
         print(f"          shard size min/median/max: {_human_bytes(sizes[0])} / "
               f"{_human_bytes(sizes[len(sizes) // 2])} / {_human_bytes(sizes[-1])}")
+    if tabular is not None:
+        parsed = " (parsed from text)" if tabular["text"] else ""
+        print(f"rows:     label {tabular['label']}, {tabular['dense_count']} x "
+              f"{tabular['dense']} dense, {tabular['sparse_count']} x {tabular['sparse']} "
+              f"sparse{parsed}; {tabular['blocks']} blocks, {tabular['row_bytes']} bytes a row")
     classes = dataset.classes
     if classes:
         shown = ", ".join(classes[:10]) + (", ..." if len(classes) > 10 else "")

@@ -141,6 +141,14 @@ class Dataset:
         return None if info is None else struct_dict(info)
 
     @property
+    def tabular(self) -> Optional[dict]:
+        """Tabular datasets (criteo_npy, criteo_tsv, records): each field's
+        type (label, dense, sparse) and count (dense_count, sparse_count), text
+        (TSV), rows, blocks (read units) and row_bytes. None otherwise."""
+        info = self._native.tabular
+        return None if info is None else struct_dict(info)
+
+    @property
     def shards(self) -> List[dict]:
         """Per shard: path, first_record, records, bytes, xxh64 (or None)."""
         return [struct_dict(shard) for shard in self._native.shards]

@@ -106,6 +106,12 @@ class PyDataset {
     if (info == nullptr) return std::nullopt;
     return *info;
   }
+  // Tabular datasets: what a row holds; None for the other formats.
+  std::optional<TabularInfo> tabular() const {
+    const TabularInfo* info = dataset_->tabular_info();
+    if (info == nullptr) return std::nullopt;
+    return *info;
+  }
   std::vector<ShardInfo> shards() const { return dataset_->shards(); }
   StorageStats storage_stats() const { return dataset_->storage_stats(); }
 
@@ -271,6 +277,7 @@ void BindDatasetClass(py::module_& module) {
       .def_property_readonly("integer_labels", &PyDataset::integer_labels)
       .def_property_readonly("shards", &PyDataset::shards)
       .def_property_readonly("tokens", &PyDataset::tokens)
+      .def_property_readonly("tabular", &PyDataset::tabular)
       .def("storage_stats", &PyDataset::storage_stats);
 }
 

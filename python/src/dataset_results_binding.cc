@@ -50,6 +50,17 @@ void BindDatasetFacts(py::module_& module) {
       .def_readonly("seq_len", &TokenCorpusInfo::seq_len)
       .def_readonly("windows", &TokenCorpusInfo::windows);
 
+  py::class_<TabularInfo>(module, "TabularInfo", "Dataset.tabular (tabular datasets).")
+      .def_readonly("label", &TabularInfo::label)
+      .def_readonly("dense", &TabularInfo::dense)
+      .def_readonly("dense_count", &TabularInfo::dense_count)
+      .def_readonly("sparse", &TabularInfo::sparse)
+      .def_readonly("sparse_count", &TabularInfo::sparse_count)
+      .def_readonly("text", &TabularInfo::text)
+      .def_readonly("rows", &TabularInfo::rows)
+      .def_readonly("blocks", &TabularInfo::blocks)
+      .def_readonly("row_bytes", &TabularInfo::row_bytes);
+
   py::class_<ShardInfo> shard(module, "ShardInfo", "Dataset.shards: one shard file.");
   DefText(shard, "path", &ShardInfo::path);
   shard.def_readonly("first_record", &ShardInfo::first_record)

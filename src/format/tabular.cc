@@ -118,6 +118,16 @@ TabularDatasetBase::TabularDatasetBase(DatasetFormat format, std::string path,
                                        uint64_t block_bytes)
     : DatasetBase(format, std::move(path), std::move(store)), table_(std::move(table)) {
   blocks_ = CutTabularBlocks(table_, block_bytes);
+  const TabularSchema& schema = table_.schema;
+  info_.label = schema.label.type;
+  info_.dense = schema.dense.type;
+  info_.dense_count = schema.dense.count;
+  info_.sparse = schema.sparse.type;
+  info_.sparse_count = schema.sparse.count;
+  info_.text = schema.text;
+  info_.rows = table_.rows;
+  info_.blocks = blocks_.size();
+  info_.row_bytes = table_.segments.empty() ? 0 : TabularRowBytes(table_, table_.segments[0]);
   for (const TabularSegment& segment : table_.segments) {
     const StoreFile& file = *table_.files[segment.parts[0].file];
     ShardInfo shard;

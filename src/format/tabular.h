@@ -127,6 +127,7 @@ class TabularDatasetBase : public DatasetBase, public TabularRows {
   void ExpectReads(const std::vector<uint64_t>& samples) const override;
   const TabularTable& table() const override { return table_; }
   const std::vector<TabularBlock>& blocks() const override { return blocks_; }
+  const TabularInfo* tabular_info() const override { return &info_; }
 
   // The segment holding `row`.
   size_t SegmentOf(uint64_t row) const;
@@ -141,6 +142,7 @@ class TabularDatasetBase : public DatasetBase, public TabularRows {
  private:
   TabularTable table_;
   std::vector<TabularBlock> blocks_;
+  TabularInfo info_;
 };
 
 // Where a field's value `i` of `row` lies in `bytes`, a read of

@@ -754,3 +754,15 @@ def test_cache_warm_copies_records_and_tsv_named_by_format(tmp_path):
     warmed = gpufeed.cache.warm(records, tmp_path / "cache-records", format="records",
                                 record_schema=schema)
     assert warmed["shards"] == 1 and warmed["filled"] == 1
+
+
+def test_inspect_shows_the_fields_of_a_row(tables, tmp_path):
+    info = gpufeed.open_dataset(tables["npy_int"].path).tabular
+    assert info["dense_count"] == 13 and info["sparse_count"] == 26 and not info["text"]
+    assert info["rows"] == len(tables["npy_int"]) and info["blocks"] >= 1
+    assert str(info["dense"]) == "int32"
+    out = subprocess.run([sys.executable, "-m", "gpufeed", "inspect", str(tables["npy_int"].path)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "13 x int32 dense" in out, out
+    records = gpufeed.open_dataset(tables["records_mlperf"].path, format="records")
+    assert records.tabular["row_bytes"] == 160
