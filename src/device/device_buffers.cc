@@ -232,12 +232,19 @@ Status DeviceShared::Prepare(const DeviceStageOptions& options, size_t* element_
   return Status::OK();
 }
 
-size_t DataSpan(const Batch& host) {
+size_t DataSpan(const Batch& host, size_t buffer_bytes, bool* labels_inside) {
   size_t span = host.data().bytes();
   const char* start = static_cast<const char*>(host.data().data);
   for (const Tensor& extra : host.extras()) {
     const char* end = static_cast<const char*>(extra.data) + extra.bytes();
     span = std::max(span, static_cast<size_t>(end - start));
+  }
+  // The data buffer spans [start, start + buffer_bytes): labels starting
+  // there are its plane (a buffer of their own cannot lie inside it).
+  const char* labels = static_cast<const char*>(host.labels().data);
+  *labels_inside = labels != nullptr && labels >= start && labels < start + buffer_bytes;
+  if (*labels_inside) {
+    span = std::max(span, static_cast<size_t>(labels - start) + host.labels().bytes());
   }
   return span;
 }

@@ -120,10 +120,12 @@ class CudaBatchHandle final : public DeviceBatchHandle {
 
 // The kind's extra tensors (Batch::extras) lie after the data in the same
 // host buffer (planes, pipeline/sample_kind.h), so one copy moves them all.
-// DataSpan: the bytes from data's start to the last extra's end (data's
-// bytes without extras). DeviceExtras: the extras at the same offsets from
-// `device_data`, a CUDA buffer on `device_id`.
-size_t DataSpan(const Batch& host);
+// The labels may lie there too (their last plane). DataSpan: the bytes
+// from data's start to the end of the last tensor in that buffer
+// (`buffer_bytes` long), and *labels_inside whether the labels are one of
+// them. DeviceExtras: the extras at the same offsets from `device_data`, a
+// CUDA buffer on `device_id`.
+size_t DataSpan(const Batch& host, size_t buffer_bytes, bool* labels_inside);
 std::vector<Tensor> DeviceExtras(const Batch& host, void* device_data, int device_id);
 
 }  // namespace gpufeed

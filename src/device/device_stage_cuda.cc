@@ -325,8 +325,9 @@ class CopyStage final : public BatchSource {
     const Tensor& data = host.data();
     const Tensor& labels = host.labels();
     const Tensor& lengths = host.label_lengths();
-    // The data and the kind's extra tensors after it: one copy.
-    size_t data_bytes = DataSpan(host);
+    // The data and the kind's extra tensors (and labels) after it: one copy.
+    bool labels_inside = false;
+    size_t data_bytes = DataSpan(host, options_.max_data_bytes, &labels_inside);
     // With label counts, one copy from the counts to the labels' end (one
     // region of the host slot: [counts][labels]).
     const char* label_source = static_cast<const char*>(labels.data);
@@ -335,7 +336,7 @@ class CopyStage final : public BatchSource {
       label_source = static_cast<const char*>(lengths.data);
       lengths_offset = static_cast<size_t>(static_cast<const char*>(labels.data) - label_source);
     }
-    size_t label_bytes = lengths_offset + labels.bytes();
+    size_t label_bytes = labels_inside ? 0 : lengths_offset + labels.bytes();
     if (data_bytes > options_.max_data_bytes || label_bytes > options_.max_label_bytes) {
       return Status::Internal("host batch larger than the device buffers");
     }
@@ -353,7 +354,10 @@ class CopyStage final : public BatchSource {
     GPUFEED_RETURN_IF_ERROR(WaitForRelease(&buffer, stream));
     Tensor out_data = OnDevice(data, buffer.data.get());
     GPUFEED_RETURN_IF_ERROR(CopyData(data, data_bytes, buffer, stream, &out_data));
-    Tensor out_labels = OnDevice(labels, static_cast<char*>(buffer.labels.get()) + lengths_offset);
+    Tensor out_labels = OnDevice(
+        labels, labels_inside ? static_cast<char*>(buffer.data.get()) +
+                                    (label_source - static_cast<const char*>(data.data))
+                              : static_cast<char*>(buffer.labels.get()) + lengths_offset);
     Tensor out_lengths;
     if (lengths.data != nullptr) out_lengths = OnDevice(lengths, buffer.labels.get());
     if (label_bytes > 0) {

@@ -36,7 +36,8 @@ Status HostStage::Create(std::shared_ptr<const Dataset> dataset, const LoaderOpt
   }
   auto ring = std::make_shared<BatchRing>(
       options.allocator ? options.allocator : MakeHostAllocator(),
-      layout.data_bytes(options.batch_size), layout.label_bytes(options.batch_size),
+      layout.data_bytes(options.batch_size),
+      std::max<size_t>(1, layout.label_bytes(options.batch_size)),
       max_held_bytes, options.batch_size);
   GPUFEED_RETURN_IF_ERROR(
       ring->Allocate(static_cast<size_t>(options.prefetch) + 1 + setup.extra_slots));
@@ -238,7 +239,10 @@ void HostStage::HandOut(Slot& slot, uint64_t k, Batch* batch) {
   data.shape = {slot.samples};
   data.shape.insert(data.shape.end(), layout_.sample_shape.begin(), layout_.sample_shape.end());
   Tensor labels;
-  labels.data = static_cast<char*>(slot.labels) + layout_.lengths_bytes;
+  labels.data = layout_.labels_in_data
+                    ? static_cast<char*>(slot.data) +
+                          layout_.plane_offset(layout_.extras.size(), options_.batch_size)
+                    : static_cast<char*>(slot.labels) + layout_.lengths_bytes;
   labels.dtype = layout_.label_dtype;
   labels.shape = {slot.samples};
   labels.shape.insert(labels.shape.end(), layout_.label_shape.begin(), layout_.label_shape.end());

@@ -45,10 +45,10 @@ constexpr size_t kMaxExtras = 8;
 // The shapes and sizes of a host batch: SampleKind::Layout fills it.
 //
 // A slot's data buffer holds planes, each a (batch_size, ...) C-contiguous
-// array: the data, then each extra tensor, every plane starting at a
-// multiple of kPlaneAlign bytes (laid out for the full batch size, so a
-// short last batch leaves the planes where they are). One copy of the
-// buffer moves them all.
+// array: the data, then each extra tensor, then (labels_in_data) the
+// labels, every plane starting at a multiple of kPlaneAlign bytes (laid out
+// for the full batch size, so a short last batch leaves the planes where
+// they are). One copy of the buffer moves them all.
 struct BatchLayout {
   static constexpr size_t kPlaneAlign = 256;
 
@@ -60,21 +60,29 @@ struct BatchLayout {
   size_t label_bytes_per_sample = 0;
   size_t lengths_bytes = 0;  // label_lengths: the counts before the labels
   std::vector<ExtraLayout> extras;  // at most kMaxExtras
+  // The labels are the data buffer's last plane (no label_lengths): the
+  // slot's label buffer is then unused.
+  bool labels_in_data = false;
 
   // Where extra plane i starts in the data buffer (i == extras.size(): the
-  // buffer's end).
+  // labels' plane, or the end).
   size_t plane_offset(size_t i, uint32_t batch_size) const {
     size_t offset = sample_bytes * batch_size;
     for (size_t e = 0; e < i; ++e) {
-      offset = (offset + kPlaneAlign - 1) / kPlaneAlign * kPlaneAlign;
-      offset += extras[e].bytes_per_sample * batch_size;
+      offset = Align(offset) + extras[e].bytes_per_sample * batch_size;
     }
-    if (i < extras.size()) offset = (offset + kPlaneAlign - 1) / kPlaneAlign * kPlaneAlign;
-    return offset;
+    return i < extras.size() || labels_in_data ? Align(offset) : offset;
   }
-  size_t data_bytes(uint32_t batch_size) const { return plane_offset(extras.size(), batch_size); }
+  size_t data_bytes(uint32_t batch_size) const {
+    const size_t end = plane_offset(extras.size(), batch_size);
+    return labels_in_data ? end + label_bytes_per_sample * batch_size : end;
+  }
+  // The label buffer's bytes (0 with labels_in_data).
   size_t label_bytes(uint32_t batch_size) const {
-    return lengths_bytes + label_bytes_per_sample * batch_size;
+    return labels_in_data ? 0 : lengths_bytes + label_bytes_per_sample * batch_size;
+  }
+  static size_t Align(size_t offset) {
+    return (offset + kPlaneAlign - 1) / kPlaneAlign * kPlaneAlign;
   }
 };
 

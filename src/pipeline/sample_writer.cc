@@ -17,12 +17,14 @@ SampleWriter::SampleWriter(const Dataset* dataset, std::shared_ptr<const SampleK
   for (size_t i = 0; i < layout_.extras.size() && i < kMaxExtras; ++i) {
     plane_offsets_[i] = layout_.plane_offset(i, batch_size);
   }
+  labels_offset_ = layout_.plane_offset(layout_.extras.size(), batch_size);
 }
 
 SampleRow SampleWriter::RowOf(Slot& slot, size_t position) const {
   SampleRow row;
   row.data = static_cast<char*>(slot.data) + position * layout_.sample_bytes;
-  row.labels = static_cast<char*>(slot.labels) + layout_.lengths_bytes +
+  row.labels = (layout_.labels_in_data ? static_cast<char*>(slot.data) + labels_offset_
+                                        : static_cast<char*>(slot.labels) + layout_.lengths_bytes) +
                position * layout_.label_bytes_per_sample;
   if (label_lengths_ && layout_.lengths_bytes > 0) {
     row.label_count = static_cast<int32_t*>(slot.labels) + position;

@@ -52,6 +52,7 @@ class SampleWriter {
   const std::shared_ptr<const SampleKind> kind_;
   const BatchLayout layout_;
   size_t plane_offsets_[kMaxExtras] = {};  // of the extra tensors in a slot's data
+  size_t labels_offset_ = 0;               // of the labels there (labels_in_data)
   const bool label_lengths_;
   // The kind's work takes microseconds: the host stage times whole runs,
   // so the per-sample CPU time (a system call) is not read here.

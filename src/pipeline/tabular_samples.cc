@@ -165,6 +165,7 @@ Status TabularSamples::Layout(const Dataset&, BatchLayout* layout) const {
   layout->label_shape.clear();
   layout->label_bytes_per_sample = sizeof(float);
   layout->lengths_bytes = 0;
+  layout->labels_in_data = true;  // dense, sparse and labels: one copy to the GPU
   return Status::OK();
 }
 
