@@ -40,6 +40,9 @@ Status TabularReader::Create(const TabularRows* rows, const IoOptions& io, size_
   const uint64_t block = LargestBlockBytes(*rows) + 3 * (64u << 10);
   options.inflight_bytes =
       std::max<size_t>(options.inflight_bytes, block * (made->capacity_ + holders + 1 + kPrefetchThreads));
+  // Reads of megabytes gain nothing from registered buffers, and pinning
+  // the whole budget at open would cost the first batch its page faults.
+  options.register_buffers = false;
   GPUFEED_RETURN_IF_ERROR(ReadEngine::Create(options, &made->engine_));
   *reader = std::move(made);
   return Status::OK();
