@@ -1,6 +1,7 @@
 #include "pipeline/tabular_convert.h"
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "format/tabular_field.h"
@@ -31,6 +32,7 @@ TabularConvert::TabularConvert(const TabularTransformOptions& options, uint32_t 
     : log1p_(options.dense_log1p), sparse64_(options.sparse_dtype == TensorDtype::kInt64) {
   modulus_.assign(sparse_count, 0);
   multiplier_.assign(sparse_count, 0);
+  hashing_ = !options.hash_sizes.empty();
   for (uint32_t i = 0; i < sparse_count && !options.hash_sizes.empty(); ++i) {
     const uint64_t h = options.hash_sizes.size() == 1 ? options.hash_sizes[0] : options.hash_sizes[i];
     modulus_[i] = h;
@@ -74,12 +76,19 @@ void TabularConvert::Dense(FieldType type, const char* data, uint32_t count, flo
   const size_t item = FieldTypeSize(type);
   switch (type) {
     case FieldType::kFloat32:
-      for (uint32_t i = 0; i < count; ++i) {
-        const float value = LoadUnaligned<float>(data + 4 * i);
-        out[i] = log1p_ ? Log1p(value) : value;
+      if (!log1p_) {
+        std::memcpy(out, data, 4 * static_cast<size_t>(count));
+        return;
       }
+      for (uint32_t i = 0; i < count; ++i) out[i] = Log1p(LoadUnaligned<float>(data + 4 * i));
       return;
     case FieldType::kInt32:
+      if (!log1p_) {
+        for (uint32_t i = 0; i < count; ++i) {
+          out[i] = static_cast<float>(LoadUnaligned<int32_t>(data + 4 * i));
+        }
+        return;
+      }
       for (uint32_t i = 0; i < count; ++i) {
         const int32_t value = LoadUnaligned<int32_t>(data + 4 * i);
         out[i] = log1p_ ? LogOfInteger(value) : static_cast<float>(value);
@@ -109,6 +118,20 @@ void TabularConvert::Sparse(FieldType type, const char* data, uint32_t count, ch
   const bool is_signed = type != FieldType::kUint8 && type != FieldType::kUint16 &&
                          type != FieldType::kUint32 && type != FieldType::kUint64 &&
                          type != FieldType::kBool;
+  if (type == FieldType::kInt32 && !hashing_) {
+    // The common case without hashing: a plain widening (or copy) loop.
+    if (sparse64_) {
+      int64_t* ids = reinterpret_cast<int64_t*>(out);
+      for (uint32_t i = 0; i < count; ++i) ids[i] = LoadUnaligned<int32_t>(data + 4 * i);
+    } else {
+      std::memcpy(out, data, 4 * static_cast<size_t>(count));
+    }
+    return;
+  }
+  if (type == FieldType::kInt64 && !hashing_ && sparse64_) {
+    std::memcpy(out, data, 8 * static_cast<size_t>(count));
+    return;
+  }
   if (type == FieldType::kInt32) {
     for (uint32_t i = 0; i < count; ++i) {
       const int64_t id = LoadUnaligned<int32_t>(data + 4 * i);

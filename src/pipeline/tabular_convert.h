@@ -51,6 +51,7 @@ class TabularConvert {
 
   bool log1p_ = false;
   bool sparse64_ = true;
+  bool hashing_ = false;  // any column has a modulus
   // Per column: the modulus (0: none) and, below 2^32, Lemire's fastmod
   // multiplier ceil(2^64 / h).
   std::vector<uint64_t> modulus_;
