@@ -60,12 +60,15 @@ std::vector<uint64_t> EpochOrder(const std::vector<uint64_t>& shard_sizes,
     std::iota(shards.begin(), shards.end(), uint64_t{0});
     Shuffle(shards.begin(), shards.end(), &rng);
     uint64_t window = std::max<uint32_t>(1, options.window_shards);
+    order.resize(total);
+    auto end = order.begin();
     for (size_t begin = 0; begin < shards.size(); begin += window) {
-      size_t window_start = order.size();
+      const auto window_start = end;
       for (size_t k = begin; k < std::min<size_t>(shards.size(), begin + window); ++k) {
-        for (uint64_t i = 0; i < shard_sizes[shards[k]]; ++i) order.push_back(first[shards[k]] + i);
+        std::iota(end, end + static_cast<ptrdiff_t>(shard_sizes[shards[k]]), first[shards[k]]);
+        end += static_cast<ptrdiff_t>(shard_sizes[shards[k]]);
       }
-      Shuffle(order.begin() + window_start, order.end(), &rng);
+      Shuffle(window_start, end, &rng);
     }
     return order;
   }
