@@ -766,3 +766,18 @@ def test_inspect_shows_the_fields_of_a_row(tables, tmp_path):
     assert "13 x int32 dense" in out, out
     records = gpufeed.open_dataset(tables["records_mlperf"].path, format="records")
     assert records.tabular["row_bytes"] == 160
+
+
+def test_node_shuffle_gives_every_row_once_across_nodes_and_ranks(tables):
+    """shuffle="node": segments partitioned over 2 nodes of 2 ranks each,
+    rows from anywhere within a node; every row once over the job (the
+    world of 4 pads by wrapping, as DistributedSampler)."""
+    table = tables["npy_int"]
+    want = collections.Counter(row_keys(*tabular_reference(table)).tolist())
+    got = collections.Counter()
+    for rank in range(4):
+        loader = table.loader(batch_size=256, shuffle="node", seed=7, rank=rank, world_size=4,
+                              num_nodes=2, node_rank=rank // 2)
+        got.update(row_keys(*epoch(loader)).tolist())
+    assert set(got) == set(want)
+    assert sum(got.values()) - len(table) < 4  # only the padding repeats rows
