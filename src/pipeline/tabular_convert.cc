@@ -73,7 +73,6 @@ uint64_t TabularConvert::Hash(uint32_t column, uint64_t id, bool is_signed) cons
 }
 
 void TabularConvert::Dense(FieldType type, const char* data, uint32_t count, float* out) const {
-  const size_t item = FieldTypeSize(type);
   switch (type) {
     case FieldType::kFloat32:
       if (!log1p_) {
@@ -96,6 +95,7 @@ void TabularConvert::Dense(FieldType type, const char* data, uint32_t count, flo
       return;
     default: break;
   }
+  const size_t item = FieldTypeSize(type);
   const bool integer = type != FieldType::kFloat16 && type != FieldType::kFloat32 &&
                        type != FieldType::kFloat64;
   for (uint32_t i = 0; i < count; ++i) {
