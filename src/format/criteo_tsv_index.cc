@@ -177,19 +177,11 @@ bool IsLineIndexName(const std::string& name) {
 }
 
 std::string LineIndexPathInDirectory(const std::string& path, const std::string& directory) {
-  Xxh64 hash;
-  hash.Update(path.data(), path.size());
-  return JoinPath(directory, Basename(path) + "." + Xxh64Hex(hash.Digest()) + kBesideSuffix);
+  return IndexPathInDirectory(path, directory, kBesideSuffix);
 }
 
 std::string LineIndexFallbackDirectory(const DatasetOptions& options) {
-  if (!options.tabular.index_dir.empty()) return options.tabular.index_dir;
-  if (!options.cache.cache_dir.empty()) return JoinPath(options.cache.cache_dir, "line-index");
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg != nullptr && xdg[0] == '/') return JoinPath(JoinPath(xdg, "gpufeed"), "line-index");
-  const char* home = std::getenv("HOME");
-  if (home != nullptr && home[0] == '/') return JoinPath(home, ".cache/gpufeed/line-index");
-  return "";
+  return IndexFallbackDirectory(options.tabular.index_dir, options.cache.cache_dir, "line-index");
 }
 
 namespace {

@@ -140,8 +140,8 @@ TabularDatasetBase::TabularDatasetBase(DatasetFormat format, std::string path,
   }
 }
 
-size_t TabularDatasetBase::SegmentOf(uint64_t row) const {
-  const auto& segments = table_.segments;
+size_t TabularRows::SegmentOf(uint64_t row) const {
+  const auto& segments = table().segments;
   auto after = std::upper_bound(segments.begin(), segments.end(), row,
                                 [](uint64_t r, const TabularSegment& s) { return r < s.first_row; });
   return static_cast<size_t>(after - segments.begin()) - 1;

@@ -109,6 +109,8 @@ class TabularRows {
   virtual const std::vector<TabularBlock>& blocks() const = 0;
   // The block holding `row` (binary search over blocks()).
   size_t BlockOf(uint64_t row) const;
+  // The segment of table() holding `row` (binary search).
+  size_t SegmentOf(uint64_t row) const;
 };
 
 // `dataset` as tabular rows, or null (look it up once: a dynamic_cast).
@@ -129,8 +131,6 @@ class TabularDatasetBase : public DatasetBase, public TabularRows {
   const std::vector<TabularBlock>& blocks() const override { return blocks_; }
   const TabularInfo* tabular_info() const override { return &info_; }
 
-  // The segment holding `row`.
-  size_t SegmentOf(uint64_t row) const;
 
  protected:
   // The table must describe at least one row. Sets shards() (one per

@@ -329,19 +329,11 @@ Status WebDatasetDataset::ParseLocated(uint64_t index, const RecordLocation& loc
 }  // namespace
 
 std::string TarIndexPathInDirectory(const std::string& tar_path, const std::string& directory) {
-  Xxh64 hash;
-  hash.Update(tar_path.data(), tar_path.size());
-  return JoinPath(directory, Basename(tar_path) + "." + Xxh64Hex(hash.Digest()) + ".gpufeed-index");
+  return IndexPathInDirectory(tar_path, directory, ".gpufeed-index");
 }
 
 std::string TarIndexFallbackDirectory(const DatasetOptions& options) {
-  if (!options.webdataset.index_dir.empty()) return options.webdataset.index_dir;
-  if (!options.cache.cache_dir.empty()) return JoinPath(options.cache.cache_dir, "tar-index");
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg != nullptr && xdg[0] == '/') return JoinPath(JoinPath(xdg, "gpufeed"), "tar-index");
-  const char* home = std::getenv("HOME");
-  if (home != nullptr && home[0] == '/') return JoinPath(home, ".cache/gpufeed/tar-index");
-  return "";
+  return IndexFallbackDirectory(options.webdataset.index_dir, options.cache.cache_dir, "tar-index");
 }
 
 Status OpenWebDatasetDataset(const std::string& path, const std::vector<std::string>& tars,

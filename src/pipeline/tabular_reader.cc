@@ -244,12 +244,11 @@ Status TabularReader::ReadRows(const uint64_t* samples, size_t count,
                                std::vector<ReadCompletion>* reads, double* read_seconds) {
   const auto started = Clock::now();
   const TabularTable& table = rows_->table();
-  const auto* dataset = dynamic_cast<const TabularDatasetBase*>(rows_);
   std::vector<ReadRequest> requests;
   std::vector<size_t> files;  // of each request, for messages
   std::vector<TabularRange> ranges;
   for (size_t i = 0; i < count; ++i) {
-    const TabularSegment& segment = table.segments[dataset->SegmentOf(samples[i])];
+    const TabularSegment& segment = table.segments[rows_->SegmentOf(samples[i])];
     TabularRanges(segment, samples[i], 1, &ranges);
     for (const TabularRange& range : ranges) {
       ReadRequest request;

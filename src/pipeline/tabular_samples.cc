@@ -77,6 +77,9 @@ class TabularSamples final : public SampleKind {
     uint64_t row_in_segment = 0;
   };
   Status WriteRow(uint64_t sample, const RowBytes& bytes, const SampleRow& row) const;
+  // A binary row's stored fields, converted into `row`.
+  void WriteFields(const char* label, const char* dense, const char* sparse,
+                   const SampleRow& row) const;
   Status WriteLine(uint64_t sample, const TabularSegment& segment, uint64_t row_in_segment,
                    const char* line, size_t size, const SampleRow& row) const;
   // The blocks a run's loop keeps at hand, and the one the last row was in.
@@ -108,7 +111,6 @@ class TabularSamples final : public SampleKind {
 
   // Set by Prepare (the prepared dataset outlives the kind's use).
   const TabularRows* rows_ = nullptr;
-  const TabularDatasetBase* dataset_ = nullptr;
   std::unique_ptr<TabularConvert> convert_;
   std::unique_ptr<TabularReader> reader_;
   bool block_reads_ = false;  // shuffle block or none: whole blocks; else rows one by one
@@ -119,8 +121,7 @@ class TabularSamples final : public SampleKind {
 Status TabularSamples::Prepare(std::shared_ptr<const Dataset> opened,
                                std::shared_ptr<const Dataset>* prepared) {
   rows_ = AsTabularRows(*opened);
-  dataset_ = dynamic_cast<const TabularDatasetBase*>(opened.get());
-  if (rows_ == nullptr || dataset_ == nullptr) {
+  if (rows_ == nullptr) {
     return Status::InvalidArgument(
         opened->path() + " is a " + FormatName(opened->format()) +
         " dataset, not a tabular one (criteo_npy, criteo_tsv, records): the tabular transform "
@@ -177,12 +178,17 @@ Status TabularSamples::WriteRow(uint64_t sample, const RowBytes& bytes,
                      row);
   }
   auto at = [&](const TabularField& field) { return bytes.parts[field.part] + field.offset; };
-  convert_->Dense(schema.dense.type, at(schema.dense), schema.dense.count,
-                  reinterpret_cast<float*>(row.data));
-  convert_->Sparse(schema.sparse.type, at(schema.sparse), schema.sparse.count, row.extras[0]);
-  const float label = static_cast<float>(FieldAsDouble(schema.label.type, at(schema.label)));
-  std::memcpy(row.labels, &label, sizeof(label));
+  WriteFields(at(schema.label), at(schema.dense), at(schema.sparse), row);
   return Status::OK();
+}
+
+void TabularSamples::WriteFields(const char* label, const char* dense, const char* sparse,
+                                 const SampleRow& row) const {
+  const TabularSchema& schema = rows_->table().schema;
+  convert_->Dense(schema.dense.type, dense, schema.dense.count, reinterpret_cast<float*>(row.data));
+  convert_->Sparse(schema.sparse.type, sparse, schema.sparse.count, row.extras[0]);
+  const float value = static_cast<float>(FieldAsDouble(schema.label.type, label));
+  std::memcpy(row.labels, &value, sizeof(value));
 }
 
 Status TabularSamples::WriteLine(uint64_t sample, const TabularSegment& segment,
@@ -209,7 +215,7 @@ Status TabularSamples::WriteLine(uint64_t sample, const TabularSegment& segment,
 Status TabularSamples::Write(uint64_t sample, uint64_t, const Record& record, const BatchLayout&,
                              const SampleRow& row, SampleScratch*) const {
   const TabularTable& table = rows_->table();
-  const TabularSegment& segment = table.segments[dataset_->SegmentOf(sample)];
+  const TabularSegment& segment = table.segments[rows_->SegmentOf(sample)];
   RowBytes bytes;
   bytes.segment = &segment;
   bytes.row_in_segment = sample - segment.first_row;
@@ -227,17 +233,7 @@ Status TabularSamples::Write(uint64_t sample, uint64_t, const Record& record, co
                             "): a row of " + std::to_string(record.data.size()) + " bytes");
   }
   const char* base = record.data.data();
-  TabularSchema packed = schema;
-  packed.label.part = packed.dense.part = packed.sparse.part = 0;
-  packed.label.offset = 0;
-  packed.dense.offset = label;
-  packed.sparse.offset = label + dense;
-  convert_->Dense(packed.dense.type, base + packed.dense.offset, packed.dense.count,
-                  reinterpret_cast<float*>(row.data));
-  convert_->Sparse(packed.sparse.type, base + packed.sparse.offset, packed.sparse.count,
-                   row.extras[0]);
-  const float value = static_cast<float>(FieldAsDouble(packed.label.type, base));
-  std::memcpy(row.labels, &value, sizeof(value));
+  WriteFields(base, base + label, base + label + dense, row);
   return Status::OK();
 }
 
@@ -382,7 +378,7 @@ Status TabularSamples::WriteRows(const DatasetBase& dataset, const uint64_t* sam
     const size_t parts = reads.size() / n;
     for (size_t j = 0; j < n; ++j) {
       const uint64_t sample = samples[base + j];
-      const TabularSegment& segment = table.segments[dataset_->SegmentOf(sample)];
+      const TabularSegment& segment = table.segments[rows_->SegmentOf(sample)];
       RowBytes bytes;
       bytes.segment = &segment;
       bytes.row_in_segment = sample - segment.first_row;

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
+
+#include "util/checksum.h"
 
 namespace gpufeed {
 
@@ -86,6 +89,24 @@ bool NaturalLess(const std::string& a, const std::string& b) {
   }
   if (i < a.size() || j < b.size()) return j < b.size();
   return a < b;  // equal but for leading zeros: "day_01" < "day_1"
+}
+
+std::string IndexFallbackDirectory(const std::string& index_dir, const std::string& cache_dir,
+                                   const std::string& kind) {
+  if (!index_dir.empty()) return index_dir;
+  if (!cache_dir.empty()) return JoinPath(cache_dir, kind);
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && xdg[0] == '/') return JoinPath(JoinPath(xdg, "gpufeed"), kind);
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && home[0] == '/') return JoinPath(home, ".cache/gpufeed/" + kind);
+  return "";
+}
+
+std::string IndexPathInDirectory(const std::string& path, const std::string& directory,
+                                 const std::string& suffix) {
+  Xxh64 hash;
+  hash.Update(path.data(), path.size());
+  return JoinPath(directory, Basename(path) + "." + Xxh64Hex(hash.Digest()) + suffix);
 }
 
 }  // namespace gpufeed

@@ -24,6 +24,18 @@ std::string IndexPathFor(const std::string& rec_path);
 // equal that way compare bytewise ("day_01" < "day_1").
 bool NaturalLess(const std::string& a, const std::string& b);
 
+// Where an index of a file (a tar's member index, a TSV file's line
+// index) goes when the file's own directory is not writable: `index_dir`
+// when given, else <cache_dir>/<kind> with a node cache, else
+// $XDG_CACHE_HOME/gpufeed/<kind> or ~/.cache/gpufeed/<kind>; "" when none
+// of them can be named.
+std::string IndexFallbackDirectory(const std::string& index_dir, const std::string& cache_dir,
+                                   const std::string& kind);
+// The index of `path` inside `directory`: its base name, the xxh64 of its
+// whole path (files of one name in several directories), then `suffix`.
+std::string IndexPathInDirectory(const std::string& path, const std::string& directory,
+                                 const std::string& suffix);
+
 }  // namespace gpufeed
 
 #endif  // GPUFEED_UTIL_PATH_H_
