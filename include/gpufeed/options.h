@@ -64,10 +64,11 @@ enum class ShuffleMode : int {
 // The element type of every tensor gpufeed makes: batches, labels, and
 // the image transform's output (which takes uint8, float32, float16 or
 // bfloat16; OutputDtype is the same enum under the name the options use).
-enum class TensorDtype : int { kUint8, kInt32, kInt64, kFloat16, kBfloat16, kFloat32 };
+// kInt8 holds int8 embedding rows (gpufeed/embedding.h); no transform makes it.
+enum class TensorDtype : int { kUint8, kInt32, kInt64, kFloat16, kBfloat16, kFloat32, kInt8 };
 using OutputDtype = TensorDtype;
 // Bytes of one element, and "uint8", "int32", "int64", "float16",
-// "bfloat16" or "float32".
+// "bfloat16", "float32" or "int8".
 GPUFEED_EXPORT size_t TensorDtypeSize(TensorDtype dtype);
 GPUFEED_EXPORT const char* TensorDtypeName(TensorDtype dtype);
 enum class OutputLayout : int { kNCHW = 0, kNHWC = 1 };

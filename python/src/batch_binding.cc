@@ -20,6 +20,7 @@ DLDataType ToDLType(TensorDtype dtype) {
     case TensorDtype::kFloat16: return {kDLFloat, 16, 1};
     case TensorDtype::kBfloat16: return {kDLBfloat, 16, 1};
     case TensorDtype::kFloat32: return {kDLFloat, 32, 1};
+    case TensorDtype::kInt8: return {kDLInt, 8, 1};
   }
   return {kDLUInt, 8, 1};
 }

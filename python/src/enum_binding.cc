@@ -64,6 +64,7 @@ constexpr EnumName<TensorDtype> kTensorDtypes[] = {
     {TensorDtype::kUint8, "UINT8", "uint8"},       {TensorDtype::kInt32, "INT32", "int32"},
     {TensorDtype::kInt64, "INT64", "int64"},       {TensorDtype::kFloat16, "FLOAT16", "float16"},
     {TensorDtype::kBfloat16, "BFLOAT16", "bfloat16"}, {TensorDtype::kFloat32, "FLOAT32", "float32"},
+    {TensorDtype::kInt8, "INT8", "int8"},
 };
 constexpr EnumName<OutputLayout> kOutputLayouts[] = {
     {OutputLayout::kNCHW, "NCHW", "NCHW"},

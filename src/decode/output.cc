@@ -221,7 +221,8 @@ void NormalizeTable(const ImageTransformOptions& options, OutputDtype dtype, voi
         case OutputDtype::kFloat32: static_cast<float*>(table)[index] = value; break;
         case OutputDtype::kUint8: static_cast<uint8_t*>(table)[index] = static_cast<uint8_t>(v); break;
         case OutputDtype::kInt32:
-        case OutputDtype::kInt64: break;  // not image outputs: refused by the callers
+        case OutputDtype::kInt64:
+        case OutputDtype::kInt8: break;  // not image outputs: refused by the callers
       }
     }
   }

@@ -216,7 +216,8 @@ Status TransformOneImage(const uint8_t* data, size_t size, const ImageTransformO
   if (options.size <= 0 || options.size > 16384) {
     return Status::InvalidArgument("size must be in 1..16384");
   }
-  if (options.dtype == TensorDtype::kInt32 || options.dtype == TensorDtype::kInt64) {
+  if (options.dtype == TensorDtype::kInt32 || options.dtype == TensorDtype::kInt64 ||
+      options.dtype == TensorDtype::kInt8) {
     return Status::InvalidArgument(std::string("the image transform outputs uint8, float32, "
                                                "float16 or bfloat16, not ") +
                                    TensorDtypeName(options.dtype));

@@ -18,7 +18,8 @@ class ImageSamples final : public SampleKind {
 
   Status Validate() const override {
     const ImageTransformOptions& image = options_.image;
-    if (image.dtype == TensorDtype::kInt32 || image.dtype == TensorDtype::kInt64) {
+    if (image.dtype == TensorDtype::kInt32 || image.dtype == TensorDtype::kInt64 ||
+        image.dtype == TensorDtype::kInt8) {
       return Status::InvalidArgument(std::string("the image transform outputs uint8, float32, "
                                                  "float16 or bfloat16, not ") +
                                      TensorDtypeName(image.dtype));

@@ -6,7 +6,8 @@ namespace gpufeed {
 
 size_t TensorDtypeSize(TensorDtype dtype) {
   switch (dtype) {
-    case TensorDtype::kUint8: return 1;
+    case TensorDtype::kUint8:
+    case TensorDtype::kInt8: return 1;
     case TensorDtype::kFloat16:
     case TensorDtype::kBfloat16: return 2;
     case TensorDtype::kInt32:
@@ -24,6 +25,7 @@ const char* TensorDtypeName(TensorDtype dtype) {
     case TensorDtype::kFloat16: return "float16";
     case TensorDtype::kBfloat16: return "bfloat16";
     case TensorDtype::kFloat32: return "float32";
+    case TensorDtype::kInt8: return "int8";
   }
   return "unknown";
 }
