@@ -45,23 +45,13 @@ import subprocess
 import sys
 import time
 
-CGROUP_V1 = "/sys/fs/cgroup/blkio"
-CGROUP_V2 = "/sys/fs/cgroup"
 NAME = "gpufeed-verdict"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from throttled_disk import LoopDisk, Throttle, disk_counters, drop_caches  # noqa: E402
 
 
 def log(text):
     print(text, flush=True)
-
-
-def run(*command):
-    return subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip()
-
-
-def drop_caches():
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as out:
-        out.write("3\n")
 
 
 def warm(paths):
@@ -69,53 +59,6 @@ def warm(paths):
         with open(path, "rb") as source:
             while source.read(1 << 20):
                 pass
-
-
-class Throttle:
-    """This process in a cgroup whose reads of one device are limited."""
-
-    def __init__(self, major_minor):
-        self.device = major_minor
-        self.v1 = os.path.isfile(os.path.join(CGROUP_V1, "blkio.throttle.read_bps_device"))
-        base = CGROUP_V1 if self.v1 else CGROUP_V2
-        if not self.v1:
-            controllers = open(os.path.join(CGROUP_V2, "cgroup.controllers")).read().split()
-            if "io" not in controllers:
-                raise RuntimeError("neither cgroup v1 blkio nor the cgroup v2 io controller")
-        self.path = os.path.join(base, NAME)
-        os.makedirs(self.path, exist_ok=True)
-        self.home = open("/proc/self/cgroup").read()
-        with open(os.path.join(self.path, "cgroup.procs"), "w") as out:
-            out.write(str(os.getpid()))
-
-    def limit(self, bytes_per_second):
-        """0: no limit."""
-        if self.v1:
-            with open(os.path.join(self.path, "blkio.throttle.read_bps_device"), "w") as out:
-                out.write(f"{self.device} {int(bytes_per_second)}\n")
-        else:
-            value = int(bytes_per_second) if bytes_per_second else "max"
-            with open(os.path.join(self.path, "io.max"), "w") as out:
-                out.write(f"{self.device} rbps={value}\n")
-
-    def close(self):
-        self.limit(0)
-        parent = os.path.dirname(self.path)
-        with open(os.path.join(parent, "cgroup.procs"), "w") as out:
-            out.write(str(os.getpid()))
-        try:
-            os.rmdir(self.path)
-        except OSError:
-            pass
-
-
-def disk_counters(name):
-    with open("/proc/diskstats") as source:
-        for line in source:
-            fields = line.split()
-            if fields[2] == name:
-                return int(fields[5]) * 512, int(fields[12])  # bytes read, io ticks (ms)
-    return 0, 0
 
 
 def build_data(args, mount, source_files):
@@ -219,22 +162,19 @@ def main():
     if not source_files:
         raise SystemExit(f"{args.source}: no JPEGs in class folders")
 
-    image = os.path.join(args.work, "disk.img")
-    mount = os.path.join(args.work, "mnt")
-    os.makedirs(mount, exist_ok=True)
     size_mb = int(args.megabytes * 2.4) + 600
-    run("truncate", "-s", f"{size_mb}M", image)
-    run("mkfs.ext4", "-q", "-F", image)
-    loop = run("losetup", "--find", "--show", "--direct-io=on", image)
+    loop_disk = LoopDisk(os.path.join(args.work, "disk.img"), os.path.join(args.work, "mnt"),
+                         size_mb).open()
+    mount = loop_disk.mount
     throttle = None
     rows = []
     try:
-        run("mount", loop, mount)
-        log(f"verdict bench: {loop} ({size_mb} MB ext4, direct I/O backing) on {mount}; "
+        log(f"verdict bench: {loop_disk.device} ({size_mb} MB ext4, direct I/O backing) on "
+            f"{mount}; "
             f"{args.threads} threads, {args.seconds:.0f} s runs")
         folder, packed, large = build_data(args, mount, source_files)
-        disk = os.path.basename(loop)
-        throttle = Throttle(run("lsblk", "-dno", "MAJ:MIN", loop).replace(" ", ""))
+        disk = loop_disk.name
+        throttle = Throttle(loop_disk.major_minor, NAME)
         common = dict(seconds=args.seconds, threads=args.threads, batch_size=args.batch_size)
 
         def record(name, truth, proof, stats):
@@ -271,7 +211,7 @@ def main():
                     f"needs {need / 1e6:.1f} MB/s; {describe(stats)}")
                 for level, factor in (("light", 3.0), ("just above", 1.3), ("moderate", 0.5)):
                     limit = need * factor
-                    throttle.limit(limit)
+                    throttle.limit(bytes_per_second=limit)
                     drop_caches()
                     before = disk_counters(disk)
                     started = time.monotonic()
@@ -327,9 +267,7 @@ def main():
     finally:
         if throttle is not None:
             throttle.close()
-        subprocess.run(["umount", mount], check=False)
-        subprocess.run(["losetup", "-d", loop], check=False)
-        os.remove(image)
+        loop_disk.close()
 
     right = sum(1 for row in rows if row["right"])
     log("")
