@@ -15,6 +15,7 @@ and the file itself below that (docs/embeddings.md).
 
 from __future__ import annotations
 
+import operator
 import os
 from typing import Any, Dict, Optional, Union
 
@@ -55,11 +56,10 @@ def _dtype_name(dtype) -> Optional[str]:
 
 def _budget(cache_bytes: Union[int, str]) -> int:
     """cache_bytes: bytes (int) or a size such as "8GiB"; 0: no RAM tier."""
-    if isinstance(cache_bytes, int) and cache_bytes == 0:
-        return 0
-    if isinstance(cache_bytes, str) and cache_bytes.strip() == "0":
-        return 0
-    return parse_size(cache_bytes)
+    if isinstance(cache_bytes, str):
+        return 0 if cache_bytes.strip() == "0" else parse_size(cache_bytes)
+    count = operator.index(cache_bytes)  # ints, numpy integers; TypeError otherwise
+    return 0 if count == 0 else parse_size(count)
 
 
 class EmbeddingTable:

@@ -13,6 +13,7 @@ import time
 import pytest
 
 import gpufeed
+from conftest import pack_list
 
 np = pytest.importorskip("numpy")
 torch = pytest.importorskip("torch")
@@ -125,7 +126,7 @@ def test_ids_as_tensor_numpy_or_list_of_any_integer_dtype(tmp_path):
                   torch.tensor(ids, dtype=torch.uint8), np.array(ids, dtype=np.int16),
                   np.array(ids, dtype=np.uint64), ids, tuple(ids)):
         assert_rows(opened.lookup(given), table, ids, "float32")
-    strided = torch.arange(240, dtype=torch.int64)[::2]  # not contiguous: copied
+    strided = torch.arange(120, dtype=torch.int64)[::2]  # not contiguous: copied
     assert_rows(opened.lookup(strided), table, strided.numpy(), "float32")
     with pytest.raises(ValueError, match="1-D"):
         opened.lookup(np.zeros((2, 2), dtype=np.int64))
@@ -164,6 +165,17 @@ def test_a_truncated_or_longer_npy_is_refused_naming_the_file(tmp_path):
     not_npy.write_bytes(b"this is not a numpy file at all" * 4)
     with pytest.raises(gpufeed.Error, match="bad.npy"):
         gpufeed.EmbeddingTable(not_npy)
+
+
+@pytest.mark.parametrize("array", [np.zeros((4, 3), dtype=np.uint16), np.zeros((4, 3)),
+                                   np.zeros(12, dtype=np.float32),
+                                   np.zeros((2, 2, 3), dtype=np.float32)],
+                         ids=["uint16-without-bfloat16", "float64", "1-D", "3-D"])
+def test_a_npy_a_table_cannot_be_is_refused_naming_it(tmp_path, array):
+    path = tmp_path / "other.npy"
+    np.save(path, array)
+    with pytest.raises(gpufeed.NotSupportedError, match="other.npy"):
+        gpufeed.EmbeddingTable(path)
 
 
 def test_a_raw_file_not_a_multiple_of_the_row_is_refused_naming_it(tmp_path):
@@ -251,7 +263,8 @@ path, cache_dir = sys.argv[1], sys.argv[2]
 table = gpufeed.EmbeddingTable(path, cache_bytes=0, cache_dir=cache_dir)
 expected = np.load(path)
 ids = np.random.default_rng(7).permutation(table.rows)
-exact = bool(np.array_equal(table.lookup(ids).numpy(), expected[ids]))
+exact = bool(np.array_equal(table.lookup(ids).numpy().view(np.uint8),
+                            expected[ids].view(np.uint8)))
 print(json.dumps(dict(table.stats(), exact=exact)))
 """
 
@@ -295,8 +308,8 @@ def test_stats_fields_and_latency(tmp_path):
                             "resident_bytes", "capacity_rows", "preload_bytes", "p50_us",
                             "p99_us", "mean_us", "lookup_seconds", "hit_rate"]
     generator = np.random.default_rng(8)
-    for _ in range(30):
-        opened.lookup(generator.integers(0, 1000, 256))
+    for _ in range(30):  # no id twice in one call: every id is a hit or a row read
+        opened.lookup(generator.choice(1000, 256, replace=False))
     stats = opened.stats()
     assert stats["lookups"] == 30 and stats["rows"] == 30 * 256
     assert stats["rows"] == stats["ram_hits"] + stats["nvme_rows"] + stats["source_rows"]
@@ -310,6 +323,10 @@ def test_stats_fields_and_latency(tmp_path):
     after = opened.stats()
     assert after["lookups"] == after["rows"] == after["ram_hits"] == 0
     assert after["resident_rows"] == stats["resident_rows"]  # the tiers' contents stay
+    fresh = gpufeed.EmbeddingTable(path, cache_bytes="1MiB")
+    assert_rows(fresh.lookup([999, 999, 999]), table, [999, 999, 999], "uint8")
+    duplicates = fresh.stats()  # a row asked for 3 times in one call counts 3 times, read once
+    assert (duplicates["rows"], duplicates["source_rows"], duplicates["source_reads"]) == (3, 1, 1)
     assert "uint8.npy" in repr(opened) and "rows=1000" in repr(opened)
     assert opened._native.rows == 1000  # the native table the DataLoader takes
 
@@ -328,7 +345,8 @@ def test_zipf_ids_are_bounded_skewed_and_seeded():
     assert np.argsort(counts)[-10:].max() > 100
 
 
-def run_cli(capsys, *args):
+def run_in_process(capsys, *args):
+    """The CLI in this process; returns (exit status, stdout, stderr)."""
     from gpufeed import cli
     status = cli.main([str(arg) for arg in args])
     captured = capsys.readouterr()
@@ -337,7 +355,7 @@ def run_cli(capsys, *args):
 
 def test_bench_embedding_reports_rates_hits_and_tiers(tmp_path, capsys):
     path, _ = save_npy(tmp_path, "float32", rows=5000, dim=16)
-    status, out, err = run_cli(capsys, "bench", "--embedding", path, "--embedding-ids", 20000,
+    status, out, err = run_in_process(capsys, "bench", "--embedding", path, "--embedding-ids", 20000,
                                "--embedding-batch", 1000, "--cache-bytes", "128KiB", "--json")
     assert status == 0, err
     result = json.loads(out)["embedding"]
@@ -347,20 +365,20 @@ def test_bench_embedding_reports_rates_hits_and_tiers(tmp_path, capsys):
     assert result["lookups_per_s"] > 0 and result["rows_per_s"] > 0
     assert 0 < result["ideal_hit_rate"] < 1 and 0 <= stats["hit_rate"] <= 1
     assert stats["p50_us"] <= stats["p99_us"]
-    status, out, err = run_cli(capsys, "bench", "--embedding", path, "--embedding-ids", 4000,
+    status, out, err = run_in_process(capsys, "bench", "--embedding", path, "--embedding-ids", 4000,
                                "--embedding-batch", 1000, "--cache-bytes", "1MiB", "--preload")
     assert status == 0, err
     for label in ("lookups/s", "rows/s", "hit rate:   100.0%", "p50", "p99", "tiers:"):
         assert label in out, out
-    status, _, err = run_cli(capsys, "bench", "--embedding", tmp_path / "missing.npy")
+    status, _, err = run_in_process(capsys, "bench", "--embedding", tmp_path / "missing.npy")
     assert status == 1 and "missing.npy" in err
     with pytest.raises(SystemExit):
-        run_cli(capsys, "bench")
+        run_in_process(capsys, "bench")
 
 
 def test_diagnose_embedding_says_whether_lookups_are_source_bound(tmp_path, capsys):
     path, _ = save_npy(tmp_path, "float32", rows=20000, dim=32)
-    status, out, err = run_cli(capsys, "diagnose", "--embedding", path, "--cache-bytes", "0",
+    status, out, err = run_in_process(capsys, "diagnose", "--embedding", path, "--cache-bytes", "0",
                                "--embedding-lookups", 3, "--json")
     assert status == 0, err
     report = json.loads(out)["embedding"]
@@ -368,8 +386,59 @@ def test_diagnose_embedding_says_whether_lookups_are_source_bound(tmp_path, caps
     assert report["judgement"]["source_bound"]
     sentence = report["judgement"]["sentence"]
     assert sentence.startswith("lookups are bound by the source") and "cache_dir" in sentence
-    status, out, err = run_cli(capsys, "diagnose", "--embedding", path, "--cache-bytes", "8MiB",
+    status, out, err = run_in_process(capsys, "diagnose", "--embedding", path, "--cache-bytes", "8MiB",
                                "--preload", "--embedding-lookups", 3)
     assert status == 0, err
     assert "== embedding table" in out and "20000 x 32 float32" in out
     assert "served from memory, not bound by the source" in out
+
+
+def test_bench_and_diagnose_take_a_dataset_and_a_table_together(tmp_path, capsys):
+    path, _ = save_npy(tmp_path, "float16", rows=3000, dim=8)
+    packed = pack_list(tmp_path / "data", [(bytes([i]) * 40, i % 3) for i in range(24)], 4096)
+    status, out, err = run_in_process(capsys, "bench", packed, "--transform", "raw", "--batches",
+                                      3, "--warmup", 1, "--batch-size", 4, "--threads", 1,
+                                      "--embedding", path, "--embedding-ids", 2000, "--json")
+    assert status == 0, err
+    result = json.loads(out)
+    assert result["batches"] == 3 and result["embedding"]["stats"]["rows"] == 2000
+    status, out, err = run_in_process(capsys, "diagnose", packed, "--no-loader", "--io-seconds",
+                                      0.05, "--embedding", path, "--embedding-lookups", 2)
+    assert status == 0, err
+    assert "== data" in out and "== embedding table" in out and "3000 x 8 float16" in out
+
+
+def test_the_native_binding_checks_its_buffers(tmp_path):
+    """gpufeed._core.EmbeddingTable, as the DataLoader's pipeline takes it
+    (table._native): lookup into a buffer or an address, buffers checked."""
+    from gpufeed import _core
+    path, table = save_npy(tmp_path, "float32", rows=50, dim=4)
+    options = _core.EmbeddingTableOptions()
+    options.dtype = "float32"
+    assert options.dtype == _core.TensorDtype.FLOAT32
+    options.dtype = None
+    assert options.dtype is None
+    options.cache_bytes = 1 << 20
+    native = _core.EmbeddingTable(str(path), options)
+    assert isinstance(gpufeed.EmbeddingTable(path)._native, _core.EmbeddingTable)
+    ids = np.array([49, 0, 7], dtype=np.int64)
+    out = np.empty((3, 4), dtype=np.float32)
+    native.lookup(ids, out)
+    assert np.array_equal(out.view(np.uint8), table[ids].view(np.uint8))
+    into = torch.empty((3, 4), dtype=torch.float32)
+    native.lookup(ids, into.data_ptr(), into.numel() * 4)
+    assert np.array_equal(as_bytes(into), table[ids].view(np.uint8))
+    with pytest.raises(ValueError, match="int64"):
+        native.lookup(ids.astype(np.int32), out)
+    with pytest.raises(ValueError, match="contiguous"):
+        native.lookup(np.arange(6, dtype=np.int64)[::2], out)
+    with pytest.raises(ValueError, match="need 48"):
+        native.lookup(ids, np.empty((2, 4), dtype=np.float32))
+    with pytest.raises(ValueError, match="need 48"):
+        native.lookup(ids, into.data_ptr(), 40)
+    readonly = np.empty((3, 4), dtype=np.float32)
+    readonly.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        native.lookup(ids, readonly)
+    with pytest.raises(ValueError, match="dtype"):
+        options.dtype = "float64"

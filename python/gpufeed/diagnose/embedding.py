@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional
 
-__all__ = ["probe_embedding", "embedding_judgement", "embedding_lines"]
+__all__ = ["probe_embedding", "bound_tier", "embedding_judgement", "embedding_lines"]
 
 # Below this share of ids served from RAM, misses decide a lookup's latency.
 _GOOD_HIT_RATE = 0.8
@@ -32,49 +32,65 @@ def probe_embedding(path: str, *, lookups: int = 50, batch: int = 4096,
     return result
 
 
-def embedding_judgement(result: Dict[str, Any], *, cache_dir_given: bool,
-                        preloaded: bool) -> Dict[str, Any]:
-    """``source_bound`` (most ids missed RAM and the misses read the table
-    file) and the sentence: the figures it was judged on, then what to
-    change (preload when the table fits the budget, a larger cache_bytes when
-    the ideal static cache of a larger budget would hit more, cache_dir for a
-    local copy of the file)."""
+def bound_tier(stats: Dict[str, Any]) -> Optional[str]:
+    """"source", "nvme" or None: the tier below RAM that served more missed
+    rows, when lookups wait for it: on average every call reads a row from
+    it (a call takes as long as its slowest read), or fewer than 80% of the
+    ids hit RAM."""
+    tier = "source" if stats["source_rows"] >= stats["nvme_rows"] else "nvme"
+    rows = stats[f"{tier}_rows"]
+    if rows == 0:
+        return None
+    if rows >= max(1, stats["lookups"]) or stats["hit_rate"] < _GOOD_HIT_RATE:
+        return tier
+    return None
+
+
+def _advice(result: Dict[str, Any], tier: Optional[str], cache_dir_given: bool,
+            preloaded: bool) -> List[str]:
+    """What to change: preload when the budget holds the table, else a larger
+    cache_bytes; cache_dir when the misses read the source."""
     from ..pack import human_bytes
     stats = result["stats"]
-    hit_rate, rows = stats["hit_rate"], stats["rows"]
-    figures = (f"hit rate {hit_rate:.0%} (an ideal static cache of the same budget: "
-               f"{result['ideal_hit_rate']:.0%}), p50 {stats['p50_us']:.0f} us, p99 "
-               f"{stats['p99_us']:.0f} us a lookup of {result['batch']}")
-    if rows == 0:
-        return {"source_bound": False, "nvme_bound": False, "sentence": "no id was looked up"}
-    missed = stats["nvme_rows"] + stats["source_rows"]
-    source_bound = hit_rate < _GOOD_HIT_RATE and stats["source_rows"] > stats["nvme_rows"]
-    nvme_bound = hit_rate < _GOOD_HIT_RATE and not source_bound and missed > 0
-    table_bytes = result["table_bytes"]
     advice: List[str] = []
     if not preloaded and stats["capacity_rows"] >= result["rows"]:
-        advice.append(f"preload=True (the table, {human_bytes(table_bytes)}, fits in the "
-                      "RAM budget: every lookup becomes a RAM hit)")
+        advice.append(f"preload=True (the table, {human_bytes(result['table_bytes'])}, fits in "
+                      "the RAM budget: every lookup becomes a RAM hit)")
     elif stats["capacity_rows"] < result["rows"]:
         advice.append(f"a larger cache_bytes (it holds {stats['capacity_rows']} of "
                       f"{result['rows']} rows; the hot rows of a Zipf table take most lookups)")
-    if source_bound and not cache_dir_given:
+    if tier == "source" and not cache_dir_given:
         advice.append("cache_dir on local NVMe (misses then read a node-local copy of the "
                       "table instead of the source)")
-    if source_bound:
-        sentence = (f"lookups are bound by the source: {figures}; {stats['source_rows']} rows "
-                    f"came from the table file in {stats['source_reads']} reads. Change: "
-                    + "; ".join(advice or ["the source's latency (a faster filesystem)"]) + ".")
-    elif nvme_bound:
-        sentence = (f"lookups are bound by the node cache (NVMe): {figures}; "
-                    f"{stats['nvme_rows']} rows came from the local copy. Change: "
-                    + "; ".join(advice or ["nothing in gpufeed: the misses read local NVMe"])
-                    + ".")
+    return advice
+
+
+def embedding_judgement(result: Dict[str, Any], *, cache_dir_given: bool,
+                        preloaded: bool) -> Dict[str, Any]:
+    """``source_bound``/``nvme_bound`` (bound_tier) and the sentence: the
+    figures it was judged on, then what to change."""
+    stats = result["stats"]
+    if stats["rows"] == 0:
+        return {"source_bound": False, "nvme_bound": False, "sentence": "no id was looked up"}
+    tier = bound_tier(stats)
+    figures = (f"hit rate {stats['hit_rate']:.0%} (an ideal static cache of the same budget: "
+               f"{result['ideal_hit_rate']:.0%}), p50 {stats['p50_us']:.0f} us, p99 "
+               f"{stats['p99_us']:.0f} us a lookup of {result['batch']} ids")
+    advice = _advice(result, tier, cache_dir_given, preloaded)
+    lookups = max(1, stats["lookups"])
+    if tier is not None:
+        name = {"source": "the source", "nvme": "the node cache (NVMe)"}[tier]
+        where = {"source": "the table file", "nvme": "the node-local copy"}[tier]
+        rows, reads = stats[f"{tier}_rows"], stats[f"{tier}_reads"]
+        fallback = {"source": "a faster source", "nvme": "nothing more in gpufeed"}[tier]
+        sentence = (f"lookups are bound by {name}: {rows / lookups:.0f} rows a lookup came "
+                    f"from {where} ({rows} rows in {reads} reads); {figures}. Change: "
+                    + "; ".join(advice or [fallback]) + ".")
     else:
         sentence = f"lookups are served from memory, not bound by the source: {figures}."
-        if advice and hit_rate < 1.0:
-            sentence += " The remaining misses go with " + advice[0] + "."
-    return {"source_bound": source_bound, "nvme_bound": nvme_bound, "sentence": sentence}
+        if stats["nvme_rows"] + stats["source_rows"] > 0 and advice:
+            sentence += f" The calls that still miss (the p99) go with {advice[0]}."
+    return {"source_bound": tier == "source", "nvme_bound": tier == "nvme", "sentence": sentence}
 
 
 def embedding_lines(result: Dict[str, Any]) -> List[str]:
