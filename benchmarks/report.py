@@ -10,7 +10,8 @@ transform's µs per image vs a plain full decode, photos and demo),
 loader.json and loader_photos.json (the C++ loader vs a decode-only
 ceiling, demo and photo sets), torch.json and torch_photos.json
 (gpufeed.DataLoader vs torch's, demo and photos), io.json (read engine vs fio), tokens.json
-and tabular.json (token corpora and tabular rows vs fio, pandas and np.load), and, when their
+and tabular.json (token corpora and tabular rows vs fio, pandas and np.load), embedding.json
+(embedding tables behind a throttled disk vs memmap, index_select and fio), and, when their
 steps ran, cache.json and gpu.json. With --since, a file older than that moment is left out (it is
 from an earlier run, not this one) and the table says so.
 
@@ -27,7 +28,7 @@ import sys
 import time
 
 STEPS = ("read", "webdataset", "transform", "loader", "loader_photos", "torch", "torch_photos",
-         "io", "cache", "verdict", "gpu", "tokens", "tabular")
+         "io", "cache", "verdict", "gpu", "tokens", "tabular", "embedding")
 
 
 def machine():
@@ -120,6 +121,53 @@ def tabular_rows(tabular):
                          f"{day['rss_np_load_mb']:.0f} MB]", day["rss_epochs_mb"][0], "MB"))
             rows.append(("tabular", f"{what}: DataLoader RSS after epoch "
                          f"{len(day['rss_epochs_mb'])}", day["rss_epochs_mb"][-1], "MB"))
+    return rows
+
+
+def embedding_rows(embedding):
+    """benchmarks/embedding_compare.py: a table behind a throttled disk,
+    cold vs warm, hit rate vs an ideal cache, vs index_select, fio, memmap."""
+    rows = []
+    if not embedding:
+        return rows
+    section = (f"embedding ({embedding['rows']:,} x {embedding['dim']} float32, cache "
+               f"{embedding['cache_bytes'] / 2**20:.0f} MiB, {embedding['iops']} IOPS)")
+    c = embedding.get("cold_warm")
+    if c:
+        rows += [(section, f"{c['lookups']} lookups of {embedding['batch']} Zipf ids, cold (first "
+                  f"touch): p50 [p99 {c['gpufeed_cold_p99_us']:,.0f}]", c["gpufeed_cold_p50_us"],
+                  "us"),
+                 (section, f"the same replayed ({c['warm_epochs']} epochs, warm): p50 [p99 "
+                  f"{c['gpufeed_warm_p99_us']:,.0f}]", c["gpufeed_warm_p50_us"], "us"),
+                 (section, "cold p50 / warm p50 (target >= 20x)", c["ratio"], "x"),
+                 (section, f"memmap + fancy indexing, cold: p99 [gpufeed "
+                  f"{c['gpufeed_cold_p99_us']:,.0f}]", c["memmap_cold_p99_us"], "us"),
+                 (section, f"memmap + fancy indexing, warm: p99 [gpufeed "
+                  f"{c['gpufeed_warm_p99_us']:,.0f}]", c["memmap_warm_p99_us"], "us")]
+    f = embedding.get("fresh")
+    if f:
+        rows += [(section, f"fresh draws: RAM tier hit rate [ideal static cache "
+                  f"{f['ideal_hit_rate']:.3f}; p50 {f['p50_us']:,.0f} us, p99 "
+                  f"{f['p99_us']:,.0f} us]",
+                  f["hit_rate"], ""),
+                 (section, "hit rate / ideal static cache's (target >= 0.9x)", f["ratio"], "x")]
+    b = embedding.get("bandwidth")
+    if b:
+        rows += [(section, f"warm, {b['threads']} threads [torch.index_select "
+                  f"{b['index_select_rows_per_s']:,} rows/s]", b["gpufeed_rows_per_s"], "rows/s"),
+                 (section, "warm rows/s / index_select's (target >= 0.5x)", b["ratio"], "x")]
+    m = embedding.get("cold_misses")
+    if m:
+        rows += [(section, f"cold misses, unthrottled, O_DIRECT [fio 4 KiB randread "
+                  f"qd{m['queue_depth']} {m['fio_iops']:,} IOPS]", m["gpufeed_rows_per_s"],
+                  "rows/s"),
+                 (section, "cold miss rows/s / fio IOPS (target >= 0.9x)", m["ratio"], "x")]
+    r = embedding.get("memory")
+    if r:
+        rows += [(section, f"RSS growth over {r['lookups']} lookups [bound {r['bound_mb']:.0f} MB "
+                  f"= cache x 1.1 + {r['overhead_mb']:.0f} MB]", r["max_growth_mb"], "MB"),
+                 (section, "RSS peak, last quarter - second quarter",
+                  round(r["last_quarter_peak_mb"] - r["second_quarter_peak_mb"], 1), "MB")]
     return rows
 
 
@@ -223,6 +271,7 @@ def headline_rows(data):
             rows.append(("tokens", f"C++ Loader RSS after epoch {tokens['memory_epochs']}",
                          tokens["rss_last_mb"], "MB"))
     rows += tabular_rows(data.get("tabular"))
+    rows += embedding_rows(data.get("embedding"))
     cache = data.get("cache")
     if isinstance(cache, dict) and "runs" in cache:
         # benchmarks/cache_bench (gpufeed_cache_bench --json): epoch by epoch.
@@ -286,6 +335,25 @@ def print_table(rows, data, stale, info, seconds, quick):
             print(f"-- {step}: {reason}")
 
 
+def draw_embedding_latency(axis, embedding):
+    """p50 and p99 per lookup, cold and warm, gpufeed beside memmap (log scale)."""
+    timings = embedding["cold_warm"]
+    groups = [(phase, q) for phase in ("cold", "warm") for q in ("p50", "p99")]
+    for offset, who, label, color in (
+            (-0.2, "gpufeed", "gpufeed.EmbeddingTable", "#55a868"),
+            (0.2, "memmap", "np.load(mmap_mode='r')[ids]", "#8c8c8c")):
+        axis.bar([i + offset for i in range(len(groups))],
+                 [timings[f"{who}_{phase}_{q}_us"] for phase, q in groups], 0.4, label=label,
+                 color=color)
+    axis.set_yscale("log")
+    axis.set_xticks(range(len(groups)))
+    axis.set_xticklabels([f"{phase} {q}" for phase, q in groups])
+    axis.set_ylabel("us per lookup of 4,096 ids")
+    axis.set_title(f"embedding lookups behind {embedding['iops']} IOPS: cold p50 / warm p50 "
+                   f"{timings['ratio']:,.0f}x (target >= 20x)")
+    axis.legend(fontsize=8)
+
+
 def draw(data, out_path, info, quick):
     import matplotlib
     matplotlib.use("Agg")
@@ -309,6 +377,11 @@ def draw(data, out_path, info, quick):
     for step in ("cache", "gpu"):
         if isinstance(data.get(step), dict) and isinstance(data[step].get("chart"), dict):
             panels.append(step)
+    embedding = data.get("embedding") or {}
+    if "cold_warm" in embedding:
+        panels.append("embedding latency")
+    if "fresh" in embedding:
+        panels.append("embedding hits")
     if not panels:
         return False
     columns = 2 if len(panels) > 1 else 1
@@ -372,6 +445,21 @@ def draw(data, out_path, info, quick):
             axis.set_xlabel("MB/s")
             axis.set_title("read engine vs fio (same file, same run)")
             axis.legend(fontsize=8)
+        elif panel == "embedding latency":
+            draw_embedding_latency(axis, data["embedding"])
+        elif panel == "embedding hits":
+            fresh = data["embedding"]["fresh"]
+            axis.bar([0, 1], [fresh["hit_rate"], fresh["ideal_hit_rate"]],
+                     color=["#55a868", "#8c8c8c"])
+            axis.set_xticks([0, 1])
+            axis.set_xticklabels([f"gpufeed RAM tier\n(p50 {fresh['p50_us'] / 1e3:,.0f} ms, "
+                                  f"p99 {fresh['p99_us'] / 1e3:,.0f} ms)",
+                                  f"ideal static cache\n(top {fresh['capacity_rows']:,} rows)"],
+                                 fontsize=8)
+            axis.set_ylim(0, 1)
+            axis.set_ylabel("hit rate")
+            axis.set_title(f"fresh Zipf draws: hit rate {fresh['ratio']:.2f}x the ideal "
+                           "(target >= 0.9x)")
         else:
             chart = data[panel]["chart"]
             axis.bar(range(len(chart["values"])), chart["values"], color="#4c72b0")

@@ -20,12 +20,19 @@
 #   tabular: MLPerf records and a TorchRec .npy day (1 GiB; 256 MiB with
 #      --quick) vs fio's sequential read, a Criteo TSV file (300 MB; 50 MB)
 #      on one thread vs pandas.read_csv + numpy, the first batch vs np.load
+#   embedding: an embedding table (2,000,000 x 64 float32, 512 MB; 500,000
+#      rows with --quick) behind a loop device throttled to 500 read IOPS:
+#      cold vs warm lookups, the RAM tier's hit rate vs an ideal cache,
+#      vs torch.index_select, fio, numpy memmap; RSS over a long run
 # then one results table on stdout, benchmarks/results/summary.json and the
 # chart benchmarks/results/summary.png (per-step JSON files beside them).
 #
 #   ./benchmarks/run.sh            about 2,000 ImageNet-shaped JPEGs (and 2,000 photographs), a 1 GiB raw file
 #   ./benchmarks/run.sh --quick    500 images, a 256 MiB raw file, one run per case (~1 min
 #                                  once built and the demo dataset exists)
+#   ./benchmarks/run.sh --only=embedding,tabular   these steps only (any of read, transform,
+#                                  loader, torch, io, cache, verdict, tokens, tabular,
+#                                  embedding, gpu), then the report of this run's files
 #
 # GPUFEED_BENCH_BUILD_DIR (default build/release) and GPUFEED_BENCH_DATA
 # (default benchmarks/data) move the build and the data.
@@ -42,19 +49,33 @@ images=2000
 passes=3
 raw_size=1GiB
 quick=()
+only=""
 for arg in "$@"; do
   case "$arg" in
     --quick) images=500; passes=1; raw_size=256MiB; quick=(--quick) ;;
+    --only=*) only=${arg#--only=} ;;
     *) echo "unknown argument: $arg (see the header of $0)" >&2; exit 2 ;;
   esac
 done
+
+for step in ${only//,/ }; do
+  case "$step" in
+    read|transform|loader|torch|io|cache|verdict|tokens|tabular|embedding|gpu) ;;
+    *) echo "--only: unknown step '$step' (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+# want STEP: the step runs (no --only, or --only names it).
+want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
+# The demo and photo image sets: only for the steps that read them.
+needs_images() { want read || want transform || want loader || want torch || want io \
+  || want cache || want verdict; }
 
 run_started=$EPOCHREALTIME
 # A step heading with the seconds since the start, to see where the time goes.
 heading() { echo "== $* [at $(( ${EPOCHREALTIME%.*} - ${run_started%.*} )) s]"; }
 # shellcheck source=tests/deps.sh
 source "$ROOT/tests/deps.sh"
-# fio for step 3; the photographs of plasma-workspace-wallpapers for the photo
+# fio for steps 3, tokens, tabular and embedding; the photographs of plasma-workspace-wallpapers for the photo
 # set; pandas, the reference of the tabular step's TSV comparison.
 gpufeed_install_packages fio plasma-workspace-wallpapers python3-pandas
 heading "build ($BUILD_DIR)"
@@ -72,27 +93,29 @@ BENCH=$BUILD_DIR/benchmarks/gpufeed_read_bench
 THREADS=$(nproc)
 mkdir -p "$DATA" "$RESULTS"
 
-heading "demo dataset ($images JPEGs)"
-FOLDER=$DATA/demo-imagefolder-$images
-"$PY" "$ROOT/benchmarks/make_demo_dataset.py" "$FOLDER" --images "$images" --classes 10 --seed 0
+if needs_images; then
+  heading "demo dataset ($images JPEGs)"
+  FOLDER=$DATA/demo-imagefolder-$images
+  "$PY" "$ROOT/benchmarks/make_demo_dataset.py" "$FOLDER" --images "$images" --classes 10 --seed 0
 
-heading "pack"
-declare -A PACK_SECONDS
-for fmt in recordio lmdb webdataset; do
-  out=$DATA/demo-$fmt-$images
-  start=$EPOCHREALTIME
-  "$VENV/bin/gpufeed" pack "$FOLDER" "$out" --format "$fmt" --shard-size 64MiB --overwrite
-  PACK_SECONDS[$fmt]=$("$PY" -c "print(round($EPOCHREALTIME - $start, 3))")
-  "$VENV/bin/gpufeed" verify "$out" | tail -1
-done
-heading "photo dataset ($images JPEGs cut from real photographs)"
-PHOTOS=$DATA/photo-imagefolder-$images
-"$PY" "$ROOT/benchmarks/make_photo_dataset.py" "$PHOTOS" --images "$images" --classes 10 --seed 0
-"$VENV/bin/gpufeed" pack "$PHOTOS" "$DATA/photo-recordio-$images" --format recordio \
-  --shard-size 64MiB --overwrite
-# The same images as Caffe's convert_imageset --encoded writes them (one LMDB
-# of caffe.Datum values), for steps 1 and 4.
-"$PY" "$ROOT/benchmarks/make_caffe_lmdb.py" "$FOLDER" "$DATA/demo-caffe_lmdb-$images"
+  heading "pack"
+  declare -A PACK_SECONDS
+  for fmt in recordio lmdb webdataset; do
+    out=$DATA/demo-$fmt-$images
+    start=$EPOCHREALTIME
+    "$VENV/bin/gpufeed" pack "$FOLDER" "$out" --format "$fmt" --shard-size 64MiB --overwrite
+    PACK_SECONDS[$fmt]=$("$PY" -c "print(round($EPOCHREALTIME - $start, 3))")
+    "$VENV/bin/gpufeed" verify "$out" | tail -1
+  done
+  heading "photo dataset ($images JPEGs cut from real photographs)"
+  PHOTOS=$DATA/photo-imagefolder-$images
+  "$PY" "$ROOT/benchmarks/make_photo_dataset.py" "$PHOTOS" --images "$images" --classes 10 --seed 0
+  "$VENV/bin/gpufeed" pack "$PHOTOS" "$DATA/photo-recordio-$images" --format recordio \
+    --shard-size 64MiB --overwrite
+  # The same images as Caffe's convert_imageset --encoded writes them (one LMDB
+  # of caffe.Datum values), for steps 1 and 4.
+  "$PY" "$ROOT/benchmarks/make_caffe_lmdb.py" "$FOLDER" "$DATA/demo-caffe_lmdb-$images"
+fi
 
 # A step's stderr without the library's info lines. grep -v exits 1 when it
 # dropped every line, which is no failure: || true keeps the ERR trap (set -E
@@ -108,30 +131,31 @@ drop_caches() {
   return 1
 }
 
-heading "[1/5] small files vs packed shards: read every record back ($THREADS threads)"
-results_file=$(mktemp)
-datasets=(imagefolder recordio lmdb caffe_lmdb)
-dataset_path() { if [ "$1" = imagefolder ]; then echo "$FOLDER"; else echo "$DATA/demo-$1-$images"; fi; }
-# Cold: one pass after each drop, $passes rounds over the formats in turn (a
-# busy shared disk varies from one second to the next; the table takes the
-# median, and the formats see the same conditions).
-if drop_caches; then
-  for ((round = 1; round <= passes; round++)); do
-    for name in "${datasets[@]}"; do
-      drop_caches || true
-      line=$("$BENCH" "$(dataset_path "$name")" --threads "$THREADS" --passes 1 | grep '^RESULT')
-      echo "$name cold $line" | tee -a "$results_file"
+if want read; then
+  heading "[1/5] small files vs packed shards: read every record back ($THREADS threads)"
+  results_file=$(mktemp)
+  datasets=(imagefolder recordio lmdb caffe_lmdb)
+  dataset_path() { if [ "$1" = imagefolder ]; then echo "$FOLDER"; else echo "$DATA/demo-$1-$images"; fi; }
+  # Cold: one pass after each drop, $passes rounds over the formats in turn (a
+  # busy shared disk varies from one second to the next; the table takes the
+  # median, and the formats see the same conditions).
+  if drop_caches; then
+    for ((round = 1; round <= passes; round++)); do
+      for name in "${datasets[@]}"; do
+        drop_caches || true
+        line=$("$BENCH" "$(dataset_path "$name")" --threads "$THREADS" --passes 1 | grep '^RESULT')
+        echo "$name cold $line" | tee -a "$results_file"
+      done
     done
+  else
+    echo "cold: skipped (cannot drop the page cache here: not root or /proc/sys read-only)"
+  fi
+  for name in "${datasets[@]}"; do
+    line=$("$BENCH" "$(dataset_path "$name")" --threads "$THREADS" --passes "$passes" | grep '^RESULT')
+    echo "$name warm $line" | tee -a "$results_file"
   done
-else
-  echo "cold: skipped (cannot drop the page cache here: not root or /proc/sys read-only)"
-fi
-for name in "${datasets[@]}"; do
-  line=$("$BENCH" "$(dataset_path "$name")" --threads "$THREADS" --passes "$passes" | grep '^RESULT')
-  echo "$name warm $line" | tee -a "$results_file"
-done
 
-"$PY" - "$results_file" "$RESULTS/read.json" "$images" "${PACK_SECONDS[recordio]}" "${PACK_SECONDS[lmdb]}" <<'PYEOF'
+  "$PY" - "$results_file" "$RESULTS/read.json" "$images" "${PACK_SECONDS[recordio]}" "${PACK_SECONDS[lmdb]}" <<'PYEOF'
 import json, platform, os, sys
 import statistics
 runs = {}
@@ -171,121 +195,151 @@ print(f"pack: recordio {result['pack_seconds']['recordio']:.1f} s, "
       f"lmdb {result['pack_seconds']['lmdb']:.1f} s for {result['images']} images")
 print(f"(medians over the passes; JSON in {sys.argv[2]})")
 PYEOF
-rm -f "$results_file"
+  rm -f "$results_file"
 
-echo
-heading "[1/5] WebDataset tar shards vs RecordIO shards of the same images (cold and warm)"
-"$PY" "$ROOT/benchmarks/webdataset_compare.py" \
-  --loader-bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" --read-bench "$BENCH" \
-  --recordio "$DATA/demo-recordio-$images" --tar "$DATA/demo-webdataset-$images" \
-  --rounds "$((passes * 3))" --json "$RESULTS/webdataset.json" 2> >(drop_info_logs)
+  echo
+  heading "[1/5] WebDataset tar shards vs RecordIO shards of the same images (cold and warm)"
+  "$PY" "$ROOT/benchmarks/webdataset_compare.py" \
+    --loader-bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" --read-bench "$BENCH" \
+    --recordio "$DATA/demo-recordio-$images" --tar "$DATA/demo-webdataset-$images" \
+    --rounds "$((passes * 3))" --json "$RESULTS/webdataset.json" 2> >(drop_info_logs)
+fi
 
-echo
-heading "[2/5] transform: us per image on one thread vs a plain full decode (photos and demo)"
-"$PY" "$ROOT/benchmarks/transform_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_transform_bench" \
-  --dataset "photos=$DATA/photo-recordio-$images" --dataset "demo=$DATA/demo-recordio-$images" \
-  --rounds "$([ ${#quick[@]} -gt 0 ] && echo 3 || echo 5)" --json "$RESULTS/transform.json"
+if want transform; then
+  echo
+  heading "[2/5] transform: us per image on one thread vs a plain full decode (photos and demo)"
+  "$PY" "$ROOT/benchmarks/transform_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_transform_bench" \
+    --dataset "photos=$DATA/photo-recordio-$images" --dataset "demo=$DATA/demo-recordio-$images" \
+    --rounds "$([ ${#quick[@]} -gt 0 ] && echo 3 || echo 5)" --json "$RESULTS/transform.json"
+fi
 
-echo
-loader_epochs=$([ ${#quick[@]} -gt 0 ] && echo 2 || echo 3)
-heading "[2/5] loader: images/s end to end (RandomResizedCrop 224 + flip) vs a decode-only ceiling (demo)"
-"$PY" "$ROOT/benchmarks/loader_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" \
-  --dataset "$DATA/demo-recordio-$images" --epochs "$loader_epochs" --json "$RESULTS/loader.json"
-echo
-heading "[2/5] loader: the same on the photo set"
-"$PY" "$ROOT/benchmarks/loader_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" \
-  --dataset "$DATA/photo-recordio-$images" --epochs "$loader_epochs" --json "$RESULTS/loader_photos.json"
+if want loader; then
+  echo
+  loader_epochs=$([ ${#quick[@]} -gt 0 ] && echo 2 || echo 3)
+  heading "[2/5] loader: images/s end to end (RandomResizedCrop 224 + flip) vs a decode-only ceiling (demo)"
+  "$PY" "$ROOT/benchmarks/loader_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" \
+    --dataset "$DATA/demo-recordio-$images" --epochs "$loader_epochs" --json "$RESULTS/loader.json"
+  echo
+  heading "[2/5] loader: the same on the photo set"
+  "$PY" "$ROOT/benchmarks/loader_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" \
+    --dataset "$DATA/photo-recordio-$images" --epochs "$loader_epochs" --json "$RESULTS/loader_photos.json"
+fi
 
-torch_epochs=$([ ${#quick[@]} -gt 0 ] && echo 1 || echo 2)
-echo
-heading "[2/5] gpufeed.DataLoader vs torch.utils.data.DataLoader (same images, same cores): photos"
-"$PY" "$ROOT/benchmarks/compare_torch.py" --folder "$PHOTOS" --packed "$DATA/photo-recordio-$images" \
-  --label photos --target 3 --epochs "$torch_epochs" --json "$RESULTS/torch_photos.json" \
-  2> >(drop_info_logs)
-echo
-heading "[2/5] gpufeed.DataLoader vs torch.utils.data.DataLoader (same images, same cores): demo"
-"$PY" "$ROOT/benchmarks/compare_torch.py" --folder "$FOLDER" --packed "$DATA/demo-recordio-$images" \
-  --label demo --target 4 --epochs "$torch_epochs" --json "$RESULTS/torch.json" \
-  2> >(drop_info_logs)
+if want torch; then
+  torch_epochs=$([ ${#quick[@]} -gt 0 ] && echo 1 || echo 2)
+  echo
+  heading "[2/5] gpufeed.DataLoader vs torch.utils.data.DataLoader (same images, same cores): photos"
+  "$PY" "$ROOT/benchmarks/compare_torch.py" --folder "$PHOTOS" --packed "$DATA/photo-recordio-$images" \
+    --label photos --target 3 --epochs "$torch_epochs" --json "$RESULTS/torch_photos.json" \
+    2> >(drop_info_logs)
+  echo
+  heading "[2/5] gpufeed.DataLoader vs torch.utils.data.DataLoader (same images, same cores): demo"
+  "$PY" "$ROOT/benchmarks/compare_torch.py" --folder "$FOLDER" --packed "$DATA/demo-recordio-$images" \
+    --label demo --target 4 --epochs "$torch_epochs" --json "$RESULTS/torch.json" \
+    2> >(drop_info_logs)
+fi
 
-echo
-heading "[3/5] read engine vs fio (io_uring and pread backends, buffered and O_DIRECT)"
-"$PY" "$ROOT/benchmarks/io_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_io_bench" \
-  --raw "$DATA/raw-$raw_size.bin" --raw-size "$raw_size" \
-  --shard "$DATA/demo-recordio-$images/part-00000.rec" --json "$RESULTS/io.json" "${quick[@]}" \
-  --repeats 2  # the target cases still get 5 runs; the others 2, to stay within 10 minutes
+if want io; then
+  echo
+  heading "[3/5] read engine vs fio (io_uring and pread backends, buffered and O_DIRECT)"
+  "$PY" "$ROOT/benchmarks/io_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_io_bench" \
+    --raw "$DATA/raw-$raw_size.bin" --raw-size "$raw_size" \
+    --shard "$DATA/demo-recordio-$images/part-00000.rec" --json "$RESULTS/io.json" "${quick[@]}" \
+    --repeats 2  # the target cases still get 5 runs; the others 2, to stay within 10 minutes
+fi
 
 # Step 4: the node-local cache, every format, each epoch in its own process
 # (epoch 1 from an empty cache; epoch 2 in a new process finds the copies the
 # first one left), and the same without the cache for reference. Writes
 # $RESULTS/cache.json.
-echo
-heading "[4/5] node-local cache over a simulated busy parallel filesystem (2 ms/request, 200 MB/s shared), epoch 2 in a new process"
-cache_runs=$(mktemp -d)
-for fmt in recordio lmdb caffe_lmdb; do
-  for cache in cache none; do
-    for epoch in 1 2; do
-      if [ "$cache" = none ]; then flags=(--no-cache)
-      elif [ "$epoch" = 1 ]; then flags=(--cold --keep-cache)
-      else flags=()  # the copies epoch 1 left; removed at exit
-      fi
-      "$BUILD_DIR/benchmarks/gpufeed_cache_bench" "$DATA/demo-$fmt-$images" \
-        --cache-dir "$DATA/cache-bench" --latency-ms 2 --mbps 200 --threads 8 \
-        --epoch "$epoch" "${flags[@]}" --json "$cache_runs/$fmt-$cache-$epoch.json" \
-        2> >(drop_info_logs) | grep -v '^RESULT' \
-        || echo "cache benchmark failed: $fmt, $cache, epoch $epoch"
+if want cache; then
+  echo
+  heading "[4/5] node-local cache over a simulated busy parallel filesystem (2 ms/request, 200 MB/s shared), epoch 2 in a new process"
+  cache_runs=$(mktemp -d)
+  for fmt in recordio lmdb caffe_lmdb; do
+    for cache in cache none; do
+      for epoch in 1 2; do
+        if [ "$cache" = none ]; then flags=(--no-cache)
+        elif [ "$epoch" = 1 ]; then flags=(--cold --keep-cache)
+        else flags=()  # the copies epoch 1 left; removed at exit
+        fi
+        "$BUILD_DIR/benchmarks/gpufeed_cache_bench" "$DATA/demo-$fmt-$images" \
+          --cache-dir "$DATA/cache-bench" --latency-ms 2 --mbps 200 --threads 8 \
+          --epoch "$epoch" "${flags[@]}" --json "$cache_runs/$fmt-$cache-$epoch.json" \
+          2> >(drop_info_logs) | grep -v '^RESULT' \
+          || echo "cache benchmark failed: $fmt, $cache, epoch $epoch"
+      done
     done
   done
-done
-"$PY" "$ROOT/benchmarks/cache_table.py" "$cache_runs" "$RESULTS/cache.json" || echo "cache table failed (exit $?)"
-rm -rf "$cache_runs"
+  "$PY" "$ROOT/benchmarks/cache_table.py" "$cache_runs" "$RESULTS/cache.json" || echo "cache table failed (exit $?)"
+  rm -rf "$cache_runs"
+fi
 
 # The bottleneck verdict against bottlenecks made physically (a throttled
 # loop device; root only, else it says why and skips). Writes verdict.json.
-echo
-heading "[verdict] the bottleneck verdict against physically throttled storage, large JPEGs and a slow consumer"
-"$PY" "$ROOT/benchmarks/verdict_check.py" --source "$FOLDER" --work "$DATA/verdict" \
-  --json "$RESULTS/verdict.json" 2> >(drop_info_logs) \
-  || echo "verdict bench failed (exit $?)"
+if want verdict; then
+  echo
+  heading "[verdict] the bottleneck verdict against physically throttled storage, large JPEGs and a slow consumer"
+  "$PY" "$ROOT/benchmarks/verdict_check.py" --source "$FOLDER" --work "$DATA/verdict" \
+    --json "$RESULTS/verdict.json" 2> >(drop_info_logs) \
+    || echo "verdict bench failed (exit $?)"
+fi
 
 # Token corpora (issue 19): a Megatron corpus of raw_size, cold page cache,
 # shuffle="block", O_DIRECT, against fio's sequential 1 MiB qd32 read of
 # its .bin; then warm epochs of the C++ loader for the memory check.
-echo
-heading "[tokens] Megatron token corpus: DataLoader(TokenWindows) and the C++ loader vs fio sequential 1 MiB qd32 O_DIRECT"
-"$PY" "$ROOT/benchmarks/token_compare.py" --prefix "$DATA/tokens-$raw_size" --size "$raw_size" \
-  --bench "$BUILD_DIR/benchmarks/gpufeed_token_bench" --repeats "$passes" \
-  --memory-epochs "$([ ${#quick[@]} -gt 0 ] && echo 3 || echo 10)" --json "$RESULTS/tokens.json" \
-  2> >(drop_info_logs) || echo "token benchmark failed (exit $?)"
+if want tokens; then
+  echo
+  heading "[tokens] Megatron token corpus: DataLoader(TokenWindows) and the C++ loader vs fio sequential 1 MiB qd32 O_DIRECT"
+  "$PY" "$ROOT/benchmarks/token_compare.py" --prefix "$DATA/tokens-$raw_size" --size "$raw_size" \
+    --bench "$BUILD_DIR/benchmarks/gpufeed_token_bench" --repeats "$passes" \
+    --memory-epochs "$([ ${#quick[@]} -gt 0 ] && echo 3 || echo 10)" --json "$RESULTS/tokens.json" \
+    2> >(drop_info_logs) || echo "token benchmark failed (exit $?)"
+fi
 
 # Tabular rows (issue 29): MLPerf DLRM records and a TorchRec .npy day of
 # raw_size, cold, shuffle="block", O_DIRECT, against fio's sequential 1 MiB
 # qd32 read of the same files; a Criteo-like TSV file on one thread against
 # pandas.read_csv + the same conversions in numpy; the time to the first
 # batch against np.load, and the RSS over 3 epochs.
-echo
-heading "[tabular] records and .npy vs fio, TSV vs pandas (1 thread), first batch vs np.load"
-"$PY" "$ROOT/benchmarks/tabular_compare.py" --data "$DATA/tabular" --size "$raw_size" \
-  --small-size "$([ ${#quick[@]} -gt 0 ] && echo 64MiB || echo 256MiB)" \
-  --tsv-size "$([ ${#quick[@]} -gt 0 ] && echo 50MB || echo 300MB)" \
-  --bench "$BUILD_DIR/benchmarks/gpufeed_tabular_bench" --repeats "$passes" \
-  --json "$RESULTS/tabular.json" 2> >(drop_info_logs) || echo "tabular benchmark failed (exit $?)"
+if want tabular; then
+  echo
+  heading "[tabular] records and .npy vs fio, TSV vs pandas (1 thread), first batch vs np.load"
+  "$PY" "$ROOT/benchmarks/tabular_compare.py" --data "$DATA/tabular" --size "$raw_size" \
+    --small-size "$([ ${#quick[@]} -gt 0 ] && echo 64MiB || echo 256MiB)" \
+    --tsv-size "$([ ${#quick[@]} -gt 0 ] && echo 50MB || echo 300MB)" \
+    --bench "$BUILD_DIR/benchmarks/gpufeed_tabular_bench" --repeats "$passes" \
+    --json "$RESULTS/tabular.json" 2> >(drop_info_logs) || echo "tabular benchmark failed (exit $?)"
+fi
 
-echo
-heading "[5/5] GPU stage"
-# nvidia-smi's list is read whole (no early reader behind it under pipefail).
-gpu_list=$(command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null || true)
-if grep -q '^GPU' <<<"$gpu_list"; then
-  if [ -x "$ROOT/benchmarks/gpu_check.sh" ]; then
-    # Its own CUDA build (build/gpu), tests and measurements; a failure is
-    # reported here and leaves the CPU results standing.
-    GPU_CHECK_BATCHES=$([ ${#quick[@]} -gt 0 ] && echo 60 || echo 200) \
-      "$ROOT/benchmarks/gpu_check.sh" || echo "gpu_check.sh failed (exit $?): see its output above"
+# Embedding tables (issue 30): a table np.save'd onto a loop-mounted ext4
+# throttled to 500 read IOPS by the cgroup (root only, else it says why and
+# skips; fio for the cold-miss reference). Writes embedding.json.
+if want embedding; then
+  echo
+  heading "[embedding] a table behind 500 IOPS: cold vs warm, hit rate vs ideal, vs index_select, fio, memmap"
+  "$PY" "$ROOT/benchmarks/embedding_compare.py" --work "$DATA/embedding" \
+    --json "$RESULTS/embedding.json" "${quick[@]}" 2> >(drop_info_logs) \
+    || echo "embedding benchmark failed (exit $?)"
+fi
+
+if want gpu; then
+  echo
+  heading "[5/5] GPU stage"
+  # nvidia-smi's list is read whole (no early reader behind it under pipefail).
+  gpu_list=$(command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null || true)
+  if grep -q '^GPU' <<<"$gpu_list"; then
+    if [ -x "$ROOT/benchmarks/gpu_check.sh" ]; then
+      # Its own CUDA build (build/gpu), tests and measurements; a failure is
+      # reported here and leaves the CPU results standing.
+      GPU_CHECK_BATCHES=$([ ${#quick[@]} -gt 0 ] && echo 60 || echo 200) \
+        "$ROOT/benchmarks/gpu_check.sh" || echo "gpu_check.sh failed (exit $?): see its output above"
+    else
+      echo "skipped: a GPU is present but benchmarks/gpu_check.sh is missing"
+    fi
   else
-    echo "skipped: a GPU is present but benchmarks/gpu_check.sh is missing"
+    echo "skipped: no NVIDIA GPU here (nvidia-smi missing or lists none); the CPU figures above stand"
   fi
-else
-  echo "skipped: no NVIDIA GPU here (nvidia-smi missing or lists none); the CPU figures above stand"
 fi
 
 "$PY" "$ROOT/benchmarks/report.py" --results "$RESULTS" --since "${run_started%.*}" \

@@ -88,6 +88,8 @@ class LoopDisk:
             self.device = None
         if os.path.exists(self.image):
             os.remove(self.image)
+        if os.path.isdir(self.mount) and not os.listdir(self.mount):
+            os.rmdir(self.mount)
 
     def __exit__(self, *exc):
         self.close()

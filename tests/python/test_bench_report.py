@@ -120,3 +120,37 @@ def test_tabular_file_is_reported(results):
                for line in out.splitlines())
     assert any("RSS after epoch 3" in line and line.endswith("MB") for line in out.splitlines())
     assert "tabular" in json.loads((results / "summary.json").read_text())["steps_run"]
+
+
+def test_embedding_file_is_reported(results):
+    write(results / "embedding.json", {
+        "cpu": "AMD EPYC", "cores": 2, "rows": 2_000_000, "dim": 64, "batch": 4096,
+        "cache_bytes": 128 * 2 ** 20, "iops": 500,
+        "cold_warm": {"lookups": 20, "warm_epochs": 5, "ratio": 4000.0,
+                      "gpufeed_cold_p50_us": 2_700_000.0, "gpufeed_cold_p99_us": 4_000_000.0,
+                      "gpufeed_warm_p50_us": 672.0, "gpufeed_warm_p99_us": 1500.0,
+                      "memmap_cold_p50_us": 5000.0, "memmap_cold_p99_us": 1_600_000.0,
+                      "memmap_warm_p50_us": 800.0, "memmap_warm_p99_us": 2000.0},
+        "fresh": {"hit_rate": 0.9, "ideal_hit_rate": 0.93, "ratio": 0.968, "p50_us": 800_000.0,
+                  "p99_us": 900_000.0, "capacity_rows": 450_496},
+        "bandwidth": {"threads": 2, "gpufeed_rows_per_s": 9_000_000,
+                      "index_select_rows_per_s": 15_000_000, "ratio": 0.6},
+        "cold_misses": {"queue_depth": 64, "gpufeed_rows_per_s": 42_000, "fio_iops": 47_000,
+                        "ratio": 0.92},
+        "memory": {"lookups": 2000, "max_growth_mb": 114.4, "bound_mb": 158.8,
+                   "overhead_mb": 18.0, "second_quarter_peak_mb": 114.3,
+                   "last_quarter_peak_mb": 114.4}})
+    out = run_report(results)
+    lines = out.splitlines()
+    assert "-- embedding (2,000,000 x 64 float32, cache 128 MiB, 500 IOPS)" in out
+    for label in ("cold p50 / warm p50 (target >= 20x)",
+                  "hit rate / ideal static cache's (target >= 0.9x)",
+                  "warm rows/s / index_select's (target >= 0.5x)",
+                  "cold miss rows/s / fio IOPS (target >= 0.9x)"):
+        assert any(label in line and line.endswith(" x") for line in lines), label
+    assert any("memmap + fancy indexing, cold: p99" in line and line.endswith("us")
+               for line in lines)
+    assert any("RSS growth over 2000 lookups" in line and line.endswith("MB") for line in lines)
+    assert "embedding" in json.loads((results / "summary.json").read_text())["steps_run"]
+    if "chart:" in out:  # with matplotlib: the latency and hit-rate panels drawn
+        assert (results / "summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
