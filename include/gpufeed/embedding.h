@@ -63,8 +63,15 @@ struct EmbeddingTableOptions {
   // Read the whole table once at Open, sequentially, into the RAM tier.
   // InvalidArgument when it does not fit in cache_bytes.
   bool preload = false;
-  // Source and NVMe reads: backend, reads in flight, O_DIRECT.
-  IoOptions io;
+  // Source and NVMe reads: backend, reads in flight, O_DIRECT. The read
+  // buffers (inflight_bytes, 16 MiB here: queue_depth requests of the
+  // longest coalesced read, 256 KiB) are the table's memory beyond
+  // cache_bytes, with one call's missed rows per looking-up thread.
+  IoOptions io = [] {
+    IoOptions io;
+    io.inflight_bytes = 16u << 20;
+    return io;
+  }();
   // Missed rows whose byte ranges are at most this far apart are read as
   // one request (the bytes between are read and dropped). Larger: fewer,
   // longer requests; 0: only adjacent rows merge.

@@ -73,6 +73,10 @@ Status EmbeddingTableImpl::Init(const std::string& path, const EmbeddingTableOpt
   std::shared_ptr<const StoreFile> file;
   GPUFEED_RETURN_IF_ERROR(store->Open(absolute, "", &file));
   GPUFEED_RETURN_IF_ERROR(ReadLayout(*file, options));
+  if (layout_.rows > static_cast<uint64_t>(RowCache::kMaxId)) {
+    return Status::NotSupported(absolute + ": a table of " + std::to_string(layout_.rows) +
+                                " rows (at most 2^40 - 2)");
+  }
   path_ = absolute;
   rows_ = layout_.rows;
   dim_ = layout_.dim;

@@ -6,7 +6,11 @@
 namespace gpufeed {
 namespace {
 
-constexpr int64_t kEmpty = -1;
+// Index entries: id << kSlotBits | slot. Ids below 2^40 (checked by
+// EmbeddingTable::Open), slots of a shard below 2^24.
+constexpr int kSlotBits = 24;
+constexpr uint64_t kSlotMask = (uint64_t{1} << kSlotBits) - 1;
+constexpr uint64_t kEmptyEntry = ~uint64_t{0};
 constexpr int kMaxShardBits = 6;            // 64 shards
 constexpr uint64_t kMinShardSlots = 256;    // fewer shards for a small cache
 constexpr uint32_t kNoSlot = UINT32_MAX;
@@ -27,7 +31,7 @@ uint64_t SketchHash(uint64_t hash) { return (hash << 32) | (hash >> 32); }
 uint64_t ShardOverhead(uint64_t slots) {
   const uint64_t index = NextPow2(std::max<uint64_t>(2 * slots, 16));
   const uint64_t sketch_words = NextPow2(std::max<uint64_t>(slots, 16) / 4 + 1) * 4;
-  return slots * (sizeof(int64_t) + 1) + index * (sizeof(int64_t) + sizeof(uint32_t)) +
+  return slots * (sizeof(int64_t) + 1) + index * sizeof(uint64_t) +
          sketch_words * sizeof(uint64_t);
 }
 
@@ -37,43 +41,48 @@ struct alignas(64) RowCache::Shard {
   Shard(uint64_t slot_count, size_t row_bytes)
       : slots(slot_count),
         mask(NextPow2(std::max<uint64_t>(2 * slot_count, 16)) - 1),
-        keys(new int64_t[mask + 1]),
-        values(new uint32_t[mask + 1]),
+        index(new uint64_t[mask + 1]),
         slot_id(new int64_t[std::max<uint64_t>(slot_count, 1)]),
         referenced(new uint8_t[std::max<uint64_t>(slot_count, 1)]()),
         arena(new char[std::max<uint64_t>(slot_count, 1) * row_bytes]),
         sketch(slot_count) {
-    std::fill(keys.get(), keys.get() + mask + 1, kEmpty);
+    std::fill(index.get(), index.get() + mask + 1, kEmptyEntry);
   }
+
+  // An index entry is the id (kIdBits) and the slot (kSlotBits) in one
+  // word, so that a probe touches one cache line.
+  static uint64_t Entry(int64_t id, uint64_t slot) {
+    return (static_cast<uint64_t>(id) << kSlotBits) | slot;
+  }
+  static int64_t IdOf(uint64_t entry) { return static_cast<int64_t>(entry >> kSlotBits); }
 
   uint32_t Find(int64_t id, uint64_t hash) const {
     for (uint64_t i = hash & mask;; i = (i + 1) & mask) {
-      if (keys[i] == id) return values[i];
-      if (keys[i] == kEmpty) return kNoSlot;
+      const uint64_t entry = index[i];
+      if (entry == kEmptyEntry) return kNoSlot;
+      if (IdOf(entry) == id) return static_cast<uint32_t>(entry & kSlotMask);
     }
   }
-  void Put(int64_t id, uint64_t hash, uint32_t slot) {
+  void Put(int64_t id, uint64_t hash, uint64_t slot) {
     uint64_t i = hash & mask;
-    while (keys[i] != kEmpty) i = (i + 1) & mask;
-    keys[i] = id;
-    values[i] = slot;
+    while (index[i] != kEmptyEntry) i = (i + 1) & mask;
+    index[i] = Entry(id, slot);
   }
   // Linear probing's deletion by backward shift: no tombstones, so probe
   // lengths stay those of the resident ids.
   void Erase(int64_t id) {
     uint64_t i = Mix(static_cast<uint64_t>(id)) & mask;
-    while (keys[i] != id) i = (i + 1) & mask;
-    for (uint64_t j = (i + 1) & mask; keys[j] != kEmpty; j = (j + 1) & mask) {
-      const uint64_t home = Mix(static_cast<uint64_t>(keys[j])) & mask;
-      // keys[j] may move into the hole at i when its home is not in (i, j].
+    while (IdOf(index[i]) != id) i = (i + 1) & mask;
+    for (uint64_t j = (i + 1) & mask; index[j] != kEmptyEntry; j = (j + 1) & mask) {
+      const uint64_t home = Mix(static_cast<uint64_t>(IdOf(index[j]))) & mask;
+      // index[j] may move into the hole at i when its home is not in (i, j].
       const bool movable = i <= j ? (home <= i || home > j) : (home <= i && home > j);
       if (movable) {
-        keys[i] = keys[j];
-        values[i] = values[j];
+        index[i] = index[j];
         i = j;
       }
     }
-    keys[i] = kEmpty;
+    index[i] = kEmptyEntry;
   }
 
   std::mutex mutex;
@@ -81,8 +90,7 @@ struct alignas(64) RowCache::Shard {
   uint64_t used = 0;
   uint64_t hand = 0;
   const uint64_t mask;
-  std::unique_ptr<int64_t[]> keys;
-  std::unique_ptr<uint32_t[]> values;
+  std::unique_ptr<uint64_t[]> index;
   std::unique_ptr<int64_t[]> slot_id;
   std::unique_ptr<uint8_t[]> referenced;
   std::unique_ptr<char[]> arena;
@@ -92,13 +100,14 @@ struct alignas(64) RowCache::Shard {
 RowCache::RowCache(uint64_t budget_bytes, size_t row_bytes, uint64_t table_rows)
     : row_bytes_(row_bytes) {
   if (row_bytes == 0 || table_rows == 0) return;
-  const uint64_t per_row = row_bytes + sizeof(int64_t) + 1 + 24 + 8;
+  const uint64_t per_row = row_bytes + sizeof(int64_t) + 1 + 16 + 8;
   uint64_t wanted = std::min<uint64_t>(budget_bytes / per_row, table_rows);
   std::vector<uint64_t> slots;
   while (wanted > 0) {
     shard_bits_ = 0;
     while (shard_bits_ < kMaxShardBits && (wanted >> (shard_bits_ + 1)) >= kMinShardSlots) ++shard_bits_;
     const size_t shards = size_t{1} << shard_bits_;
+    wanted = std::min<uint64_t>(wanted, shards * kSlotMask / 2);
     slots.assign(shards, (wanted + shards - 1) / shards);
     if (wanted == table_rows && shards > 1) {
       // The whole table: each shard exactly the rows that hash to it.
@@ -158,7 +167,7 @@ void RowCache::Find(const int64_t* ids, size_t count, char* out, std::vector<uin
     // entries, then the rows, then the copies.
     for (uint32_t k = begin; k < end; ++k) {
       const uint64_t hash = hashes[order[k]];
-      __builtin_prefetch(&shard.keys[hash & shard.mask]);
+      __builtin_prefetch(&shard.index[hash & shard.mask]);
       __builtin_prefetch(shard.sketch.BlockOf(SketchHash(hash)));
     }
     for (uint32_t k = begin; k < end; ++k) {

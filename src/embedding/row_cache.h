@@ -1,7 +1,8 @@
 // RowCache: the RAM tier of an embedding table. Rows are kept by id in
 // shards (an id's shard from its hash; one lock per shard, taken once per
 // shard per call), each with a fixed arena of row slots, an open-addressing
-// index id -> slot, and a FrequencySketch.
+// index id -> slot (one word an entry), and a FrequencySketch. Ids must be
+// below kMaxId.
 //
 // Policy: TinyLFU admission over CLOCK eviction. Every id looked up counts
 // in its shard's sketch (hits and misses alike). A missed row takes a free
@@ -34,6 +35,7 @@ namespace gpufeed {
 
 class RowCache {
  public:
+  static constexpr int64_t kMaxId = (int64_t{1} << 40) - 2;
   // Slots for as many rows as `budget_bytes` holds with their overhead, at
   // most `table_rows`. capacity_rows() is 0 when not even one row fits.
   RowCache(uint64_t budget_bytes, size_t row_bytes, uint64_t table_rows);
