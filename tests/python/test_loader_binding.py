@@ -40,7 +40,7 @@ ENUMS = {
     _core.LabelType: ("auto", "int64", "float32"),
     _core.IoBackend: ("auto", "io_uring", "pread"),
     _core.DeviceKind: ("cpu", "cuda"),
-    _core.TensorDtype: ("uint8", "int32", "int64", "float16", "bfloat16", "float32"),
+    _core.TensorDtype: ("uint8", "int32", "int64", "float16", "bfloat16", "float32", "int8"),
     _core.OutputLayout: ("NCHW", "NHWC"),
     _core.RawElement: ("uint8", "int32", "int64", "float32"),
     _core.Bottleneck: ("none", "consumer", "read", "decode", "copy", "cpu-contention"),
