@@ -122,6 +122,7 @@ class Bottleneck(_TextEnum):
     DECODE: Bottleneck  # "decode"
     COPY: Bottleneck  # "copy"
     CPU_CONTENTION: Bottleneck  # "cpu-contention"
+    LOOKUP: Bottleneck  # "lookup"
     def __init__(self, name: Union[str, int]) -> None: ...
 
 class StatsSpan(_TextEnum):
@@ -250,6 +251,9 @@ class LoaderOptions:
     max_held_bytes: int
     io: IoOptions
     device: DeviceOptions
+    # (sparse column, table) pairs, a copy (assign a whole list); the
+    # tables are EmbeddingTable objects.
+    embeddings: List[Tuple[int, EmbeddingTable]]
     def __init__(self) -> None: ...
     def __copy__(self) -> LoaderOptions: ...
 
@@ -432,6 +436,9 @@ class LoaderStats:
     decode_cpu_seconds: float
     blocked_seconds: float
     other_seconds: float
+    lookup_seconds: float
+    lookup_cpu_seconds: float
+    lookup_rows: int
     consumer_wait_seconds: float
     mean_ready_batches: float
     io_backend: str
@@ -464,6 +471,7 @@ class LoaderStats:
     decode_share: float
     decode_cpu_share: float
     cpu_wait_share: float
+    lookup_share: float
     blocked_share: float
     other_share: float
     consumer_wait_share: float

@@ -118,6 +118,11 @@ Status ValidateOptions(const LoaderOptions& o) {
                                    std::to_string(o.prefetch));
   }
   if (o.label_count < 1) return Status::InvalidArgument("label_count must be at least 1");
+  if (!o.embeddings.empty() && o.transform != TransformKind::kTabular) {
+    return Status::InvalidArgument(
+        "embeddings come with tabular rows only (transform kTabular; Python: "
+        "transform=gpufeed.Tabular(...)): their ids are the rows' sparse columns");
+  }
   return Status::OK();
 }
 

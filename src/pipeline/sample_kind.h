@@ -103,10 +103,19 @@ std::vector<Tensor> ExtraTensors(const BatchLayout& layout, uint32_t batch_size,
 // per-sample bytes (a run never crosses a batch).
 using RunRows = SampleRow;
 
+// What a kind's embedding lookups took (LoaderOptions::embeddings): wall
+// and CPU time of the EmbeddingTable::Lookup calls, and the ids looked up.
+struct LookupFigures {
+  double seconds = 0;
+  double cpu_seconds = 0;
+  uint64_t rows = 0;
+};
+
 // What a whole run took, for the stats.
 struct RunFigures {
   double read_seconds = 0;  // waiting for bytes
   uint64_t bytes = 0;       // of the samples' records
+  LookupFigures lookups;    // within the run's time, apart from its reads
 };
 
 // What a worker reuses from sample to sample.
@@ -114,6 +123,8 @@ struct SampleScratch {
   Record record;
   Image raw_image;
   TransformScratch transform;
+  // The lookups of SampleKind::Write since SampleWriter last took them.
+  LookupFigures lookups;
 };
 
 // How the host stage hands work to its threads for this kind.
