@@ -14,6 +14,7 @@ from ._errors import (AlreadyExistsError, CancelledError, CorruptRecordError, Er
                       PermissionDeniedError, StorageIOError)
 from ._core import build_info as _build_info
 from .dataset import FORMATS, Dataset, Record, open_dataset
+from .embedding import EmbeddingTable
 from .loader import (DataLoader, ImageTransform, LoaderStats, RawTransform, Tabular,
                      TokenWindows)
 from .pack import PackSummary, pack, parse_size
@@ -94,6 +95,7 @@ __all__ = [
     "TokenWindows",
     "Tabular",
     "LoaderStats",
+    "EmbeddingTable",
     "WebDatasetOptions",
     "TokenOptions",
     "RecordSchema",

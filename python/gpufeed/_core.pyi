@@ -1,5 +1,5 @@
 # Type stubs of the private native module (the public API is gpufeed.*).
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union, overload
 
 def build_info() -> Dict[str, Any]: ...
 def pack(source: str, destination: str, options: PackOptions,
@@ -101,6 +101,7 @@ class TensorDtype(_TextEnum):
     FLOAT16: TensorDtype
     BFLOAT16: TensorDtype
     FLOAT32: TensorDtype
+    INT8: TensorDtype
     def __init__(self, name: Union[str, int]) -> None: ...
 
 class OutputLayout(_TextEnum):
@@ -519,3 +520,59 @@ class Loader:
     def batches_per_epoch(self) -> int: ...
     def epoch(self) -> int: ...
     def close(self) -> None: ...
+
+# include/gpufeed/embedding.h, field for field; `cache` and `io` are views.
+class EmbeddingTableOptions:
+    dim: int
+    # None (a .npy's own), a TensorDtype or its name ("float32", "bfloat16", ...).
+    dtype: Optional[TensorDtype]
+    cache_bytes: int
+    cache: CacheOptions
+    preload: bool
+    io: IoOptions
+    coalesce_gap_bytes: int
+    def __init__(self) -> None: ...
+    def __copy__(self) -> EmbeddingTableOptions: ...
+
+class EmbeddingStats:
+    lookups: int
+    rows: int
+    ram_hits: int
+    nvme_rows: int
+    source_rows: int
+    nvme_reads: int
+    nvme_bytes: int
+    source_reads: int
+    source_bytes: int
+    admitted: int
+    rejected: int
+    evicted: int
+    resident_rows: int
+    resident_bytes: int
+    capacity_rows: int
+    preload_bytes: int
+    p50_us: float
+    p99_us: float
+    mean_us: float
+    lookup_seconds: float
+
+class EmbeddingTable:
+    def __init__(self, path: str, options: EmbeddingTableOptions = ...) -> None: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def dtype(self) -> TensorDtype: ...
+    @property
+    def row_bytes(self) -> int: ...
+    # ids: a 1-D contiguous int64 buffer; out: a C-contiguous writable buffer of
+    # len(ids) * row_bytes bytes, or out_address/out_bytes. The GIL is released.
+    @overload
+    def lookup(self, ids: Any, out: Any) -> None: ...
+    @overload
+    def lookup(self, ids: Any, out_address: int, out_bytes: int) -> None: ...
+    def stats(self) -> EmbeddingStats: ...
+    def reset_stats(self) -> None: ...

@@ -61,6 +61,7 @@ void BindDataset(pybind11::module_& module);
 void BindTransform(pybind11::module_& module);
 void BindStats(pybind11::module_& module);    // stats_binding.cc
 void BindBatch(pybind11::module_& module);    // batch_binding.cc
+void BindEmbedding(pybind11::module_& module);  // embedding_binding.cc
 void BindLoader(pybind11::module_& module);
 
 }  // namespace gpufeed::python

@@ -50,5 +50,6 @@ PYBIND11_MODULE(_core, module) {
   gpufeed::python::BindTransform(module);
   gpufeed::python::BindStats(module);
   gpufeed::python::BindBatch(module);
+  gpufeed::python::BindEmbedding(module);
   gpufeed::python::BindLoader(module);
 }

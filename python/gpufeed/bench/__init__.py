@@ -24,11 +24,18 @@ taken as they are, never recomputed or parsed here.
 step of T seconds per batch and reports the accelerator utilization;
 ``--au-search`` also measures how many such GPUs the loader feeds at AU >= 90%
 (au.py).
+
+``--embedding TABLE`` (alone, or beside a dataset PATH) looks up
+Zipf-distributed ids in an embedding table and reports lookups/s, rows/s,
+the RAM hit rate beside an ideal static cache's, p50/p99 latency and the
+tier counters (embedding.py).
 """
 
 from .cli import add_arguments, main_from_args
+from .embedding import ZipfIds, format_embedding_report, run_embedding_bench
 from .measure import StatsSampler, loader_judgement, run_bench, stage_shares
 from .report import format_report, judgement_line, plot_timeline
 
 __all__ = ["StatsSampler", "run_bench", "stage_shares", "loader_judgement", "judgement_line",
-           "format_report", "plot_timeline", "add_arguments", "main_from_args"]
+           "format_report", "plot_timeline", "add_arguments", "main_from_args", "ZipfIds",
+           "run_embedding_bench", "format_embedding_report"]

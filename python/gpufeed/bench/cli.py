@@ -20,7 +20,9 @@ def _make_transform(args):
 
 def add_arguments(parser) -> None:
     from ..pack import parse_size
-    parser.add_argument("path", help="a dataset gpufeed can open (packed shards, LMDB, ImageFolder)")
+    parser.add_argument("path", nargs="?", default=None,
+                        help="a dataset gpufeed can open (packed shards, LMDB, ImageFolder); "
+                             "optional with --embedding")
     parser.add_argument("--batches", type=int, default=100, help="measured batches (default 100)")
     parser.add_argument("--warmup", type=int, default=5,
                         help="batches before the measurement starts (default 5)")
@@ -74,9 +76,74 @@ def add_arguments(parser) -> None:
     parser.add_argument("--au-target", type=float, default=0.9)
     parser.add_argument("--window", type=float, default=10.0,
                         help="seconds of the recent window the verdict is judged on (default 10)")
+    _add_embedding_arguments(parser)
+
+
+def _add_embedding_arguments(parser) -> None:
+    """--embedding PATH and its options (the table's node cache is --cache-dir
+    with --cache-capacity, its reads --io-backend and --direct-io)."""
+    group = parser.add_argument_group("embedding table (--embedding PATH)")
+    group.add_argument("--embedding", default=None, metavar="PATH",
+                       help="also (or, without a dataset PATH, only) look up Zipf-distributed "
+                            "ids in the embedding table PATH (.npy, or raw with "
+                            "--embedding-dim/--embedding-dtype)")
+    group.add_argument("--embedding-ids", type=int, default=409600,
+                       help="ids looked up after the warm-up (default 409600)")
+    group.add_argument("--embedding-batch", type=int, default=4096,
+                       help="ids a lookup (default 4096)")
+    group.add_argument("--embedding-warmup", type=int, default=5,
+                       help="lookups before the stats are reset (default 5)")
+    group.add_argument("--zipf", type=float, default=1.05,
+                       help="the exponent of the ids' Zipf distribution (default 1.05)")
+    group.add_argument("--seed", type=int, default=0, help="the ids' seed (default 0)")
+    group.add_argument("--cache-bytes", default="8GiB",
+                       help="the table's RAM tier budget, e.g. 128MiB (default 8GiB; 0: none)")
+    group.add_argument("--preload", action="store_true",
+                       help="read the whole table into RAM at open (it must fit --cache-bytes)")
+    group.add_argument("--embedding-dim", type=int, default=None, help="a raw table's dim")
+    group.add_argument("--embedding-dtype", default=None,
+                       choices=("float32", "float16", "bfloat16", "int8", "uint8"),
+                       help="a raw table's dtype (bfloat16 for a .npy of uint16)")
+
+
+def _embedding_result(args):
+    from .embedding import run_embedding_bench
+    options = dict(cache_bytes=args.cache_bytes, cache_dir=args.cache_dir,
+                   cache_capacity=args.cache_capacity, preload=args.preload,
+                   io_backend=args.io_backend, direct_io=args.direct_io,
+                   dim=args.embedding_dim, dtype=args.embedding_dtype)
+    return run_embedding_bench(args.embedding, ids=args.embedding_ids,
+                               batch=args.embedding_batch, warmup=args.embedding_warmup,
+                               exponent=args.zipf, seed=args.seed, table_options=options)
 
 
 def main_from_args(args) -> int:
+    if args.path is None and args.embedding is None:
+        raise SystemExit("gpufeed bench: give a dataset PATH, --embedding PATH, or both")
+    embedding = _embedding_result(args) if args.embedding else None
+    if args.path is None:
+        from .embedding import format_embedding_report
+        print(json.dumps({"embedding": embedding}, indent=2) if args.json
+              else format_embedding_report(embedding))
+        return 0
+    result = _dataset_result(args)
+    if embedding is not None:
+        result["embedding"] = embedding
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(format_report(result))
+        if args.plot:
+            print(f"plot:       {result['plot']}")
+        if embedding is not None:
+            from .embedding import format_embedding_report
+            print("embedding table:")
+            print(format_embedding_report(embedding))
+    return 0
+
+
+def _dataset_result(args):
+    """The loader on the dataset at args.path (run_bench), with its plot."""
     import sys
     from ..au import step_time_for
     step_time, step_label = step_time_for(args.batch_size, args.step_time, args.step_time_from)
@@ -97,10 +164,4 @@ def main_from_args(args) -> int:
     if args.plot:
         plot_timeline(result, args.plot)
         result["plot"] = os.path.abspath(args.plot)
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(format_report(result))
-        if args.plot:
-            print(f"plot:       {result['plot']}")
-    return 0
+    return result

@@ -13,13 +13,19 @@
 
 Then recommendations, each naming the measurement that triggered it.
 
+With ``--embedding TABLE`` (alone or beside a dataset PATH) a section on an
+embedding table: its shape, the tier counters after a short probe of
+Zipf-distributed lookups, and whether lookups are bound by the source.
+
 The modules, in that order: storage (step 1), survey (step 2's file
 survey and the size units), measure (step 2's reads and step 3's loader
-run), gpu (the utilisation sampler), recommend, and report (the driver
+run), gpu (the utilisation sampler), recommend, embedding (the table
+probe), and report (the driver
 ``diagnose()``, the text report and the command line). This package
 re-exports their public names.
 """
 
+from .embedding import embedding_judgement, embedding_lines, probe_embedding
 from .measure import measure_random, measure_sequential, measure_small_files, run_consumer
 from .recommend import recommend
 from .report import add_arguments, diagnose, format_report, main_from_args
@@ -39,4 +45,6 @@ __all__ = [
     "measure_sequential", "measure_random", "measure_small_files", "run_consumer",
     # recommend
     "recommend",
+    # embedding
+    "probe_embedding", "embedding_judgement", "embedding_lines",
 ]

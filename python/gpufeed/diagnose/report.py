@@ -7,6 +7,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional
 
+from .embedding import embedding_lines, probe_embedding
 from .measure import measure_random, measure_sequential, measure_small_files, run_consumer
 from .recommend import recommend
 from .storage import storage_info
@@ -191,12 +192,15 @@ def format_report(report: Dict[str, Any]) -> str:
     consumer = report["consumer"]
     lines = (_storage_lines(storage) + _data_lines(data) + _measured_lines(measured)
              + _consumer_lines(consumer) + _recommendation_lines(report["recommendations"]))
+    if "embedding" in report:
+        lines += embedding_lines(report["embedding"])
     return "\n".join(lines)
 
 
 def add_arguments(parser) -> None:
     from ..pack import parse_size
-    parser.add_argument("path", help="a dataset directory or file")
+    parser.add_argument("path", nargs="?", default=None,
+                        help="a dataset directory or file (optional with --embedding)")
     parser.add_argument("--seconds", type=float, default=3.0,
                         help="how long the loader runs in step 3 (default 3)")
     parser.add_argument("--io-seconds", type=float, default=2.0,
@@ -214,13 +218,48 @@ def add_arguments(parser) -> None:
                         help="a GPU/model profile for the AU summary (default a100-resnet50; "
                              "see gpufeed bench --help)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    group = parser.add_argument_group("embedding table (--embedding PATH)")
+    group.add_argument("--embedding", default=None, metavar="PATH",
+                       help="also (or, without a dataset PATH, only) probe the embedding table "
+                            "PATH: its shape, tier counters and whether lookups are bound by "
+                            "the source")
+    group.add_argument("--embedding-lookups", type=int, default=50,
+                       help="probe lookups of 4096 Zipf ids, after as many warm-up ones "
+                            "(default 50)")
+    group.add_argument("--cache-bytes", default="8GiB",
+                       help="the table's RAM tier budget (default 8GiB; 0: none)")
+    group.add_argument("--cache-dir", default=None, help="the table's node cache directory")
+    group.add_argument("--preload", action="store_true",
+                       help="read the whole table into RAM at open")
+    group.add_argument("--embedding-dim", type=int, default=None, help="a raw table's dim")
+    group.add_argument("--embedding-dtype", default=None,
+                       choices=("float32", "float16", "bfloat16", "int8", "uint8"),
+                       help="a raw table's dtype (bfloat16 for a .npy of uint16)")
+
+
+def _embedding_report(args) -> Dict[str, Any]:
+    options = dict(cache_bytes=args.cache_bytes, cache_dir=args.cache_dir, preload=args.preload,
+                   dim=args.embedding_dim, dtype=args.embedding_dtype)
+    if args.embedding_lookups <= 0:
+        raise ValueError("--embedding-lookups must be positive")
+    return probe_embedding(args.embedding, lookups=args.embedding_lookups,
+                           table_options=options)
 
 
 def main_from_args(args) -> int:
+    if args.path is None and args.embedding is None:
+        raise SystemExit("gpufeed diagnose: give a dataset PATH, --embedding PATH, or both")
+    if args.path is None:
+        report: Dict[str, Any] = {"embedding": _embedding_report(args)}
+        print(json.dumps(report, indent=2) if args.json
+              else "\n".join(embedding_lines(report["embedding"])))
+        return 0
     report = diagnose(args.path, seconds=args.seconds, io_seconds=args.io_seconds,
                       sample_bytes=args.sample_bytes, io_threads=args.io_threads,
                       batch_size=args.batch_size, threads=args.threads,
                       run_loader=not args.no_loader, step_time=args.step_time,
                       step_time_from=args.step_time_from)
+    if args.embedding:
+        report["embedding"] = _embedding_report(args)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
