@@ -289,7 +289,7 @@ def _embedding_lookups(embeddings, transform) -> List[Tuple[int, Any]]:
     native (column, table) pairs, in column order (the order of the batch's
     ``emb`` dict). Tabular rows only; the columns are checked against the
     dataset by the native loader."""
-    if embeddings is None:
+    if embeddings is None or (isinstance(embeddings, dict) and not embeddings):
         return []
     if not isinstance(transform, Tabular):
         raise ValueError("embeddings= looks up the sparse ids of tabular rows: it needs "

@@ -118,11 +118,6 @@ Status ValidateOptions(const LoaderOptions& o) {
                                    std::to_string(o.prefetch));
   }
   if (o.label_count < 1) return Status::InvalidArgument("label_count must be at least 1");
-  if (!o.embeddings.empty() && o.transform != TransformKind::kTabular) {
-    return Status::InvalidArgument(
-        "embeddings come with tabular rows only (transform kTabular; Python: "
-        "transform=gpufeed.Tabular(...)): their ids are the rows' sparse columns");
-  }
   return Status::OK();
 }
 
@@ -165,6 +160,12 @@ Status LoaderFactory::Open(std::shared_ptr<const Dataset> dataset, const LoaderO
   GPUFEED_RETURN_IF_ERROR(ValidateOptions(options));
   std::shared_ptr<SampleKind> kind;
   GPUFEED_RETURN_IF_ERROR(MakeSampleKind(options, &kind));
+  if (!options.embeddings.empty() && !kind->TakesEmbeddings()) {
+    return Status::InvalidArgument(
+        std::string("embeddings come with tabular rows only (transform kTabular; Python: "
+                    "transform=gpufeed.Tabular(...)), not with ") +
+        kind->name() + " samples: their ids are the rows' sparse columns");
+  }
   GPUFEED_RETURN_IF_ERROR(kind->Validate());
   LoaderOptions host = options;
   HostStageSetup setup;

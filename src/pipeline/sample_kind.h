@@ -155,6 +155,9 @@ class SampleKind {
   virtual const char* name() const = 0;
   // InvalidArgument for options this kind cannot honour (Loader::Open).
   virtual Status Validate() const = 0;
+  // Whether the kind delivers LoaderOptions::embeddings (Loader::Open
+  // refuses them for the kinds that do not).
+  virtual bool TakesEmbeddings() const { return false; }
   // The dataset the loader reads for this kind, made from the one the
   // caller opened (token windows cut a corpus into windows); InvalidArgument
   // when the dataset cannot give this kind's samples. The kind keeps what it

@@ -45,6 +45,7 @@ class TabularSamples final : public SampleKind {
       : SampleKind(options), embeddings_(options.embeddings, options.tabular.sparse_dtype) {}
 
   const char* name() const override { return "tabular"; }
+  bool TakesEmbeddings() const override { return true; }
 
   Status Validate() const override {
     // The column counts are checked again by Prepare, against the dataset's.
