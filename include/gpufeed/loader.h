@@ -220,6 +220,10 @@ struct GPUFEED_EXPORT LoaderStats {
   double lookup_seconds = 0;
   double lookup_cpu_seconds = 0;
   uint64_t lookup_rows = 0;
+  // The share of ids the tables' RAM tiers served over the span (their own
+  // counters, EmbeddingStats::ram_hits / rows: lookups of the tables
+  // outside this loader count too); -1 when no table was looked up.
+  double lookup_ram_hit_rate = -1;
   double consumer_wait_seconds = 0;  // Next() waiting for a batch
   double mean_ready_batches = 0;     // batches ready when Next() was called
   // What the workers make of a sample: "image", "raw", "tokens" or

@@ -440,6 +440,7 @@ class LoaderStats:
     lookup_seconds: float
     lookup_cpu_seconds: float
     lookup_rows: int
+    lookup_ram_hit_rate: float
     consumer_wait_seconds: float
     mean_ready_batches: float
     io_backend: str

@@ -33,6 +33,7 @@ void BindPipelineFigures(Stats& bound) {
       .def_readonly("lookup_seconds", &LoaderStats::lookup_seconds)
       .def_readonly("lookup_cpu_seconds", &LoaderStats::lookup_cpu_seconds)
       .def_readonly("lookup_rows", &LoaderStats::lookup_rows)
+      .def_readonly("lookup_ram_hit_rate", &LoaderStats::lookup_ram_hit_rate)
       .def_readonly("consumer_wait_seconds", &LoaderStats::consumer_wait_seconds)
       .def_readonly("mean_ready_batches", &LoaderStats::mean_ready_batches);
   DefText(bound, "io_backend", &LoaderStats::io_backend);

@@ -172,6 +172,7 @@ void HostStage::AddStats(StageStats* stats) const {
 void HostStage::FillStatsLocked(StageStats* stats) const {
   stats_.Fill(threads_, stats);
   stats->sample_kind = setup_.kind->name();
+  setup_.kind->AddStats(stats);
   if (read_ahead_) read_ahead_->AddStats(stats);
 }
 

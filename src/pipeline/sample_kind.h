@@ -23,6 +23,7 @@
 #include <memory>
 #include <vector>
 
+#include "batch/batch_source.h"
 #include "decode/transform.h"
 #include "device/device_stage.h"
 #include "format/dataset_base.h"
@@ -158,6 +159,9 @@ class SampleKind {
   // Whether the kind delivers LoaderOptions::embeddings (Loader::Open
   // refuses them for the kinds that do not).
   virtual bool TakesEmbeddings() const { return false; }
+  // Adds the kind's own counters (the embedding tables') to *stats. Any
+  // thread; the host stage calls it with its lock held.
+  virtual void AddStats(StageStats* stats) const {}
   // The dataset the loader reads for this kind, made from the one the
   // caller opened (token windows cut a corpus into windows); InvalidArgument
   // when the dataset cannot give this kind's samples. The kind keeps what it

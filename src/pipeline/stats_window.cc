@@ -44,6 +44,12 @@ LoaderStats StatsBetween(const StatsPoint& from, const StatsPoint& to, StatsSpan
   stats.lookup_cpu_seconds =
       std::min(stats.lookup_seconds, Delta(b.lookup_cpu_seconds, a.lookup_cpu_seconds));
   stats.lookup_rows = Delta(b.lookup_rows, a.lookup_rows);
+  const uint64_t table_rows = Delta(b.lookup_table_rows, a.lookup_table_rows);
+  stats.lookup_ram_hit_rate =
+      table_rows > 0
+          ? std::min(1.0, static_cast<double>(Delta(b.lookup_ram_hits, a.lookup_ram_hits)) /
+                              static_cast<double>(table_rows))
+          : -1;
   stats.blocked_seconds = Delta(b.blocked_seconds, a.blocked_seconds);
   stats.other_seconds =
       std::max(0.0, wall * std::max(1, b.threads) - stats.read_seconds - stats.decode_seconds -

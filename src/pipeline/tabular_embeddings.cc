@@ -50,6 +50,17 @@ void TabularEmbeddings::AddPlanes(BatchLayout* layout) const {
   }
 }
 
+void TabularEmbeddings::AddStats(StageStats* stats) const {
+  for (size_t l = 0; l < lookups_.size(); ++l) {
+    bool seen = false;
+    for (size_t k = 0; k < l; ++k) seen = seen || lookups_[k].table == lookups_[l].table;
+    if (seen) continue;
+    const EmbeddingStats table = lookups_[l].table->Stats();
+    stats->lookup_table_rows += table.rows;
+    stats->lookup_ram_hits += table.ram_hits;
+  }
+}
+
 void TabularEmbeddings::GatherIds(size_t count, const BatchLayout& layout, const RunRows& first,
                                   std::vector<int64_t>* ids) const {
   ids->resize(lookups_.size() * count);

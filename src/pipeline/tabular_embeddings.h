@@ -37,6 +37,8 @@ class TabularEmbeddings {
   Status CheckColumns(uint32_t sparse_count, const std::string& dataset) const;
   // Appends one extra plane per lookup, in the order given.
   void AddPlanes(BatchLayout* layout) const;
+  // The tables' rows and RAM hits (EmbeddingTable::Stats), each table once.
+  void AddStats(StageStats* stats) const;
 
   // Fills the embedding planes of the `count` rows written from `first`
   // (samples[i] is row i's sample), from the ids in their sparse plane.

@@ -46,6 +46,7 @@ class TabularSamples final : public SampleKind {
 
   const char* name() const override { return "tabular"; }
   bool TakesEmbeddings() const override { return true; }
+  void AddStats(StageStats* stats) const override { embeddings_.AddStats(stats); }
 
   Status Validate() const override {
     // The column counts are checked again by Prepare, against the dataset's.

@@ -47,8 +47,22 @@ double LookupWaitShare(const LoaderStats& s) {
   return std::max(0.0, s.lookup_share - s.lookup_cpu_seconds / capacity);
 }
 
-// The lookups wait for reads more than they compute.
-bool LookupsWait(const LoaderStats& s) { return LookupWaitShare(s) >= 0.5 * s.lookup_share; }
+// Misses set the lookups' pace: the tables' RAM tiers served under
+// kLookupRamHits of the ids; without the tables' counters, the lookups
+// waited more than they ran on a CPU.
+bool LookupsMiss(const LoaderStats& s) {
+  if (s.lookup_ram_hit_rate >= 0) return s.lookup_ram_hit_rate < kLookupRamHits;
+  return LookupWaitShare(s) >= 0.5 * s.lookup_share;
+}
+
+// The workers' time that rows in RAM would save: the lookups' waits, and
+// at least the misses' part of the lookup time (a miss costs more than a
+// hit, so its share of the ids is a floor on its share of the time).
+double MissShare(const LoaderStats& s) {
+  const double by_count =
+      s.lookup_ram_hit_rate >= 0 ? (1 - s.lookup_ram_hit_rate) * s.lookup_share : 0;
+  return std::max(LookupWaitShare(s), by_count);
+}
 
 // Threads that free CPUs would let run, for lookups on a CPU (RAM hits).
 int ExtraLookupThreads(const LoaderStats& s) {
@@ -60,10 +74,10 @@ double ExpectedGain(const LoaderStats& s) {
   const double cap = ConsumerCap(s);
   switch (s.bottleneck) {
     case Bottleneck::kLookup: {
-      if (LookupsWait(s)) {
-        // Every row in RAM: the workers' busy time loses the lookups' waits.
+      if (LookupsMiss(s)) {
+        // Every row in RAM: the workers' busy time loses the misses'.
         const double busy = s.read_share + s.decode_share + s.lookup_share + s.other_share;
-        return std::min(cap, busy / std::max(0.01, busy - LookupWaitShare(s)) - 1);
+        return std::min(cap, busy / std::max(0.01, busy - MissShare(s)) - 1);
       }
       const int extra = ExtraLookupThreads(s);
       return extra > 0 ? std::min(cap, static_cast<double>(extra) / std::max(1, s.threads)) : 0;
@@ -213,14 +227,18 @@ std::string LookupSentence(const LoaderStats& s, const std::string& workers) {
   const double per_id_us = s.lookup_rows > 0 ? 1e6 * s.lookup_seconds / s.lookup_rows : 0;
   std::string text = Format(
       "lookup-bound: the consumer waited %.0f%%; %s; embedding lookups took %.1f us per id "
-      "(%.2f M ids), waiting for their tables' reads %.0f%% of the workers' time",
+      "(%.2f M ids), off a CPU %.0f%% of the workers' time",
       Percent(s.consumer_wait_share), workers.c_str(), per_id_us, s.lookup_rows / 1e6,
       Percent(LookupWaitShare(s)));
+  if (s.lookup_ram_hit_rate >= 0) {
+    text += Format(", the tables' RAM tiers served %.0f%% of the ids",
+                   Percent(s.lookup_ram_hit_rate));
+  }
   const int extra = ExtraLookupThreads(s);
-  if (LookupsWait(s)) {
-    text += Format("; most lookups miss the RAM tier: a larger cache_bytes, cache_dir (the "
-                   "node's NVMe tier), or preload=True when a table fits in cache_bytes would "
-                   "remove the waits: about +%.0f%%",
+  if (LookupsMiss(s)) {
+    text += Format("; misses set the pace: a larger cache_bytes, cache_dir (the node's NVMe "
+                   "tier), or preload=True when a table fits in cache_bytes would bring the "
+                   "rows nearer: about +%.0f%% or more",
                    Percent(s.expected_gain));
     if (extra > 0) {
       text += Format("; meanwhile %d more thread%s (num_threads=%d) keep more reads in flight",

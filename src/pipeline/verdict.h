@@ -52,6 +52,8 @@ constexpr double kCpuWaitShare = 0.2;
 constexpr double kExternalCores = 0.5;
 constexpr double kConsumerStarved = 0.5;
 constexpr double kHeadReadShare = 0.1;
+// kLookup: misses set the lookups' pace below this RAM hit rate.
+constexpr double kLookupRamHits = 0.95;
 
 // Sets the shares, bottleneck and expected_gain from the figures in *stats
 // (other_seconds is derived when 0), then stats->verdict.

@@ -22,7 +22,8 @@ PIL = pytest.importorskip("PIL.Image")
 STATS_KEYS = [
     "span", "batches", "samples", "bytes_read", "skipped", "threads", "elapsed_seconds",
     "read_seconds", "decode_seconds", "decode_cpu_seconds", "blocked_seconds", "other_seconds",
-    "lookup_seconds", "lookup_cpu_seconds", "lookup_rows", "consumer_wait_seconds", "mean_ready_batches", "io_backend", "sample_kind", "io_requests",
+    "lookup_seconds", "lookup_cpu_seconds", "lookup_rows", "lookup_ram_hit_rate",
+    "consumer_wait_seconds", "mean_ready_batches", "io_backend", "sample_kind", "io_requests",
     "io_bytes",
     "io_queue_depth", "io_mean_inflight", "io_busy_share", "source_opens", "source_stats",
     "source_bytes", "cache_reads", "open_files", "cores", "process_cpu_cores",

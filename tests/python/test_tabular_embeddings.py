@@ -183,6 +183,7 @@ def test_every_batch_brings_the_tables_rows_of_its_ids(data, tables, name, shuff
     assert stats["lookup_rows"] == 2 * len(table)
     assert stats["lookup_seconds"] > 0 and 0 < stats["lookup_share"] <= 1.01
     assert stats["lookup_cpu_seconds"] <= stats["lookup_seconds"]
+    assert 0 <= stats["lookup_ram_hit_rate"] < 1  # 16 KiB RAM tiers: misses too
     assert stats["bottleneck"] in ("none", "consumer", "read", "decode", "copy",
                                    "cpu-contention", "lookup")
     if stats["bottleneck"] in ("consumer", "read", "decode", "lookup"):
@@ -267,8 +268,11 @@ def test_refused_arguments_name_the_keyword_or_the_column(data, tables):
 
 def test_plain_tabular_loading_still_yields_three_tensors(data):
     for embeddings in (None, {}):
-        batch = next(iter(data["npy"].loader(embeddings)))
+        loader = data["npy"].loader(embeddings)
+        batch = next(iter(loader))
         assert len(batch) == 3
+        assert loader.stats()["lookup_rows"] == 0
+        assert loader.stats()["lookup_ram_hit_rate"] == -1
 
 
 def test_lookup_is_a_bottleneck_name():

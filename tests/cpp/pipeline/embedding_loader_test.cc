@@ -199,6 +199,9 @@ TEST_F(EmbeddingLoaderTest, RowsComeWithTheBatchForEveryShuffleAndIdWidth) {
       EXPECT_GT(stats.lookup_seconds, 0);
       EXPECT_GT(stats.lookup_share, 0);
       EXPECT_LE(stats.lookup_cpu_seconds, stats.lookup_seconds);
+      // The tables' own counters: 16 KiB RAM tiers hold part of the rows.
+      EXPECT_GE(stats.lookup_ram_hit_rate, 0);
+      EXPECT_LT(stats.lookup_ram_hit_rate, 1);
       EXPECT_NE(stats.ToString().find("lookup"), std::string::npos) << stats.ToString();
     }
   }

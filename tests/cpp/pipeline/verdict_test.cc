@@ -227,19 +227,42 @@ TEST(VerdictTest, LookupsWaitingForTheirTablesReadsAreLookupBound) {
   EXPECT_NEAR(stats.expected_gain, 0.975 / 0.475 - 1, 1e-9);
   EXPECT_TRUE(StartsWith(stats.verdict, "lookup-bound: the consumer waited 60%; workers: read 5%"))
       << stats.verdict;
-  EXPECT_TRUE(Has(stats.verdict, "embedding lookups took 4.0 us per id (3.00 M ids), waiting for "
-                                 "their tables' reads 50% of the workers' time"))
+  EXPECT_TRUE(Has(stats.verdict, "embedding lookups took 4.0 us per id (3.00 M ids), off a CPU "
+                                 "50% of the workers' time; misses set the pace"))
       << stats.verdict;
   EXPECT_TRUE(Has(stats.verdict, "a larger cache_bytes, cache_dir (the node's NVMe tier), or "
                                  "preload=True when a table fits in cache_bytes"))
       << stats.verdict;
-  EXPECT_TRUE(Has(stats.verdict, "about +105%")) << stats.verdict;
+  EXPECT_TRUE(Has(stats.verdict, "about +105% or more")) << stats.verdict;
   // With an idle CPU, more threads keep more reads in flight meanwhile.
   stats.cores = 4;
   stats.process_cpu_cores = 1;
   JudgeBottleneck(&stats);
   EXPECT_TRUE(Has(stats.verdict, "3 more threads (num_threads=5) keep more reads in flight"))
       << stats.verdict;
+}
+
+// The tables' own counters decide between misses and hits when the loader
+// has them: a lookup off a CPU may be waiting for a CPU, not for a read.
+TEST(VerdictTest, TheTablesHitRateTellsMissesFromHits) {
+  LoaderStats stats = Figures(1, 4, 0.5, 6);
+  stats.lookup_seconds = 12;
+  stats.lookup_cpu_seconds = 2;  // off a CPU 50%: on a loaded machine
+  stats.process_cpu_cores = 2;
+  stats.lookup_ram_hit_rate = 1;  // preloaded: every id a RAM hit
+  JudgeBottleneck(&stats);
+  EXPECT_EQ(stats.bottleneck, Bottleneck::kLookup);
+  EXPECT_EQ(stats.expected_gain, 0);
+  EXPECT_TRUE(Has(stats.verdict, "the tables' RAM tiers served 100% of the ids; the lookups run "
+                                 "on a CPU (RAM hits) and the CPUs are saturated"))
+      << stats.verdict;
+  // 30% hits, lookups on a CPU (misses from the page cache): the misses'
+  // share of the ids is a floor on their share of the time (70% of 60%).
+  stats.lookup_cpu_seconds = 12;
+  stats.lookup_ram_hit_rate = 0.3;
+  JudgeBottleneck(&stats);
+  EXPECT_NEAR(stats.expected_gain, 0.975 / (0.975 - 0.42) - 1, 1e-9);
+  EXPECT_TRUE(Has(stats.verdict, "served 30% of the ids; misses set the pace")) << stats.verdict;
 }
 
 TEST(VerdictTest, LookupsOnACpuAskForThreadsAndDecodeLargestStaysDecode) {
