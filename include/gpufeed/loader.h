@@ -173,7 +173,7 @@ enum class Bottleneck : int {
   kDecode = 3,    // the decode threads are busy (on a CPU or waiting for one) almost all the time
   kCopy = 4,      // the host-to-device copy stream is busy (CUDA batches only)
   kCpuContention = 5,  // decode would keep up, but other processes (or the hypervisor) take the CPUs
-  kLookup = 6,    // the workers are busy, embedding lookups (LoaderOptions::embeddings) most of all
+  kLookup = 6,    // the workers are busy, embedding lookups (LoaderOptions::embeddings) the most
 };
 
 // The stretch of time Loader::Stats covers; every figure and the verdict

@@ -143,7 +143,8 @@ void BindLoaderOptionsStruct(py::module_& module) {
       },
       [](LoaderOptions& o, const Pairs& pairs) {
         o.embeddings.clear();
-        for (const auto& pair : pairs) o.embeddings.push_back(EmbeddingLookup{pair.first, pair.second});
+        for (const auto& pair : pairs)
+          o.embeddings.push_back(EmbeddingLookup{pair.first, pair.second});
       });
   DefValueMethods(options);
 }

@@ -412,11 +412,11 @@ void HostStage::StopRunTimer(const RunTimer& timer, WorkerRun* run) const {
   if (!schedule_.time_per_run) return;
   WorkFigures& figures = run->figures;
   const double wall =
-      std::max(0.0, Seconds(Clock::now() - timer.wall_before) -
-                        (figures.read - timer.before.read) - (figures.lookup - timer.before.lookup));
+      std::max(0.0, Seconds(Clock::now() - timer.wall_before) - (figures.read - timer.before.read) -
+                        (figures.lookup - timer.before.lookup));
   if (timer.sample_cpu && wall > 0) {
-    const double cpu = ThreadCpuSeconds() - timer.cpu_before -
-                       (figures.lookup_cpu - timer.before.lookup_cpu);
+    const double cpu =
+        ThreadCpuSeconds() - timer.cpu_before - (figures.lookup_cpu - timer.before.lookup_cpu);
     run->on_cpu_share = std::max(0.0, std::min(1.0, cpu / wall));
   }
   figures.decode = timer.before.decode + wall;

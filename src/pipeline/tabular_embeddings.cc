@@ -30,11 +30,11 @@ TabularEmbeddings::TabularEmbeddings(std::vector<EmbeddingLookup> lookups, Tenso
 Status TabularEmbeddings::CheckColumns(uint32_t sparse_count, const std::string& dataset) const {
   for (const EmbeddingLookup& lookup : lookups_) {
     if (lookup.column >= sparse_count) {
-      return Status::InvalidArgument(
-          "embeddings: sparse column " + std::to_string(lookup.column) + " (table " +
-          lookup.table->path() + ") is not one of " + dataset + "'s " +
-          std::to_string(sparse_count) + " sparse columns (0 to " +
-          std::to_string(static_cast<int64_t>(sparse_count) - 1) + ")");
+      return Status::InvalidArgument("embeddings: sparse column " + std::to_string(lookup.column) +
+                                     " (table " + lookup.table->path() + ") is not one of " +
+                                     dataset + "'s " + std::to_string(sparse_count) +
+                                     " sparse columns (0 to " +
+                                     std::to_string(static_cast<int64_t>(sparse_count) - 1) + ")");
     }
   }
   return Status::OK();
@@ -97,7 +97,8 @@ Status TabularEmbeddings::LookupRows(const uint64_t* samples, size_t count,
   GatherIds(count, layout, first, &ids);
   Status status;
   for (size_t l = 0; l < lookups_.size() && status.ok(); ++l) {
-    status = lookups_[l].table->Lookup(ids.data() + l * count, count, PlaneRow(layout, first, l, 0));
+    status =
+        lookups_[l].table->Lookup(ids.data() + l * count, count, PlaneRow(layout, first, l, 0));
   }
   if (status.ok()) {
     *done = count;

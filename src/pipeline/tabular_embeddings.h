@@ -58,8 +58,7 @@ class TabularEmbeddings {
   // After a failed lookup of many rows: row by row, every table, until the
   // first row that fails (*done the rows before it).
   Status LookupOneByOne(const uint64_t* samples, size_t count, const BatchLayout& layout,
-                        const RunRows& first, const std::vector<int64_t>& ids,
-                        size_t* done) const;
+                        const RunRows& first, const std::vector<int64_t>& ids, size_t* done) const;
 
   const std::vector<EmbeddingLookup> lookups_;
   const size_t id_bytes_;  // 8 (int64 ids) or 4 (int32)

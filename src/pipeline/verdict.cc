@@ -151,8 +151,8 @@ void JudgeBottleneck(LoaderStats* stats) {
   const double capacity = std::max(1e-9, s.elapsed_seconds * std::max(1, s.threads));
   const double elapsed = std::max(1e-9, s.elapsed_seconds);
   if (s.other_seconds <= 0) {
-    s.other_seconds = std::max(0.0, capacity - s.read_seconds - s.decode_seconds -
-                                        s.lookup_seconds - s.blocked_seconds);
+    s.other_seconds = std::max(
+        0.0, capacity - s.read_seconds - s.decode_seconds - s.lookup_seconds - s.blocked_seconds);
   }
   s.read_share = s.read_seconds / capacity;
   s.decode_share = s.decode_seconds / capacity;
@@ -231,27 +231,30 @@ std::string LookupSentence(const LoaderStats& s, const std::string& workers) {
       Percent(s.consumer_wait_share), workers.c_str(), per_id_us, s.lookup_rows / 1e6,
       Percent(LookupWaitShare(s)));
   if (s.lookup_ram_hit_rate >= 0) {
-    text += Format(", the tables' RAM tiers served %.0f%% of the ids",
-                   Percent(s.lookup_ram_hit_rate));
+    text +=
+        Format(", the tables' RAM tiers served %.0f%% of the ids", Percent(s.lookup_ram_hit_rate));
   }
   const int extra = ExtraLookupThreads(s);
   if (LookupsMiss(s)) {
-    text += Format("; misses set the pace: a larger cache_bytes, cache_dir (the node's NVMe "
-                   "tier), or preload=True when a table fits in cache_bytes would bring the "
-                   "rows nearer: about +%.0f%% or more",
-                   Percent(s.expected_gain));
+    text += Format(
+        "; misses set the pace: a larger cache_bytes, cache_dir (the node's NVMe "
+        "tier), or preload=True when a table fits in cache_bytes would bring the "
+        "rows nearer: about +%.0f%% or more",
+        Percent(s.expected_gain));
     if (extra > 0) {
       text += Format("; meanwhile %d more thread%s (num_threads=%d) keep more reads in flight",
                      extra, extra == 1 ? "" : "s", s.threads + extra);
     }
   } else if (extra > 0) {
-    text += Format("; the lookups run on a CPU (RAM hits): %d more thread%s (num_threads=%d) "
-                   "would give about +%.0f%%",
-                   extra, extra == 1 ? "" : "s", s.threads + extra, Percent(s.expected_gain));
+    text += Format(
+        "; the lookups run on a CPU (RAM hits): %d more thread%s (num_threads=%d) "
+        "would give about +%.0f%%",
+        extra, extra == 1 ? "" : "s", s.threads + extra, Percent(s.expected_gain));
   } else {
-    text += Format("; the lookups run on a CPU (RAM hits) and the CPUs are saturated (%.1f of %d "
-                   "in use): fewer or smaller tables per batch, or more CPUs",
-                   s.process_cpu_cores, s.cores);
+    text += Format(
+        "; the lookups run on a CPU (RAM hits) and the CPUs are saturated (%.1f of %d "
+        "in use): fewer or smaller tables per batch, or more CPUs",
+        s.process_cpu_cores, s.cores);
   }
   return text;
 }
@@ -262,16 +265,14 @@ std::string VerdictSentence(const LoaderStats& s) {
   const double wait = Percent(s.consumer_wait_share);
   const double gain = Percent(s.expected_gain);
   const Words words = WordsFor(s.sample_kind);
-  const std::string lookups =
-      s.lookup_rows > 0 || s.lookup_share > 0
-          ? Format(", lookup %.0f%%", Percent(s.lookup_share))
-          : std::string();
-  const std::string workers =
-      Format("workers: read %.0f%%, %s %.0f%% (on a CPU %.0f%%, waiting for one %.0f%%)%s, "
-             "blocked %.0f%%, other %.0f%%",
-             Percent(s.read_share), words.work, Percent(s.decode_share), Percent(s.decode_cpu_share),
-             Percent(s.cpu_wait_share), lookups.c_str(), Percent(s.blocked_share),
-             Percent(s.other_share));
+  const std::string lookups = s.lookup_rows > 0 || s.lookup_share > 0
+                                  ? Format(", lookup %.0f%%", Percent(s.lookup_share))
+                                  : std::string();
+  const std::string workers = Format(
+      "workers: read %.0f%%, %s %.0f%% (on a CPU %.0f%%, waiting for one %.0f%%)%s, "
+      "blocked %.0f%%, other %.0f%%",
+      Percent(s.read_share), words.work, Percent(s.decode_share), Percent(s.decode_cpu_share),
+      Percent(s.cpu_wait_share), lookups.c_str(), Percent(s.blocked_share), Percent(s.other_share));
   switch (s.bottleneck) {
     case Bottleneck::kNone:
       return "no batches delivered yet";
@@ -351,12 +352,12 @@ std::string LoaderStats::ToString() const {
                                 std::to_string(lookup_cpu_seconds) + " s, " +
                                 std::to_string(lookup_rows) + " ids)"
                           : std::string())
-      << "; consumer waited " << consumer_wait_seconds
-      << " s, ready batches at Next() " << mean_ready_batches << "\n"
-      << (io_backend.empty() ? std::string()
-                             : "  read engine " + io_backend + ": " + std::to_string(io_requests) +
-                                   " reads, " + std::to_string(io_mean_inflight) +
-                                   " in flight on average\n")
+      << "; consumer waited " << consumer_wait_seconds << " s, ready batches at Next() "
+      << mean_ready_batches << "\n"
+      << (io_backend.empty()
+              ? std::string()
+              : "  read engine " + io_backend + ": " + std::to_string(io_requests) + " reads, " +
+                    std::to_string(io_mean_inflight) + " in flight on average\n")
       << "  CPUs: process " << process_cpu_cores << " of " << cores << ", others "
       << external_cpu_cores << ", steal " << steal_share * 100 << "%"
       << (disk_util >= 0 ? "; device " + disk + " " + std::to_string(disk_util * 100) + "% busy"

@@ -130,9 +130,10 @@ class EmbeddingLoaderTest : public ::testing::Test {
                              : static_cast<const int32_t*>(sparse.data)[r * kSparse + column];
       const std::vector<uint64_t>& sizes = options.tabular.hash_sizes;
       const int64_t stored = StoredId(sample, column);
-      ASSERT_EQ(id, sizes.empty() ? stored
-                                  : FloorMod(stored, static_cast<int64_t>(
-                                                         sizes[sizes.size() == 1 ? 0 : column])))
+      ASSERT_EQ(id,
+                sizes.empty()
+                    ? stored
+                    : FloorMod(stored, static_cast<int64_t>(sizes[sizes.size() == 1 ? 0 : column])))
           << "sample " << sample;
       const size_t row_bytes = lookup.table->row_bytes();
       const char* got = static_cast<const char*>(batch.extras()[1 + l].data) + r * row_bytes;
@@ -264,7 +265,8 @@ TEST_F(EmbeddingLoaderTest, OptionsAreCheckedAtOpen) {
 
   options = Options(ShuffleMode::kBlock, TensorDtype::kInt64, true);
   options.embeddings.clear();
-  for (uint32_t column = 0; column < 8; ++column) options.embeddings.push_back({column, float_table_});
+  for (uint32_t column = 0; column < 8; ++column)
+    options.embeddings.push_back({column, float_table_});
   status = Loader::Open(dataset_, options, &loader);
   EXPECT_EQ(status.code(), Status::Code::kInvalidArgument) << status.ToString();
   options.embeddings.pop_back();  // 7: one plane each beside the ids

@@ -227,11 +227,13 @@ TEST(VerdictTest, LookupsWaitingForTheirTablesReadsAreLookupBound) {
   EXPECT_NEAR(stats.expected_gain, 0.975 / 0.475 - 1, 1e-9);
   EXPECT_TRUE(StartsWith(stats.verdict, "lookup-bound: the consumer waited 60%; workers: read 5%"))
       << stats.verdict;
-  EXPECT_TRUE(Has(stats.verdict, "embedding lookups took 4.0 us per id (3.00 M ids), off a CPU "
-                                 "50% of the workers' time; misses set the pace"))
+  EXPECT_TRUE(Has(stats.verdict,
+                  "embedding lookups took 4.0 us per id (3.00 M ids), off a CPU "
+                  "50% of the workers' time; misses set the pace"))
       << stats.verdict;
-  EXPECT_TRUE(Has(stats.verdict, "a larger cache_bytes, cache_dir (the node's NVMe tier), or "
-                                 "preload=True when a table fits in cache_bytes"))
+  EXPECT_TRUE(Has(stats.verdict,
+                  "a larger cache_bytes, cache_dir (the node's NVMe tier), or "
+                  "preload=True when a table fits in cache_bytes"))
       << stats.verdict;
   EXPECT_TRUE(Has(stats.verdict, "about +105% or more")) << stats.verdict;
   // With an idle CPU, more threads keep more reads in flight meanwhile.
@@ -253,8 +255,9 @@ TEST(VerdictTest, TheTablesHitRateTellsMissesFromHits) {
   JudgeBottleneck(&stats);
   EXPECT_EQ(stats.bottleneck, Bottleneck::kLookup);
   EXPECT_EQ(stats.expected_gain, 0);
-  EXPECT_TRUE(Has(stats.verdict, "the tables' RAM tiers served 100% of the ids; the lookups run "
-                                 "on a CPU (RAM hits) and the CPUs are saturated"))
+  EXPECT_TRUE(Has(stats.verdict,
+                  "the tables' RAM tiers served 100% of the ids; the lookups run "
+                  "on a CPU (RAM hits) and the CPUs are saturated"))
       << stats.verdict;
   // 30% hits, lookups on a CPU (misses from the page cache): the misses'
   // share of the ids is a floor on their share of the time (70% of 60%).
@@ -274,8 +277,9 @@ TEST(VerdictTest, LookupsOnACpuAskForThreadsAndDecodeLargestStaysDecode) {
   JudgeBottleneck(&stats);
   EXPECT_EQ(stats.bottleneck, Bottleneck::kLookup);
   EXPECT_NEAR(stats.expected_gain, 0.5, 1e-9);
-  EXPECT_TRUE(Has(stats.verdict, "the lookups run on a CPU (RAM hits): 1 more thread "
-                                 "(num_threads=3) would give about +50%"))
+  EXPECT_TRUE(Has(stats.verdict,
+                  "the lookups run on a CPU (RAM hits): 1 more thread "
+                  "(num_threads=3) would give about +50%"))
       << stats.verdict;
   stats.process_cpu_cores = 2;
   JudgeBottleneck(&stats);
