@@ -20,7 +20,7 @@ set(ALLOWED_embedding format storage io util)
 set(ALLOWED_decode util)
 set(ALLOWED_batch util)
 set(ALLOWED_device batch util)
-set(ALLOWED_pipeline format storage decode batch device io util)
+set(ALLOWED_pipeline embedding format storage decode batch device io util)
 set(COMPONENTS util io storage format tools embedding decode batch device pipeline)
 
 set(problems "")

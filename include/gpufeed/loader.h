@@ -39,6 +39,7 @@
 
 #include "gpufeed/batch.h"
 #include "gpufeed/dataset.h"
+#include "gpufeed/embedding.h"
 #include "gpufeed/export.h"
 #include "gpufeed/options.h"
 #include "gpufeed/status.h"
@@ -75,6 +76,14 @@ struct DeviceOptions {
   bool pin_memory = false;
 };
 
+// A table whose rows come with each batch (LoaderOptions::embeddings): row
+// sparse[:, column] of `table` for every sample, the ids as the tabular
+// transform leaves them (after hash_sizes).
+struct EmbeddingLookup {
+  uint32_t column = 0;
+  std::shared_ptr<EmbeddingTable> table;
+};
+
 struct LoaderOptions {
   uint32_t batch_size = 32;
   ShuffleMode shuffle = ShuffleMode::kGlobal;
@@ -108,6 +117,18 @@ struct LoaderOptions {
   TokenWindowOptions tokens;
   // kTabular: what a row becomes (dense, sparse, label).
   TabularTransformOptions tabular;
+  // kTabular: embedding rows delivered with the batch. Lookup i adds
+  // Batch::extras()[1 + i], (B, table->dim()) of table->dtype(), equal to
+  // table->Lookup(ids of its column) for the batch's rows: the decode
+  // threads look the rows up after converting them, ahead of the consumer,
+  // and the rows travel in the batch's buffer (one copy to the GPU with
+  // device kCuda). An id the table has not (>= rows(), or negative) fails
+  // its sample (OutOfRange naming the sample, the id and the table; skipped
+  // with on_error kSkip), so give hash_sizes no larger than the tables.
+  // The loader shares the tables; their time is LoaderStats::lookup_seconds.
+  // InvalidArgument at Open for another transform, a null table, a column
+  // not below the dataset's sparse count, or more than 7 lookups.
+  std::vector<EmbeddingLookup> embeddings;
   // Labels per sample in the label tensor: 1 gives shape (B,), more give
   // (B, label_count). A record with another number of labels fails naming
   // it (with label_count 1, a record with several is refused too: nothing is
@@ -152,6 +173,7 @@ enum class Bottleneck : int {
   kDecode = 3,    // the decode threads are busy (on a CPU or waiting for one) almost all the time
   kCopy = 4,      // the host-to-device copy stream is busy (CUDA batches only)
   kCpuContention = 5,  // decode would keep up, but other processes (or the hypervisor) take the CPUs
+  kLookup = 6,    // the workers are busy, embedding lookups (LoaderOptions::embeddings) the most
 };
 
 // The stretch of time Loader::Stats covers; every figure and the verdict
@@ -166,7 +188,7 @@ enum class StatsSpan : int {
 // NotSupported with the reason otherwise (no driver, no device, bad id).
 GPUFEED_EXPORT Status CudaDeviceStatus(int device_id);
 
-// "none", "consumer", "read", "decode", "copy" or "cpu-contention": a
+// "none", "consumer", "read", "decode", "copy", "cpu-contention" or "lookup": a
 // static string, never null ("unknown" for a value outside the enum).
 GPUFEED_EXPORT const char* BottleneckName(Bottleneck bottleneck);
 
@@ -182,7 +204,7 @@ struct GPUFEED_EXPORT LoaderStats {
   double elapsed_seconds = 0;    // wall time of the span
   // Every second of the decode threads (threads x elapsed_seconds) falls in
   // one of: read_seconds, decode_seconds (= decode CPU + waiting for a CPU),
-  // blocked_seconds and other_seconds.
+  // lookup_seconds, blocked_seconds and other_seconds.
   double read_seconds = 0;        // waiting for the bytes of a record: reading it, or locating,
                                   // submitting and waiting for the read engine's reads
   double decode_seconds = 0;      // decoding and transforming, wall time
@@ -191,6 +213,17 @@ struct GPUFEED_EXPORT LoaderStats {
   // is full because the consumer has not taken them.
   double blocked_seconds = 0;
   double other_seconds = 0;       // the rest: locks, bookkeeping, a sample in progress
+  // Embedding lookups (LoaderOptions::embeddings): the wall time of the
+  // workers' EmbeddingTable::Lookup calls (RAM hits, and waiting for the
+  // reads of misses), not counted in read or decode; of which on a CPU; and
+  // the ids looked up (rows x tables).
+  double lookup_seconds = 0;
+  double lookup_cpu_seconds = 0;
+  uint64_t lookup_rows = 0;
+  // The share of ids the tables' RAM tiers served over the span (their own
+  // counters, EmbeddingStats::ram_hits / rows: lookups of the tables
+  // outside this loader count too); -1 when no table was looked up.
+  double lookup_ram_hit_rate = -1;
   double consumer_wait_seconds = 0;  // Next() waiting for a batch
   double mean_ready_batches = 0;     // batches ready when Next() was called
   // What the workers make of a sample: "image", "raw", "tokens" or
@@ -234,7 +267,7 @@ struct GPUFEED_EXPORT LoaderStats {
   double device_wait_buffer_seconds = 0;
   // The judgement, computed from the figures above (src/pipeline/verdict.h).
   // The shares of the workers' time (threads x elapsed_seconds) sum to 1:
-  // read, decode (= decode_cpu + cpu_wait), blocked, other.
+  // read, decode (= decode_cpu + cpu_wait), lookup, blocked, other.
   // consumer_wait_share and copy_share are of elapsed_seconds. A worker's
   // time is added when its sample is done, so a share can pass 1 by a hair.
   Bottleneck bottleneck = Bottleneck::kNone;
@@ -242,6 +275,7 @@ struct GPUFEED_EXPORT LoaderStats {
   double decode_share = 0;
   double decode_cpu_share = 0;
   double cpu_wait_share = 0;
+  double lookup_share = 0;
   double blocked_share = 0;
   double other_share = 0;
   double consumer_wait_share = 0;

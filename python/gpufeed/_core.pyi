@@ -123,6 +123,7 @@ class Bottleneck(_TextEnum):
     DECODE: Bottleneck  # "decode"
     COPY: Bottleneck  # "copy"
     CPU_CONTENTION: Bottleneck  # "cpu-contention"
+    LOOKUP: Bottleneck  # "lookup"
     def __init__(self, name: Union[str, int]) -> None: ...
 
 class StatsSpan(_TextEnum):
@@ -251,6 +252,9 @@ class LoaderOptions:
     max_held_bytes: int
     io: IoOptions
     device: DeviceOptions
+    # (sparse column, table) pairs, a copy (assign a whole list); the
+    # tables are EmbeddingTable objects.
+    embeddings: List[Tuple[int, EmbeddingTable]]
     def __init__(self) -> None: ...
     def __copy__(self) -> LoaderOptions: ...
 
@@ -433,6 +437,10 @@ class LoaderStats:
     decode_cpu_seconds: float
     blocked_seconds: float
     other_seconds: float
+    lookup_seconds: float
+    lookup_cpu_seconds: float
+    lookup_rows: int
+    lookup_ram_hit_rate: float
     consumer_wait_seconds: float
     mean_ready_batches: float
     io_backend: str
@@ -465,6 +473,7 @@ class LoaderStats:
     decode_share: float
     decode_cpu_share: float
     cpu_wait_share: float
+    lookup_share: float
     blocked_share: float
     other_share: float
     consumer_wait_share: float

@@ -8,13 +8,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import _core
 from ._errors import NotSupportedError
 from .tabular import TabularOptions, tabular_options
 from .tokens import TokenOptions
-from .transforms import ImageTransform, TokenWindows
+from .transforms import ImageTransform, Tabular, TokenWindows
 from .webdataset import WebDatasetOptions, is_tar_list, tar_source
 
 
@@ -282,6 +282,35 @@ def _dataset_arguments(source, format: str, webdataset: WebDatasetOptions,
     return path, dict(format=format, cache=cache, webdataset=tar_options,
                       token_dtype=token_dtype or "auto",
                       tabular=tabular._native() if tabular is not None else None)
+
+
+def _embedding_lookups(embeddings, transform) -> List[Tuple[int, Any]]:
+    """``embeddings=`` ({sparse column: gpufeed.EmbeddingTable}) as the
+    native (column, table) pairs, in column order (the order of the batch's
+    ``emb`` dict). Tabular rows only; the columns are checked against the
+    dataset by the native loader."""
+    if embeddings is None or (isinstance(embeddings, dict) and not embeddings):
+        return []
+    if not isinstance(transform, Tabular):
+        raise ValueError("embeddings= looks up the sparse ids of tabular rows: it needs "
+                         "transform=gpufeed.Tabular(...), not "
+                         f"{type(transform).__name__ if transform is not None else 'None'}")
+    if not isinstance(embeddings, dict):
+        raise TypeError("embeddings must be a dict {sparse column: gpufeed.EmbeddingTable}, "
+                        f"not {type(embeddings).__name__}")
+    for column in embeddings:
+        if isinstance(column, bool) or not isinstance(column, int) or not 0 <= column < 2**32:
+            raise ValueError(f"embeddings: keys are sparse column indices (ints from 0), "
+                             f"not {column!r}")
+    pairs = []
+    for column in sorted(embeddings):
+        table = embeddings[column]
+        native = getattr(table, "_native", table)
+        if not isinstance(native, _core.EmbeddingTable):
+            raise TypeError(f"embeddings[{column}] must be a gpufeed.EmbeddingTable, not "
+                            f"{type(table).__name__}")
+        pairs.append((int(column), native))
+    return pairs
 
 
 def _label_count(label_count, label_dtype: str, label_lengths: bool) -> Tuple[int, bool]:

@@ -33,6 +33,12 @@ its shorthand), a gpufeed.TokenOptions (token_dtype of headerless files) or
 a gpufeed.TabularOptions (record_schema, with record_schema= its shorthand,
 block_bytes, index_dir).
 
+Tabular rows (transform=gpufeed.Tabular(...)) come as (dense, sparse,
+labels); with embeddings={column: gpufeed.EmbeddingTable} as (dense, sparse,
+labels, emb), emb[column] the table's rows of sparse[:, column] (after
+hashing), looked up by the loader's threads ahead of the training loop and
+on the GPU with the batch under device="cuda" (docs/tabular.md).
+
 After fork(), an inherited loader raises at once in the child (its threads
 do not exist there); create a new one in the child. The parent's goes on.
 """
@@ -44,9 +50,9 @@ from typing import Any, Dict, Optional, Union
 from . import _core
 from ._native import native_dataset_options, struct_dict
 from ._loader_options import (_check_keywords, _check_source, _choose_device, _dataset_arguments,
-                              _default_nodes, _default_rank_world, _format_options,
-                              _label_count, _loader_options, _map_torch_keywords,
-                              _refuse_torch_keywords, _torch)
+                              _default_nodes, _default_rank_world, _embedding_lookups,
+                              _format_options, _label_count, _loader_options,
+                              _map_torch_keywords, _refuse_torch_keywords, _torch)
 from .tabular import RecordSchema, TabularOptions
 from .tokens import TokenOptions
 from .transforms import ImageTransform, RawTransform, Tabular, TokenWindows
@@ -60,10 +66,12 @@ class LoaderStats(dict):
     """Per-stage figures and the bottleneck verdict; str() is a report.
 
     ``bottleneck`` names the stage that limits throughput: "none" (no batch
-    yet), "consumer", "read", "decode", "copy" or "cpu-contention", judged
-    from saturation (docs/tuning.md). The workers' time splits into
-    ``read_share``, ``decode_share`` (= ``decode_cpu_share`` +
-    ``cpu_wait_share``), ``blocked_share`` and ``other_share``;
+    yet), "consumer", "read", "decode", "copy", "cpu-contention" or
+    "lookup" (embedding lookups), judged from saturation (docs/tuning.md).
+    The workers' time splits into ``read_share``, ``decode_share`` (=
+    ``decode_cpu_share`` + ``cpu_wait_share``), ``lookup_share``
+    (``embeddings=``: ``lookup_seconds``, ``lookup_rows`` ids),
+    ``blocked_share`` and ``other_share``;
     ``consumer_wait_share`` and ``copy_share`` are of the elapsed time;
     ``expected_gain`` is what the advice would bring (0.4: +40%).
     ``verdict`` is the same judgement as a sentence, for people: branch on
@@ -99,6 +107,11 @@ class DataLoader:
     node_rank default from torchrun's environment (WORLD_SIZE /
     LOCAL_WORLD_SIZE, GROUP_RANK or NODE_RANK); see docs/scaling.md.
 
+    embeddings: {sparse column: gpufeed.EmbeddingTable}, with
+    transform=gpufeed.Tabular only: batches become (dense, sparse, labels,
+    emb) with emb a dict in column order, emb[c] (B, table.dim) of
+    table.dtype equal to table.lookup(sparse[:, c]).
+
     format_options: the options of the dataset's format, one object
     (gpufeed.WebDatasetOptions, gpufeed.TokenOptions or
     gpufeed.TabularOptions); image_key, label_key and label_field are
@@ -126,7 +139,8 @@ class DataLoader:
                  label_key: Optional[str] = None, label_field: Optional[str] = None,
                  format_options: Union[WebDatasetOptions, TokenOptions, TabularOptions,
                                        None] = None,
-                 record_schema: Optional[RecordSchema] = None, **torch_keywords):
+                 record_schema: Optional[RecordSchema] = None,
+                 embeddings: Optional[Dict[int, Any]] = None, **torch_keywords):
         _refuse_torch_keywords(torch_keywords)
         _check_source(source)
         num_threads, prefetch, seed = _map_torch_keywords(
@@ -139,6 +153,8 @@ class DataLoader:
         # The node-local cache (gpufeed.cache): checked here, opened in C++.
         cache = cache_options(cache_dir, cache_capacity, cache_policy, cache_prefetch, cache_wait,
                               cache_group)
+        lookups = _embedding_lookups(embeddings, transform)
+        self._embedding_columns = [column for column, _ in lookups]
         placement = _choose_device(device, pin_memory, transform)
         self.device, self._device_path = placement.device, placement.path
         self._torch_device, self._pinned = placement.torch_device, placement.pinned
@@ -159,7 +175,7 @@ class DataLoader:
             rank=rank, world_size=world_size, num_nodes=num_nodes, node_rank=node_rank,
             num_threads=num_threads, prefetch=prefetch, label_count=label_count,
             label_lengths=bool(label_lengths), label_pad=float(label_pad),
-            stats_window_seconds=float(stats_window_seconds))
+            stats_window_seconds=float(stats_window_seconds), embeddings=lookups)
         self._native = _core.Loader(path, self._options, native_dataset_options(**dataset),
                                     count_labels=count_labels)
         self._epoch = 0
@@ -190,9 +206,14 @@ class DataLoader:
             if batch is None:
                 return
             if batch.extras:
-                # Tabular rows: (dense, sparse, labels).
-                yield (self._convert(batch.data), self._convert(batch.extras[0]),
-                       self._convert(batch.labels))
+                # Tabular rows: (dense, sparse, labels), and the embedding
+                # rows after the ids.
+                rows = (self._convert(batch.data), self._convert(batch.extras[0]),
+                        self._convert(batch.labels))
+                if self._embedding_columns:
+                    rows += ({column: self._convert(tensor) for column, tensor
+                              in zip(self._embedding_columns, batch.extras[1:])},)
+                yield rows
             elif batch.label_lengths is None:
                 yield self._convert(batch.data), self._convert(batch.labels)
             else:

@@ -84,6 +84,7 @@ constexpr EnumName<Bottleneck> kBottlenecks[] = {
     {Bottleneck::kDecode, "DECODE", "decode"},
     {Bottleneck::kCopy, "COPY", "copy"},
     {Bottleneck::kCpuContention, "CPU_CONTENTION", "cpu-contention"},
+    {Bottleneck::kLookup, "LOOKUP", "lookup"},
 };
 constexpr EnumName<StatsSpan> kStatsSpans[] = {
     {StatsSpan::kSinceOpen, "SINCE_OPEN", "open"},

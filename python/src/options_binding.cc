@@ -5,10 +5,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "binding_util.h"
+#include "gpufeed/embedding.h"
 #include "gpufeed/loader.h"
 #include "gpufeed/options.h"
 
@@ -125,6 +128,24 @@ void BindLoaderOptionsStruct(py::module_& module) {
       .def_readwrite("max_held_bytes", &LoaderOptions::max_held_bytes)
       .def_readwrite("io", &LoaderOptions::io)
       .def_readwrite("device", &LoaderOptions::device);
+  // (column, table) pairs, the tables _core.EmbeddingTable objects
+  // (embedding_binding.cc, held by std::shared_ptr, as LoaderOptions holds
+  // them); a copy both ways, as the other list fields.
+  using Pairs = std::vector<std::pair<uint32_t, std::shared_ptr<EmbeddingTable>>>;
+  options.def_property(
+      "embeddings",
+      [](const LoaderOptions& o) {
+        Pairs pairs;
+        for (const EmbeddingLookup& lookup : o.embeddings) {
+          pairs.emplace_back(lookup.column, lookup.table);
+        }
+        return pairs;
+      },
+      [](LoaderOptions& o, const Pairs& pairs) {
+        o.embeddings.clear();
+        for (const auto& pair : pairs)
+          o.embeddings.push_back(EmbeddingLookup{pair.first, pair.second});
+      });
   DefValueMethods(options);
 }
 

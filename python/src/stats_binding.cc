@@ -30,6 +30,10 @@ void BindPipelineFigures(Stats& bound) {
       .def_readonly("decode_cpu_seconds", &LoaderStats::decode_cpu_seconds)
       .def_readonly("blocked_seconds", &LoaderStats::blocked_seconds)
       .def_readonly("other_seconds", &LoaderStats::other_seconds)
+      .def_readonly("lookup_seconds", &LoaderStats::lookup_seconds)
+      .def_readonly("lookup_cpu_seconds", &LoaderStats::lookup_cpu_seconds)
+      .def_readonly("lookup_rows", &LoaderStats::lookup_rows)
+      .def_readonly("lookup_ram_hit_rate", &LoaderStats::lookup_ram_hit_rate)
       .def_readonly("consumer_wait_seconds", &LoaderStats::consumer_wait_seconds)
       .def_readonly("mean_ready_batches", &LoaderStats::mean_ready_batches);
   DefText(bound, "io_backend", &LoaderStats::io_backend);
@@ -70,6 +74,7 @@ void BindVerdict(Stats& bound) {
       .def_readonly("decode_share", &LoaderStats::decode_share)
       .def_readonly("decode_cpu_share", &LoaderStats::decode_cpu_share)
       .def_readonly("cpu_wait_share", &LoaderStats::cpu_wait_share)
+      .def_readonly("lookup_share", &LoaderStats::lookup_share)
       .def_readonly("blocked_share", &LoaderStats::blocked_share)
       .def_readonly("other_share", &LoaderStats::other_share)
       .def_readonly("consumer_wait_share", &LoaderStats::consumer_wait_share)

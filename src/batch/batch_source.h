@@ -48,6 +48,13 @@ struct StageStats {
   double read_seconds = 0;        // waiting for bytes, locating and submitting reads
   double decode_seconds = 0;      // wall time decoding
   double decode_cpu_seconds = 0;  // CPU time of the same (CLOCK_THREAD_CPUTIME_ID)
+  double lookup_seconds = 0;      // wall time in embedding lookups (not in read or decode)
+  double lookup_cpu_seconds = 0;  // CPU time of the same
+  uint64_t lookup_rows = 0;       // ids looked up
+  // The embedding tables' own counters (EmbeddingStats rows and ram_hits,
+  // summed over the loader's tables; their lookups outside the loader too).
+  uint64_t lookup_table_rows = 0;
+  uint64_t lookup_ram_hits = 0;
   double blocked_seconds = 0;
   double ready_sum = 0;           // ready batches at each NextFor, summed
   uint64_t ready_count = 0;

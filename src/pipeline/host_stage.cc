@@ -172,6 +172,7 @@ void HostStage::AddStats(StageStats* stats) const {
 void HostStage::FillStatsLocked(StageStats* stats) const {
   stats_.Fill(threads_, stats);
   stats->sample_kind = setup_.kind->name();
+  setup_.kind->AddStats(stats);
   if (read_ahead_) read_ahead_->AddStats(stats);
 }
 
@@ -404,15 +405,19 @@ HostStage::RunTimer HostStage::StartRunTimer(WorkerRun* run) const {
   return timer;
 }
 
-// The run's write time (without the reads done directly inside it: their
-// time stays read), wall and CPU, the CPU capped by the wall.
+// The run's write time (without the reads and embedding lookups done inside
+// it: their time stays read and lookup), wall and CPU, the CPU capped by
+// the wall.
 void HostStage::StopRunTimer(const RunTimer& timer, WorkerRun* run) const {
   if (!schedule_.time_per_run) return;
   WorkFigures& figures = run->figures;
-  const double wall = std::max(
-      0.0, Seconds(Clock::now() - timer.wall_before) - (figures.read - timer.before.read));
+  const double wall =
+      std::max(0.0, Seconds(Clock::now() - timer.wall_before) - (figures.read - timer.before.read) -
+                        (figures.lookup - timer.before.lookup));
   if (timer.sample_cpu && wall > 0) {
-    run->on_cpu_share = std::min(1.0, (ThreadCpuSeconds() - timer.cpu_before) / wall);
+    const double cpu =
+        ThreadCpuSeconds() - timer.cpu_before - (figures.lookup_cpu - timer.before.lookup_cpu);
+    run->on_cpu_share = std::max(0.0, std::min(1.0, cpu / wall));
   }
   figures.decode = timer.before.decode + wall;
   figures.decode_cpu = timer.before.decode_cpu + wall * run->on_cpu_share;

@@ -1,4 +1,4 @@
-// The host stage's figures (LoaderStats' read/decode/blocked/consumer
+// The host stage's figures (LoaderStats' read/decode/lookup/blocked/consumer
 // fields): gathered by the workers and NextFor, reported through
 // BatchSource::AddStats.
 #ifndef GPUFEED_PIPELINE_HOST_STATS_H_
@@ -23,6 +23,11 @@ struct WorkFigures {
                       // read engine's bytes
   double decode = 0;  // parsing, decoding, transforming, writing labels (wall time)
   double decode_cpu = 0;  // the thread's CPU time over the same
+  // Embedding lookups (RunFigures), wall and CPU: inside a run's time but
+  // neither read nor decode.
+  double lookup = 0;
+  double lookup_cpu = 0;
+  uint64_t lookup_rows = 0;
   uint64_t bytes = 0;
 };
 
@@ -39,12 +44,18 @@ struct HostStats {
   double read_seconds = 0;
   double decode_seconds = 0;
   double decode_cpu_seconds = 0;
+  double lookup_seconds = 0;
+  double lookup_cpu_seconds = 0;
+  uint64_t lookup_rows = 0;
   std::atomic<uint64_t> skipped{0};
 
   void Add(const WorkFigures& figures) {
     read_seconds += figures.read;
     decode_seconds += figures.decode;
     decode_cpu_seconds += figures.decode_cpu;
+    lookup_seconds += figures.lookup;
+    lookup_cpu_seconds += figures.lookup_cpu;
+    lookup_rows += figures.lookup_rows;
     bytes_read += figures.bytes;
   }
   // Everything but the read engine's figures (ReadAhead::AddStats).
@@ -58,6 +69,9 @@ struct HostStats {
     stats->read_seconds = read_seconds;
     stats->decode_seconds = decode_seconds;
     stats->decode_cpu_seconds = decode_cpu_seconds;
+    stats->lookup_seconds = lookup_seconds;
+    stats->lookup_cpu_seconds = lookup_cpu_seconds;
+    stats->lookup_rows = lookup_rows;
     stats->ready_sum = ready_sum;
     stats->ready_count = ready_count;
     stats->blocked_seconds = blocked;

@@ -160,6 +160,12 @@ Status LoaderFactory::Open(std::shared_ptr<const Dataset> dataset, const LoaderO
   GPUFEED_RETURN_IF_ERROR(ValidateOptions(options));
   std::shared_ptr<SampleKind> kind;
   GPUFEED_RETURN_IF_ERROR(MakeSampleKind(options, &kind));
+  if (!options.embeddings.empty() && !kind->TakesEmbeddings()) {
+    return Status::InvalidArgument(
+        std::string("embeddings come with tabular rows only (transform kTabular; Python: "
+                    "transform=gpufeed.Tabular(...)), not with ") +
+        kind->name() + " samples: their ids are the rows' sparse columns");
+  }
   GPUFEED_RETURN_IF_ERROR(kind->Validate());
   LoaderOptions host = options;
   HostStageSetup setup;

@@ -23,6 +23,7 @@
 #include <memory>
 #include <vector>
 
+#include "batch/batch_source.h"
 #include "decode/transform.h"
 #include "device/device_stage.h"
 #include "format/dataset_base.h"
@@ -103,10 +104,19 @@ std::vector<Tensor> ExtraTensors(const BatchLayout& layout, uint32_t batch_size,
 // per-sample bytes (a run never crosses a batch).
 using RunRows = SampleRow;
 
+// What a kind's embedding lookups took (LoaderOptions::embeddings): wall
+// and CPU time of the EmbeddingTable::Lookup calls, and the ids looked up.
+struct LookupFigures {
+  double seconds = 0;
+  double cpu_seconds = 0;
+  uint64_t rows = 0;
+};
+
 // What a whole run took, for the stats.
 struct RunFigures {
   double read_seconds = 0;  // waiting for bytes
   uint64_t bytes = 0;       // of the samples' records
+  LookupFigures lookups;    // within the run's time, apart from its reads
 };
 
 // What a worker reuses from sample to sample.
@@ -114,6 +124,8 @@ struct SampleScratch {
   Record record;
   Image raw_image;
   TransformScratch transform;
+  // The lookups of SampleKind::Write since SampleWriter last took them.
+  LookupFigures lookups;
 };
 
 // How the host stage hands work to its threads for this kind.
@@ -144,6 +156,12 @@ class SampleKind {
   virtual const char* name() const = 0;
   // InvalidArgument for options this kind cannot honour (Loader::Open).
   virtual Status Validate() const = 0;
+  // Whether the kind delivers LoaderOptions::embeddings (Loader::Open
+  // refuses them for the kinds that do not).
+  virtual bool TakesEmbeddings() const { return false; }
+  // Adds the kind's own counters (the embedding tables') to *stats. Any
+  // thread; the host stage calls it with its lock held.
+  virtual void AddStats(StageStats* stats) const {}
   // The dataset the loader reads for this kind, made from the one the
   // caller opened (token windows cut a corpus into windows); InvalidArgument
   // when the dataset cannot give this kind's samples. The kind keeps what it

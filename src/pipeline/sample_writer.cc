@@ -7,6 +7,16 @@
 
 namespace gpufeed {
 
+namespace {
+
+void AddLookups(const LookupFigures& lookups, WorkFigures* figures) {
+  figures->lookup += lookups.seconds;
+  figures->lookup_cpu += lookups.cpu_seconds;
+  figures->lookup_rows += lookups.rows;
+}
+
+}  // namespace
+
 SampleWriter::SampleWriter(const Dataset* dataset, std::shared_ptr<const SampleKind> kind,
                            const BatchLayout& layout, uint32_t batch_size, bool label_lengths)
     : dataset_(ReadPathOf(*dataset)),
@@ -43,6 +53,7 @@ Status SampleWriter::WriteRun(const uint64_t* samples, size_t count, size_t ahea
                                   written, &run);
   figures->read += run.read_seconds;
   figures->bytes += run.bytes;
+  AddLookups(run.lookups, figures);
   return status;
 }
 
@@ -85,9 +96,14 @@ Status SampleWriter::Write(uint64_t sample, uint64_t epoch, const SampleRow& row
                            Scratch* scratch, WorkFigures* figures) const {
   auto read_done = Clock::now();
   const double cpu_started = time_per_run_ ? 0 : ThreadCpuSeconds();
+  scratch->lookups = LookupFigures();
   Status status = kind_->Write(sample, epoch, scratch->record, layout_, row, scratch);
-  figures->decode += Seconds(Clock::now() - read_done);
-  if (!time_per_run_) figures->decode_cpu += ThreadCpuSeconds() - cpu_started;
+  // The kind's lookups are their own share, not decoding.
+  figures->decode += Seconds(Clock::now() - read_done) - scratch->lookups.seconds;
+  if (!time_per_run_) {
+    figures->decode_cpu += ThreadCpuSeconds() - cpu_started - scratch->lookups.cpu_seconds;
+  }
+  AddLookups(scratch->lookups, figures);
   return status;
 }
 

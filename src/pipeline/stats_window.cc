@@ -40,9 +40,20 @@ LoaderStats StatsBetween(const StatsPoint& from, const StatsPoint& to, StatsSpan
   stats.decode_seconds = Delta(b.decode_seconds, a.decode_seconds);
   stats.decode_cpu_seconds =
       std::min(stats.decode_seconds, Delta(b.decode_cpu_seconds, a.decode_cpu_seconds));
+  stats.lookup_seconds = Delta(b.lookup_seconds, a.lookup_seconds);
+  stats.lookup_cpu_seconds =
+      std::min(stats.lookup_seconds, Delta(b.lookup_cpu_seconds, a.lookup_cpu_seconds));
+  stats.lookup_rows = Delta(b.lookup_rows, a.lookup_rows);
+  const uint64_t table_rows = Delta(b.lookup_table_rows, a.lookup_table_rows);
+  stats.lookup_ram_hit_rate =
+      table_rows > 0
+          ? std::min(1.0, static_cast<double>(Delta(b.lookup_ram_hits, a.lookup_ram_hits)) /
+                              static_cast<double>(table_rows))
+          : -1;
   stats.blocked_seconds = Delta(b.blocked_seconds, a.blocked_seconds);
-  stats.other_seconds = std::max(0.0, wall * std::max(1, b.threads) - stats.read_seconds -
-                                          stats.decode_seconds - stats.blocked_seconds);
+  stats.other_seconds =
+      std::max(0.0, wall * std::max(1, b.threads) - stats.read_seconds - stats.decode_seconds -
+                        stats.lookup_seconds - stats.blocked_seconds);
   stats.consumer_wait_seconds = Delta(b.consumer_wait_seconds, a.consumer_wait_seconds);
   uint64_t ready_count = Delta(b.ready_count, a.ready_count);
   stats.mean_ready_batches = ready_count ? Delta(b.ready_sum, a.ready_sum) / ready_count : 0;

@@ -2,7 +2,9 @@
 // row; its dense values go into the data row (float32, (dense count)), its
 // sparse ids into the first extra tensor ((sparse count) of sparse_dtype),
 // its label into the label row (float32 scalar), as TabularConvert makes
-// them.
+// them; with LoaderOptions::embeddings, the tables' rows of its ids into
+// the extra tensors after that (tabular_embeddings.h), looked up once the
+// rows of a run are written.
 //
 // Rows are a few hundred bytes, so the kind writes whole runs: with
 // shuffle="block" or none, the blocks the run's rows lie in come from a
@@ -20,10 +22,11 @@
 #include "format/criteo_line.h"
 #include "format/tabular.h"
 #include "format/tabular_field.h"
+#include "pipeline/host_stats.h"
 #include "pipeline/sample_kind.h"
 #include "pipeline/tabular_convert.h"
+#include "pipeline/tabular_embeddings.h"
 #include "pipeline/tabular_reader.h"
-#include "pipeline/host_stats.h"
 
 namespace gpufeed {
 namespace {
@@ -38,12 +41,16 @@ constexpr size_t kRowsPerRead = 2048;
 
 class TabularSamples final : public SampleKind {
  public:
-  explicit TabularSamples(const LoaderOptions& options) : SampleKind(options) {}
+  explicit TabularSamples(const LoaderOptions& options)
+      : SampleKind(options), embeddings_(options.embeddings, options.tabular.sparse_dtype) {}
 
   const char* name() const override { return "tabular"; }
+  bool TakesEmbeddings() const override { return true; }
+  void AddStats(StageStats* stats) const override { embeddings_.AddStats(stats); }
 
   Status Validate() const override {
-    // The column count is checked again by Prepare, against the dataset's.
+    // The column counts are checked again by Prepare, against the dataset's.
+    GPUFEED_RETURN_IF_ERROR(TabularEmbeddings::Check(options_.embeddings));
     return TabularConvert::Check(
         options_.tabular, static_cast<uint32_t>(std::max<size_t>(1, options_.tabular.hash_sizes.size())));
   }
@@ -77,6 +84,8 @@ class TabularSamples final : public SampleKind {
     uint64_t row_in_segment = 0;
   };
   Status WriteRow(uint64_t sample, const RowBytes& bytes, const SampleRow& row) const;
+  // Write without the embeddings.
+  Status WriteRecord(uint64_t sample, const Record& record, const SampleRow& row) const;
   // A binary row's stored fields, converted into `row`.
   void WriteFields(const char* label, const char* dense, const char* sparse,
                    const SampleRow& row) const;
@@ -105,9 +114,13 @@ class TabularSamples final : public SampleKind {
     SampleRow row = first;
     row.data += i * layout.sample_bytes;
     row.labels += i * layout.label_bytes_per_sample;
-    row.extras[0] += i * layout.extras[0].bytes_per_sample;
+    for (size_t e = 0; e < layout.extras.size(); ++e) {
+      row.extras[e] += i * layout.extras[e].bytes_per_sample;
+    }
     return row;
   }
+
+  const TabularEmbeddings embeddings_;
 
   // Set by Prepare (the prepared dataset outlives the kind's use).
   const TabularRows* rows_ = nullptr;
@@ -129,6 +142,7 @@ Status TabularSamples::Prepare(std::shared_ptr<const Dataset> opened,
   }
   const TabularSchema& schema = rows_->table().schema;
   GPUFEED_RETURN_IF_ERROR(TabularConvert::Check(options_.tabular, schema.sparse.count));
+  GPUFEED_RETURN_IF_ERROR(embeddings_.CheckColumns(schema.sparse.count, opened->path()));
   convert_ = std::make_unique<TabularConvert>(options_.tabular, schema.sparse.count);
   block_reads_ =
       options_.shuffle == ShuffleMode::kBlock || options_.shuffle == ShuffleMode::kNone;
@@ -162,6 +176,7 @@ Status TabularSamples::Layout(const Dataset&, BatchLayout* layout) const {
   sparse.shape = {static_cast<int64_t>(schema.sparse.count)};
   sparse.bytes_per_sample = convert_->sparse_item() * schema.sparse.count;
   layout->extras = {sparse};
+  embeddings_.AddPlanes(layout);
   layout->label_dtype = TensorDtype::kFloat32;
   layout->label_shape.clear();
   layout->label_bytes_per_sample = sizeof(float);
@@ -210,10 +225,21 @@ Status TabularSamples::WriteLine(uint64_t sample, const TabularSegment& segment,
   return Status::OK();
 }
 
-// A row read on its own (a substitute, or a run without a reader): the
-// Record of TabularDatasetBase::Read (packed stored fields, or the line).
-Status TabularSamples::Write(uint64_t sample, uint64_t, const Record& record, const BatchLayout&,
-                             const SampleRow& row, SampleScratch*) const {
+// A row read on its own (a substitute): the Record of
+// TabularDatasetBase::Read (packed stored fields, or the line), then its
+// embeddings.
+Status TabularSamples::Write(uint64_t sample, uint64_t, const Record& record,
+                             const BatchLayout& layout, const SampleRow& row,
+                             SampleScratch* scratch) const {
+  GPUFEED_RETURN_IF_ERROR(WriteRecord(sample, record, row));
+  LookupFigures ignored;
+  size_t done = 0;
+  return embeddings_.LookupRows(&sample, 1, layout, row, &done,
+                                scratch != nullptr ? &scratch->lookups : &ignored);
+}
+
+Status TabularSamples::WriteRecord(uint64_t sample, const Record& record,
+                                   const SampleRow& row) const {
   const TabularTable& table = rows_->table();
   const TabularSegment& segment = table.segments[rows_->SegmentOf(sample)];
   RowBytes bytes;
@@ -240,12 +266,24 @@ Status TabularSamples::Write(uint64_t sample, uint64_t, const Record& record, co
 Status TabularSamples::WriteRun(const DatasetBase& dataset, const uint64_t* samples, size_t count,
                                 size_t ahead, const BatchLayout& layout, const RunRows& first,
                                 size_t* written, RunFigures* figures) const {
+  Status status;
   if (block_reads_) {
     // The blocks of this run and of the next window or so are read ahead.
     reader_->Prefetch(samples, count + std::min<size_t>(ahead, lookahead_rows_));
-    return WriteBlocks(samples, count, layout, first, written, figures);
+    status = WriteBlocks(samples, count, layout, first, written, figures);
+  } else {
+    status = WriteRows(dataset, samples, count, layout, first, written, figures);
   }
-  return WriteRows(dataset, samples, count, layout, first, written, figures);
+  // The written rows' embeddings, in one lookup per table: every row
+  // reported written has them.
+  size_t looked_up = 0;
+  Status lookup =
+      embeddings_.LookupRows(samples, *written, layout, first, &looked_up, &figures->lookups);
+  if (!lookup.ok()) {
+    *written = looked_up;
+    return lookup;
+  }
+  return status;
 }
 
 // Each row from its block's bytes; the blocks at hand are kept in a small
@@ -411,7 +449,7 @@ Status TabularSamples::WriteSingles(const DatasetBase& dataset, const uint64_t* 
     figures->read_seconds += Seconds(Clock::now() - started);
     if (status.ok()) {
       figures->bytes += record.data.size();
-      status = Write(samples[i], 0, record, layout, Advance(first, layout, i), nullptr);
+      status = WriteRecord(samples[i], record, Advance(first, layout, i));
     }
     if (!status.ok()) {
       *written = i;

@@ -40,9 +40,48 @@ int ExtraThreads(const LoaderStats& s) {
   return static_cast<int>(std::floor(FreeCores(s) + 0.25));
 }
 
+// Lookups waiting for their tables' reads (misses), not on a CPU: what
+// rows held in RAM would remove.
+double LookupWaitShare(const LoaderStats& s) {
+  const double capacity = std::max(1e-9, s.elapsed_seconds * std::max(1, s.threads));
+  return std::max(0.0, s.lookup_share - s.lookup_cpu_seconds / capacity);
+}
+
+// Misses set the lookups' pace: the tables' RAM tiers served under
+// kLookupRamHits of the ids; without the tables' counters, the lookups
+// waited more than they ran on a CPU.
+bool LookupsMiss(const LoaderStats& s) {
+  if (s.lookup_ram_hit_rate >= 0) return s.lookup_ram_hit_rate < kLookupRamHits;
+  return LookupWaitShare(s) >= 0.5 * s.lookup_share;
+}
+
+// The workers' time that rows in RAM would save: the lookups' waits, and
+// at least the misses' part of the lookup time (a miss costs more than a
+// hit, so its share of the ids is a floor on its share of the time).
+double MissShare(const LoaderStats& s) {
+  const double by_count =
+      s.lookup_ram_hit_rate >= 0 ? (1 - s.lookup_ram_hit_rate) * s.lookup_share : 0;
+  return std::max(LookupWaitShare(s), by_count);
+}
+
+// Threads that free CPUs would let run, for lookups on a CPU (RAM hits).
+int ExtraLookupThreads(const LoaderStats& s) {
+  if (s.cores == 0) return 0;
+  return static_cast<int>(std::floor(FreeCores(s) + 0.25));
+}
+
 double ExpectedGain(const LoaderStats& s) {
   const double cap = ConsumerCap(s);
   switch (s.bottleneck) {
+    case Bottleneck::kLookup: {
+      if (LookupsMiss(s)) {
+        // Every row in RAM: the workers' busy time loses the misses'.
+        const double busy = s.read_share + s.decode_share + s.lookup_share + s.other_share;
+        return std::min(cap, busy / std::max(0.01, busy - MissShare(s)) - 1);
+      }
+      const int extra = ExtraLookupThreads(s);
+      return extra > 0 ? std::min(cap, static_cast<double>(extra) / std::max(1, s.threads)) : 0;
+    }
     case Bottleneck::kDecode: {
       int extra = ExtraThreads(s);
       return extra > 0 ? std::min(cap, static_cast<double>(extra) / std::max(1, s.threads)) : 0;
@@ -101,6 +140,8 @@ const char* BottleneckName(Bottleneck bottleneck) {
       return "copy";
     case Bottleneck::kCpuContention:
       return "cpu-contention";
+    case Bottleneck::kLookup:
+      return "lookup";
   }
   return "unknown";
 }
@@ -110,13 +151,14 @@ void JudgeBottleneck(LoaderStats* stats) {
   const double capacity = std::max(1e-9, s.elapsed_seconds * std::max(1, s.threads));
   const double elapsed = std::max(1e-9, s.elapsed_seconds);
   if (s.other_seconds <= 0) {
-    s.other_seconds =
-        std::max(0.0, capacity - s.read_seconds - s.decode_seconds - s.blocked_seconds);
+    s.other_seconds = std::max(
+        0.0, capacity - s.read_seconds - s.decode_seconds - s.lookup_seconds - s.blocked_seconds);
   }
   s.read_share = s.read_seconds / capacity;
   s.decode_share = s.decode_seconds / capacity;
   s.decode_cpu_share = std::min(s.decode_seconds, s.decode_cpu_seconds) / capacity;
   s.cpu_wait_share = s.decode_share - s.decode_cpu_share;
+  s.lookup_share = s.lookup_seconds / capacity;
   s.blocked_share = s.blocked_seconds / capacity;
   s.other_share = s.other_seconds / capacity;
   s.consumer_wait_share = s.consumer_wait_seconds / elapsed;
@@ -127,7 +169,12 @@ void JudgeBottleneck(LoaderStats* stats) {
     s.bottleneck = Bottleneck::kConsumer;
   } else if (!s.device.empty() && s.copy_share > kCopyBusy) {
     s.bottleneck = Bottleneck::kCopy;
-  } else if (s.decode_share + s.other_share >= kDecodeBusy) {
+  } else if (s.lookup_share > 0 &&
+             s.read_share + s.decode_share + s.lookup_share + s.other_share >= kDecodeBusy &&
+             s.lookup_share >= std::max({s.read_share, s.decode_share, s.other_share})) {
+    // Busy, not blocked on a full window, and mostly looking rows up.
+    s.bottleneck = Bottleneck::kLookup;
+  } else if (s.decode_share + s.lookup_share + s.other_share >= kDecodeBusy) {
     // The workers neither wait for bytes nor for room: they compute.
     bool contended = s.cpu_wait_share >= kCpuWaitShare && OthersCores(s) >= kExternalCores &&
                      (s.cores == 0 || s.threads <= s.cores);
@@ -173,17 +220,59 @@ Words WordsFor(const std::string& sample_kind) {
           "the node cache on local NVMe or packing small files into shards"};
 }
 
+// kLookup: the evidence (time per id, how much of it on a CPU) and the
+// remedy that fits it: rows nearer (RAM, NVMe) when lookups wait for
+// reads, more threads when they compute on RAM hits.
+std::string LookupSentence(const LoaderStats& s, const std::string& workers) {
+  const double per_id_us = s.lookup_rows > 0 ? 1e6 * s.lookup_seconds / s.lookup_rows : 0;
+  std::string text = Format(
+      "lookup-bound: the consumer waited %.0f%%; %s; embedding lookups took %.1f us per id "
+      "(%.2f M ids), off a CPU %.0f%% of the workers' time",
+      Percent(s.consumer_wait_share), workers.c_str(), per_id_us, s.lookup_rows / 1e6,
+      Percent(LookupWaitShare(s)));
+  if (s.lookup_ram_hit_rate >= 0) {
+    text +=
+        Format(", the tables' RAM tiers served %.0f%% of the ids", Percent(s.lookup_ram_hit_rate));
+  }
+  const int extra = ExtraLookupThreads(s);
+  if (LookupsMiss(s)) {
+    text += Format(
+        "; misses set the pace: a larger cache_bytes, cache_dir (the node's NVMe "
+        "tier), or preload=True when a table fits in cache_bytes would bring the "
+        "rows nearer: about +%.0f%% or more",
+        Percent(s.expected_gain));
+    if (extra > 0) {
+      text += Format("; meanwhile %d more thread%s (num_threads=%d) keep more reads in flight",
+                     extra, extra == 1 ? "" : "s", s.threads + extra);
+    }
+  } else if (extra > 0) {
+    text += Format(
+        "; the lookups run on a CPU (RAM hits): %d more thread%s (num_threads=%d) "
+        "would give about +%.0f%%",
+        extra, extra == 1 ? "" : "s", s.threads + extra, Percent(s.expected_gain));
+  } else {
+    text += Format(
+        "; the lookups run on a CPU (RAM hits) and the CPUs are saturated (%.1f of %d "
+        "in use): fewer or smaller tables per batch, or more CPUs",
+        s.process_cpu_cores, s.cores);
+  }
+  return text;
+}
+
 }  // namespace
 
 std::string VerdictSentence(const LoaderStats& s) {
   const double wait = Percent(s.consumer_wait_share);
   const double gain = Percent(s.expected_gain);
   const Words words = WordsFor(s.sample_kind);
-  const std::string workers =
-      Format("workers: read %.0f%%, %s %.0f%% (on a CPU %.0f%%, waiting for one %.0f%%), "
-             "blocked %.0f%%, other %.0f%%",
-             Percent(s.read_share), words.work, Percent(s.decode_share), Percent(s.decode_cpu_share),
-             Percent(s.cpu_wait_share), Percent(s.blocked_share), Percent(s.other_share));
+  const std::string lookups = s.lookup_rows > 0 || s.lookup_share > 0
+                                  ? Format(", lookup %.0f%%", Percent(s.lookup_share))
+                                  : std::string();
+  const std::string workers = Format(
+      "workers: read %.0f%%, %s %.0f%% (on a CPU %.0f%%, waiting for one %.0f%%)%s, "
+      "blocked %.0f%%, other %.0f%%",
+      Percent(s.read_share), words.work, Percent(s.decode_share), Percent(s.decode_cpu_share),
+      Percent(s.cpu_wait_share), lookups.c_str(), Percent(s.blocked_share), Percent(s.other_share));
   switch (s.bottleneck) {
     case Bottleneck::kNone:
       return "no batches delivered yet";
@@ -230,6 +319,8 @@ std::string VerdictSentence(const LoaderStats& s) {
                     words.work, Percent(s.decode_share), Percent(s.decode_cpu_share),
                     Percent(s.cpu_wait_share), s.external_cpu_cores, s.cores,
                     Percent(s.steal_share), wait, gain);
+    case Bottleneck::kLookup:
+      return LookupSentence(s, workers) + Others(s);
     case Bottleneck::kRead: {
       std::string text = Format("read-bound: the consumer waited %.0f%%; %s; %s is not "
                                 "saturated; %s",
@@ -256,12 +347,17 @@ std::string LoaderStats::ToString() const {
       << " s (" << (span_index >= 0 && span_index < 3 ? spans[span_index] : "?") << ")\n"
       << "  workers: read " << read_seconds << " s, decode " << decode_seconds << " s (CPU "
       << decode_cpu_seconds << " s), blocked (window full) " << blocked_seconds << " s, other "
-      << other_seconds << " s; consumer waited " << consumer_wait_seconds
-      << " s, ready batches at Next() " << mean_ready_batches << "\n"
-      << (io_backend.empty() ? std::string()
-                             : "  read engine " + io_backend + ": " + std::to_string(io_requests) +
-                                   " reads, " + std::to_string(io_mean_inflight) +
-                                   " in flight on average\n")
+      << other_seconds << " s"
+      << (lookup_rows > 0 ? ", lookup " + std::to_string(lookup_seconds) + " s (CPU " +
+                                std::to_string(lookup_cpu_seconds) + " s, " +
+                                std::to_string(lookup_rows) + " ids)"
+                          : std::string())
+      << "; consumer waited " << consumer_wait_seconds << " s, ready batches at Next() "
+      << mean_ready_batches << "\n"
+      << (io_backend.empty()
+              ? std::string()
+              : "  read engine " + io_backend + ": " + std::to_string(io_requests) + " reads, " +
+                    std::to_string(io_mean_inflight) + " in flight on average\n")
       << "  CPUs: process " << process_cpu_cores << " of " << cores << ", others "
       << external_cpu_cores << ", steal " << steal_share * 100 << "%"
       << (disk_util >= 0 ? "; device " + disk + " " + std::to_string(disk_util * 100) + "% busy"

@@ -9,14 +9,18 @@
 //
 // Every second of the decode threads (threads x elapsed) is in one share:
 // read (waiting for bytes: locating, submitting, waiting for the read
-// engine or reading), decode (on a CPU + waiting for one), blocked (the
-// window of batches full), other (the rest: locks, bookkeeping, the
-// scheduler between samples). The workers are saturated when they neither
-// wait for bytes nor for room: decode + other. The rules, in order:
+// engine or reading), decode (on a CPU + waiting for one), lookup (in
+// embedding tables' Lookup: RAM hits and waiting for misses' reads),
+// blocked (the window of batches full), other (the rest: locks,
+// bookkeeping, the scheduler between samples). The workers are saturated
+// when they neither wait for bytes nor for room: decode + lookup + other.
+// The rules, in order:
 //   no batch delivered                              -> kNone
 //   the consumer waited < 5% of the span            -> kConsumer
 //   CUDA batches, the copy stream busy > 80%        -> kCopy
-//   workers computing (decode + other) >= 80%:
+//   workers busy (not blocked) >= 80% and lookup the
+//   largest of read, decode, lookup, other          -> kLookup
+//   workers computing (decode + lookup + other) >= 80%:
 //     decode waiting for a CPU >= 20% while other processes or the
 //     hypervisor take >= 0.5 CPU and threads <= cores -> kCpuContention
 //     otherwise                                     -> kDecode
@@ -48,6 +52,8 @@ constexpr double kCpuWaitShare = 0.2;
 constexpr double kExternalCores = 0.5;
 constexpr double kConsumerStarved = 0.5;
 constexpr double kHeadReadShare = 0.1;
+// kLookup: misses set the lookups' pace below this RAM hit rate.
+constexpr double kLookupRamHits = 0.95;
 
 // Sets the shares, bottleneck and expected_gain from the figures in *stats
 // (other_seconds is derived when 0), then stats->verdict.

@@ -355,3 +355,61 @@ def test_tabular_rows_through_the_device_stage(tmp_path):
         finally:
             device.close()
             cuda.cudaStreamDestroy(stream)
+
+
+def test_tabular_embeddings_through_the_device_stage(tmp_path):
+    # embeddings= adds one plane per table after the ids in the same host
+    # buffer: the one copy moves them, and every extra is a CUDA tensor with
+    # the host batch's bytes (float32 and int8 tables, a short last batch).
+    rng = np.random.default_rng(6)
+    for stem, n in (("day_0", 1300), ("day_1", 900)):
+        np.save(tmp_path / f"{stem}_dense.npy", rng.integers(0, 9000, (n, 13)).astype(np.int32))
+        np.save(tmp_path / f"{stem}_sparse.npy",
+                rng.integers(-2**31, 2**31, (n, 26)).astype(np.int32))
+        np.save(tmp_path / f"{stem}_labels.npy", rng.integers(0, 2, n).astype(np.int32))
+    np.save(tmp_path / "f32.table", rng.standard_normal((1009, 16)).astype(np.float32))
+    np.save(tmp_path / "i8.table", rng.integers(-128, 128, (503, 40)).astype(np.int8))
+    tables = {3: gpufeed.EmbeddingTable(tmp_path / "f32.table.npy", cache_bytes=8192),
+              7: gpufeed.EmbeddingTable(tmp_path / "i8.table.npy", cache_bytes=8192)}
+    hash_sizes = [1009 if c == 3 else 503 for c in range(26)]
+    data = tmp_path / "data"
+    data.mkdir()
+    for path in tmp_path.glob("day_*"):
+        path.rename(data / path.name)
+    base = gpufeed.DataLoader(data, batch_size=1000, shuffle="block", seed=2,
+                              transform=gpufeed.Tabular(hash_sizes=hash_sizes),
+                              embeddings=tables)
+    device = device_loader(base, data)
+    host = base._native
+    stream = new_stream()
+    sizes = []
+    try:
+        while True:
+            want, got = host.next(), device.next()
+            assert (want is None) == (got is None)
+            if got is None:
+                break
+            assert len(got.extras) == len(want.extras) == 3
+            assert got.extras[1].shape[1] == 16 and got.extras[2].shape[1] == 40
+            for expected, tensor in zip(want.extras, got.extras):
+                assert tensor.__dlpack_device__() == (KDL_CUDA, 0)
+                consumed = Consumed(tensor.__dlpack__(stream=stream))
+                assert consumed.device == (KDL_CUDA, 0)
+                assert cuda.gpufeed_standin_is_device_pointer(consumed.data) == 1
+                assert list(consumed.shape) == list(expected.shape)
+                out = ctypes.create_string_buffer(consumed.nbytes)
+                assert cuda.cudaMemcpyAsync(out, consumed.data, consumed.nbytes,
+                                            DEVICE_TO_HOST, stream) == 0
+                assert cuda.cudaStreamSynchronize(stream) == 0
+                consumed.delete()
+                assert out.raw == host_bytes(expected)
+            # The host batch's rows are the tables' rows of its ids.
+            ids = np.frombuffer(host_bytes(want.extras[0]), np.int64).reshape(-1, 26)
+            for plane, (column, table) in zip(want.extras[1:], sorted(tables.items())):
+                rows = table.lookup(ids[:, column]).numpy().view(np.uint8)
+                assert host_bytes(plane) == rows.tobytes()
+            sizes.append(got.data.shape[0])
+        assert sizes == [1000, 1000, 200]
+    finally:
+        device.close()
+        cuda.cudaStreamDestroy(stream)

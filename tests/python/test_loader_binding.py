@@ -22,6 +22,7 @@ PIL = pytest.importorskip("PIL.Image")
 STATS_KEYS = [
     "span", "batches", "samples", "bytes_read", "skipped", "threads", "elapsed_seconds",
     "read_seconds", "decode_seconds", "decode_cpu_seconds", "blocked_seconds", "other_seconds",
+    "lookup_seconds", "lookup_cpu_seconds", "lookup_rows", "lookup_ram_hit_rate",
     "consumer_wait_seconds", "mean_ready_batches", "io_backend", "sample_kind", "io_requests",
     "io_bytes",
     "io_queue_depth", "io_mean_inflight", "io_busy_share", "source_opens", "source_stats",
@@ -29,7 +30,8 @@ STATS_KEYS = [
     "external_cpu_cores", "steal_share", "disk", "disk_note", "disk_util",
     "disk_read_bytes_per_second", "device", "device_batches", "device_bytes",
     "device_copy_seconds", "device_wait_buffer_seconds", "bottleneck", "read_share",
-    "decode_share", "decode_cpu_share", "cpu_wait_share", "blocked_share", "other_share",
+    "decode_share", "decode_cpu_share", "cpu_wait_share", "lookup_share", "blocked_share",
+    "other_share",
     "consumer_wait_share", "copy_share", "expected_gain", "verdict", "report",
 ]
 
@@ -40,10 +42,10 @@ ENUMS = {
     _core.LabelType: ("auto", "int64", "float32"),
     _core.IoBackend: ("auto", "io_uring", "pread"),
     _core.DeviceKind: ("cpu", "cuda"),
-    _core.TensorDtype: ("uint8", "int32", "int64", "float16", "bfloat16", "float32"),
+    _core.TensorDtype: ("uint8", "int32", "int64", "float16", "bfloat16", "float32", "int8"),
     _core.OutputLayout: ("NCHW", "NHWC"),
     _core.RawElement: ("uint8", "int32", "int64", "float32"),
-    _core.Bottleneck: ("none", "consumer", "read", "decode", "copy", "cpu-contention"),
+    _core.Bottleneck: ("none", "consumer", "read", "decode", "copy", "cpu-contention", "lookup"),
     _core.StatsSpan: ("open", "recent", "epoch"),
 }
 

@@ -86,6 +86,14 @@ def embedding_judgement(result: Dict[str, Any], *, cache_dir_given: bool,
         sentence = (f"lookups are bound by {name}: {rows / lookups:.0f} rows a lookup came "
                     f"from {where} ({rows} rows in {reads} reads); {figures}. Change: "
                     + "; ".join(advice or [fallback]) + ".")
+        if (stats["resident_rows"] < stats["capacity_rows"] and stats["evicted"] == 0
+                and stats["rejected"] == 0):
+            # Nothing was turned away yet: the misses were first touches of
+            # rows, which a longer run keeps in RAM (or preload reads at once).
+            sentence += (f" The RAM tier was still filling during the probe ("
+                         f"{stats['resident_rows']} of {stats['capacity_rows']} rows resident, "
+                         "none evicted): in training, where the same rows come back, most of "
+                         "these misses become hits.")
     else:
         sentence = f"lookups are served from memory, not bound by the source: {figures}."
         if stats["nvme_rows"] + stats["source_rows"] > 0 and advice:

@@ -46,6 +46,7 @@ TEST(VerdictTest, NamesAreStable) {
   EXPECT_STREQ(BottleneckName(Bottleneck::kDecode), "decode");
   EXPECT_STREQ(BottleneckName(Bottleneck::kCopy), "copy");
   EXPECT_STREQ(BottleneckName(Bottleneck::kCpuContention), "cpu-contention");
+  EXPECT_STREQ(BottleneckName(Bottleneck::kLookup), "lookup");
   EXPECT_STREQ(BottleneckName(static_cast<Bottleneck>(99)), "unknown");
 }
 
@@ -192,6 +193,109 @@ TEST(VerdictTest, BusyCopyStreamIsCopyBound) {
   stats.device.clear();
   JudgeBottleneck(&stats);
   EXPECT_NE(stats.bottleneck, Bottleneck::kCopy);
+}
+
+// Embedding lookups (LoaderOptions::embeddings) are a share of their own.
+TEST(VerdictTest, LookupsAreAShareOfTheWorkersTime) {
+  LoaderStats stats = Figures(2, 6, 2, 5, 6);  // lookups 8 s: other 2 s
+  stats.lookup_seconds = 8;
+  stats.lookup_cpu_seconds = 3;
+  stats.lookup_rows = 4'000'000;
+  JudgeBottleneck(&stats);
+  EXPECT_DOUBLE_EQ(stats.lookup_share, 0.4);
+  EXPECT_DOUBLE_EQ(stats.other_share, 0.1);
+  EXPECT_NEAR(stats.read_share + stats.decode_share + stats.lookup_share + stats.blocked_share +
+                  stats.other_share,
+              1, 1e-12);
+  EXPECT_TRUE(Has(stats.verdict, "waiting for one 0%), lookup 40%, blocked 10%")) << stats.verdict;
+  // Without lookups the sentence does not mention them.
+  LoaderStats plain = Figures(2, 6, 2, 5, 6);
+  JudgeBottleneck(&plain);
+  EXPECT_FALSE(Has(plain.verdict, "lookup")) << plain.verdict;
+}
+
+TEST(VerdictTest, LookupsWaitingForTheirTablesReadsAreLookupBound) {
+  // read 5%, decode 20%, lookup 60% (on a CPU 10%), blocked 2.5%, other
+  // 12.5%; the consumer waited 60%.
+  LoaderStats stats = Figures(1, 4, 0.5, 6);
+  stats.lookup_seconds = 12;
+  stats.lookup_cpu_seconds = 2;
+  stats.lookup_rows = 3'000'000;
+  JudgeBottleneck(&stats);
+  EXPECT_EQ(stats.bottleneck, Bottleneck::kLookup) << stats.verdict;
+  // Rows in RAM remove the 50% the lookups waited: 97.5% -> 47.5% busy.
+  EXPECT_NEAR(stats.expected_gain, 0.975 / 0.475 - 1, 1e-9);
+  EXPECT_TRUE(StartsWith(stats.verdict, "lookup-bound: the consumer waited 60%; workers: read 5%"))
+      << stats.verdict;
+  EXPECT_TRUE(Has(stats.verdict,
+                  "embedding lookups took 4.0 us per id (3.00 M ids), off a CPU "
+                  "50% of the workers' time; misses set the pace"))
+      << stats.verdict;
+  EXPECT_TRUE(Has(stats.verdict,
+                  "a larger cache_bytes, cache_dir (the node's NVMe tier), or "
+                  "preload=True when a table fits in cache_bytes"))
+      << stats.verdict;
+  EXPECT_TRUE(Has(stats.verdict, "about +105% or more")) << stats.verdict;
+  // With an idle CPU, more threads keep more reads in flight meanwhile.
+  stats.cores = 4;
+  stats.process_cpu_cores = 1;
+  JudgeBottleneck(&stats);
+  EXPECT_TRUE(Has(stats.verdict, "3 more threads (num_threads=5) keep more reads in flight"))
+      << stats.verdict;
+}
+
+// The tables' own counters decide between misses and hits when the loader
+// has them: a lookup off a CPU may be waiting for a CPU, not for a read.
+TEST(VerdictTest, TheTablesHitRateTellsMissesFromHits) {
+  LoaderStats stats = Figures(1, 4, 0.5, 6);
+  stats.lookup_seconds = 12;
+  stats.lookup_cpu_seconds = 2;  // off a CPU 50%: on a loaded machine
+  stats.process_cpu_cores = 2;
+  stats.lookup_ram_hit_rate = 1;  // preloaded: every id a RAM hit
+  JudgeBottleneck(&stats);
+  EXPECT_EQ(stats.bottleneck, Bottleneck::kLookup);
+  EXPECT_EQ(stats.expected_gain, 0);
+  EXPECT_TRUE(Has(stats.verdict,
+                  "the tables' RAM tiers served 100% of the ids; the lookups run "
+                  "on a CPU (RAM hits) and the CPUs are saturated"))
+      << stats.verdict;
+  // 30% hits, lookups on a CPU (misses from the page cache): the misses'
+  // share of the ids is a floor on their share of the time (70% of 60%).
+  stats.lookup_cpu_seconds = 12;
+  stats.lookup_ram_hit_rate = 0.3;
+  JudgeBottleneck(&stats);
+  EXPECT_NEAR(stats.expected_gain, 0.975 / (0.975 - 0.42) - 1, 1e-9);
+  EXPECT_TRUE(Has(stats.verdict, "served 30% of the ids; misses set the pace")) << stats.verdict;
+}
+
+TEST(VerdictTest, LookupsOnACpuAskForThreadsAndDecodeLargestStaysDecode) {
+  // RAM hits: the lookups compute. One CPU of 2 idle: one more thread.
+  LoaderStats stats = Figures(1, 4, 0.5, 6);
+  stats.lookup_seconds = 12;
+  stats.lookup_cpu_seconds = 12;
+  stats.process_cpu_cores = 1;
+  JudgeBottleneck(&stats);
+  EXPECT_EQ(stats.bottleneck, Bottleneck::kLookup);
+  EXPECT_NEAR(stats.expected_gain, 0.5, 1e-9);
+  EXPECT_TRUE(Has(stats.verdict,
+                  "the lookups run on a CPU (RAM hits): 1 more thread "
+                  "(num_threads=3) would give about +50%"))
+      << stats.verdict;
+  stats.process_cpu_cores = 2;
+  JudgeBottleneck(&stats);
+  EXPECT_EQ(stats.expected_gain, 0);
+  EXPECT_TRUE(Has(stats.verdict, "the CPUs are saturated")) << stats.verdict;
+  // Lookups count as computing, but decode is the larger share: decode.
+  stats = Figures(0.5, 10, 0, 6);
+  stats.lookup_seconds = 6;
+  JudgeBottleneck(&stats);
+  EXPECT_EQ(stats.bottleneck, Bottleneck::kDecode) << stats.verdict;
+  // Blocked on a full window most of the time: not lookup-bound however
+  // large the lookup share is among the rest.
+  stats = Figures(0.5, 1, 12, 3);
+  stats.lookup_seconds = 5;
+  JudgeBottleneck(&stats);
+  EXPECT_NE(stats.bottleneck, Bottleneck::kLookup) << stats.verdict;
 }
 
 TEST(VerdictTest, ZeroElapsedAndThreadsDoNotDivideByZero) {
