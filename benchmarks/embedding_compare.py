@@ -8,11 +8,11 @@ written by np.save onto an ext4 filesystem on a loop device (direct I/O
 backing: the host's page cache does not serve it) whose reads this process
 (and the children it starts) may make at --iops per second (500: about 2 ms
 a request, a busy Lustre OST), by the kernel's cgroup throttle
-(benchmarks/throttled_disk.py). The RAM tier's budget: --cache-bytes
-(128 MiB; 32 MiB with --quick, the same share of the table). Ids: bounded
-Zipf(1.05) over the rows (inverse CDF of 1/k^1.05, ranks mapped to rows by
-a fixed random permutation), 4,096 a lookup. gpufeed reads with O_DIRECT,
-queue depth 64.
+(benchmarks/throttled_disk.py; --mbps adds a bandwidth limit, none by
+default). The RAM tier's budget: --cache-bytes (128 MiB; 32 MiB with
+--quick, the same share of the table). Ids: bounded Zipf(1.05) over the
+rows (inverse CDF of 1/k^1.05, ranks mapped to rows by a fixed random
+permutation), 4,096 a lookup. gpufeed reads with O_DIRECT, queue depth 64.
 
 1. Training's access pattern, throttled: 20 lookups on a cold table (page
    cache dropped, RAM tier empty: first touch), then the same 20 replayed
@@ -38,7 +38,8 @@ queue depth 64.
    (unthrottled): the growth over the RSS before the table was opened,
    against cache_bytes x 1.1 + the fixed overhead of a table without a RAM
    tier (read buffers and one call's output, measured first in the same
-   process), and flat (the last quarter's peak against the second's).
+   process), and flat (the last quarter's peak at most 1% of cache_bytes
+   above the second quarter's).
 
 Needs root (loop device, cgroup, drop_caches); without it prints why and
 exits 0. fio is optional (part 4 is skipped without it).
@@ -137,7 +138,7 @@ def cold_warm(args, path, zipf, throttle, disk):
     rng = np.random.default_rng(11)
     batches = [zipf.draw(rng, args.batch) for _ in range(args.cold_lookups)]
     distinct = len(np.unique(np.concatenate(batches)))
-    throttle.limit(iops=args.iops)
+    throttle.limit(bytes_per_second=args.mbps * 1e6, iops=args.iops)
     drop_caches()
     table = open_table(path, args.cache_bytes, args.queue_depth)
     before = disk_counters(disk)
@@ -265,7 +266,7 @@ def fresh_draws(args, path, zipf, throttle):
     for _ in range(args.fresh_warmup):
         table.lookup(zipf.draw(rng, args.batch))
     warmup_seconds = time.perf_counter() - start
-    throttle.limit(iops=args.iops)
+    throttle.limit(bytes_per_second=args.mbps * 1e6, iops=args.iops)
     table.reset_stats()
     batches = (zipf.draw(rng, args.batch) for _ in range(args.fresh_lookups))
     seconds, _ = timed_lookups(table.lookup, batches)
@@ -420,10 +421,12 @@ def print_summary(result):
         return "met" if value >= target else "NOT met"
 
     log("")
+    limit = f"{result['iops']} read IOPS" + (f" and {result['mbps']:g} MB/s" if result["mbps"]
+                                              else "")
     log(f"embedding: {result['rows']:,} x {result['dim']} float32 "
         f"({result['table_bytes'] / 1e6:.0f} MB), cache_bytes {result['cache_bytes'] / MIB:.0f} "
-        f"MiB, Zipf({result['zipf_s']}) x {result['batch']}, {result['iops']} read IOPS "
-        f"throttle ({result['controller']}, readahead {result['read_ahead_kb']} KiB); "
+        f"MiB, Zipf({result['zipf_s']}) x {result['batch']}, {limit} throttle "
+        f"({result['controller']}, readahead {result['read_ahead_kb']} KiB); "
         f"{result['cpu']}, {result['cores']} cores")
     c = result["cold_warm"]
     log(f"  cold/warm ({c['lookups']} lookups, {c['warm_epochs']} warm epochs; rows exact: "
@@ -465,6 +468,9 @@ def parse_args():
     parser.add_argument("--cache-bytes", default=None, help="default 128MiB (quick 32MiB)")
     parser.add_argument("--batch", type=int, default=4096)
     parser.add_argument("--iops", type=int, default=500)
+    parser.add_argument("--mbps", type=float, default=0,
+                        help="also limit the throttled reads' MB/s (default 0: IOPS only; "
+                             "large requests, e.g. memmap's readahead, then cost one IOPS each)")
     parser.add_argument("--queue-depth", type=int, default=64)
     parser.add_argument("--cold-lookups", type=int, default=20)
     parser.add_argument("--warm-epochs", type=int, default=5)
@@ -501,6 +507,7 @@ def main():
     result = dict(cpu=cpu_name(), cores=len(os.sched_getaffinity(0)), quick=args.quick,
                   rows=args.rows, dim=args.dim, dtype="float32", table_bytes=table_bytes,
                   cache_bytes=args.cache_bytes, batch=args.batch, zipf_s=1.05, iops=args.iops,
+                  mbps=args.mbps,
                   queue_depth=args.queue_depth, direct_io=True)
     log(f"CPU: {result['cpu']} ({result['cores']} cores)")
     os.makedirs(args.work, exist_ok=True)

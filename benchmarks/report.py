@@ -131,7 +131,8 @@ def embedding_rows(embedding):
     if not embedding:
         return rows
     section = (f"embedding ({embedding['rows']:,} x {embedding['dim']} float32, cache "
-               f"{embedding['cache_bytes'] / 2**20:.0f} MiB, {embedding['iops']} IOPS)")
+               f"{embedding['cache_bytes'] / 2**20:.0f} MiB, {embedding['iops']} IOPS"
+               + (f", {embedding['mbps']:g} MB/s" if embedding.get("mbps") else "") + ")")
     c = embedding.get("cold_warm")
     if c:
         rows += [(section, f"{c['lookups']} lookups of {embedding['batch']} Zipf ids, cold (first "
