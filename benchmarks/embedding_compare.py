@@ -479,7 +479,8 @@ def parse_args():
     parser.add_argument("--rss-lookups", type=int, default=None, help="default 2000 (quick 800)")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--seconds", type=float, default=3.0, help="per rows/s measurement")
-    parser.add_argument("--repeats", type=int, default=3, help="part 4: runs of each, alternating")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="parts 3 and 4: rounds of each side, alternating")
     parser.add_argument("--json", default=None)
     parser.add_argument("--child-rss", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
