@@ -13,19 +13,6 @@ FrequencySketch::FrequencySketch(size_t entries) {
   sample_ = 10 * std::max<size_t>(entries, 16);
 }
 
-void FrequencySketch::Increment(uint64_t hash) {
-  uint64_t* block = &words_[Block(hash)];
-  bool added = false;
-  for (int i = 0; i < kWordsPerBlock; ++i) {
-    const int shift = 4 * Nibble(hash, i);
-    if (((block[i] >> shift) & 15) != 15) {
-      block[i] += uint64_t{1} << shift;
-      added = true;
-    }
-  }
-  if (added && ++additions_ >= sample_) Halve();
-}
-
 int FrequencySketch::Estimate(uint64_t hash) const {
   const uint64_t* block = &words_[Block(hash)];
   int count = 15;

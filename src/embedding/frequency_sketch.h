@@ -21,8 +21,20 @@ class FrequencySketch {
   // 10 * entries increments.
   explicit FrequencySketch(size_t entries);
 
-  // `hash` is the id's 64-bit mix (RowCache::Mix).
-  void Increment(uint64_t hash);
+  // `hash` is the id's 64-bit mix (RowCache::Mix). Inline: it runs for
+  // every id looked up.
+  void Increment(uint64_t hash) {
+    uint64_t* block = &words_[Block(hash)];
+    bool added = false;
+    for (int i = 0; i < kWordsPerBlock; ++i) {
+      const int shift = 4 * Nibble(hash, i);
+      if (((block[i] >> shift) & 15) != 15) {
+        block[i] += uint64_t{1} << shift;
+        added = true;
+      }
+    }
+    if (added && ++additions_ >= sample_) Halve();
+  }
   // The estimated count, 0..15.
   int Estimate(uint64_t hash) const;
   // Where Increment/Estimate will look (to prefetch).

@@ -175,7 +175,11 @@ void RowCache::Find(const int64_t* ids, size_t count, char* out, std::vector<uin
       const uint32_t slot = shard.Find(ids[i], hashes[i]);
       shard.sketch.Increment(SketchHash(hashes[i]));
       found[k] = slot;
-      if (slot != kNoSlot) __builtin_prefetch(shard.arena.get() + size_t{slot} * row_bytes_);
+      if (slot != kNoSlot) {
+        const char* row = shard.arena.get() + size_t{slot} * row_bytes_;
+        for (size_t line = 0; line < row_bytes_; line += 64) __builtin_prefetch(row + line);
+        __builtin_prefetch(row + row_bytes_ - 1);
+      }
     }
     for (uint32_t k = begin; k < end; ++k) {
       const uint32_t i = order[k];
