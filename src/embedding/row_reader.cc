@@ -34,11 +34,12 @@ RowReader::~RowReader() {
   engine_.reset();
 }
 
-Status RowReader::EngineFile(uint64_t offset, uint64_t length, FileId* id, bool* local) {
+Status RowReader::EngineFile(uint64_t offset, uint64_t length, uint64_t bytes, FileId* id,
+                             bool* local) {
   FileView view;
   GPUFEED_RETURN_IF_ERROR(file_->View(offset, length, &view));
   *local = view.local;
-  file_->Count(view, length);
+  file_->Count(view, bytes);
   std::lock_guard<std::mutex> lock(files_mutex_);
   const void* key = view.hold ? view.hold.get() : file_.get();
   auto found = files_.find(key);
@@ -97,10 +98,21 @@ Status RowReader::Read(const int64_t* rows, size_t count, char* out, RowReadFigu
     range.count = 1;
     ranges.push_back(range);
   }
+  if (ranges.empty()) return Status::OK();
+  // One view for the call's whole span: one descriptor lookup (and for a
+  // node cache one lease) per call, not per request; a copy that does not
+  // cover the span yet leaves the call to the source.
+  FileId file = 0;
+  bool local = false;
+  const uint64_t span_end = ranges.back().offset + ranges.back().length;
+  uint64_t bytes = 0;
+  for (const Range& range : ranges) bytes += range.length;
+  GPUFEED_RETURN_IF_ERROR(EngineFile(ranges.front().offset, span_end - ranges.front().offset,
+                                     bytes, &file, &local));
   std::vector<ReadRequest> requests(ranges.size());
   for (size_t r = 0; r < ranges.size(); ++r) {
-    GPUFEED_RETURN_IF_ERROR(
-        EngineFile(ranges[r].offset, ranges[r].length, &requests[r].file, &ranges[r].local));
+    ranges[r].local = local;
+    requests[r].file = file;
     requests[r].offset = ranges[r].offset;
     requests[r].length = ranges[r].length;
     requests[r].tag = r;
@@ -145,7 +157,8 @@ Status RowReader::Scan(const std::function<void(uint64_t, uint64_t, const char*)
     range.offset = layout_.data_offset + first * row_bytes;
     range.length = range.count * row_bytes;
     ReadRequest request;
-    GPUFEED_RETURN_IF_ERROR(EngineFile(range.offset, range.length, &request.file, &range.local));
+    GPUFEED_RETURN_IF_ERROR(
+        EngineFile(range.offset, range.length, range.length, &request.file, &range.local));
     request.offset = range.offset;
     request.length = range.length;
     request.tag = ranges.size();

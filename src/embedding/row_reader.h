@@ -60,8 +60,9 @@ class RowReader {
     size_t count = 0;
     bool local = false;
   };
-  // The engine's id for the descriptor a view of [offset, length) gives.
-  Status EngineFile(uint64_t offset, uint64_t length, FileId* id, bool* local);
+  // The engine's id for the descriptor a view of [offset, offset + length)
+  // gives, `bytes` of reads through it counted.
+  Status EngineFile(uint64_t offset, uint64_t length, uint64_t bytes, FileId* id, bool* local);
   Status Fail(const Range& range, const ReadCompletion& read) const;
   static void Note(const Range& range, RowReadFigures* figures);
 
