@@ -109,6 +109,7 @@ Status OpenDirectory(const OpenRequest& request, std::unique_ptr<Dataset>* datas
   if (listing.entries.empty()) {
     return Status::InvalidArgument(request.path + ": the directory is empty (no dataset here)");
   }
+  GPUFEED_RETURN_IF_ERROR(RefuseUnreadDirectory(listing));
   for (const FormatEntry* entry : RegisteredFormats()) {
     if (entry->claims_directory == nullptr || entry->open_directory == nullptr) continue;
     bool claimed = false;
@@ -133,6 +134,7 @@ Status OpenFile(const OpenRequest& request, std::unique_ptr<Dataset>* dataset) {
     }
     if (entry->file_names != nullptr) expected += std::string(entry->file_names) + " file, ";
   }
+  if (requested == nullptr) GPUFEED_RETURN_IF_ERROR(RefuseUnreadFile(request.path));
   return Status::InvalidArgument(request.path + ": cannot tell the dataset format of this file "
                                  "(expected " + expected + "or a directory); pass format=");
 }

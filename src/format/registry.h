@@ -154,6 +154,14 @@ const FormatEntry* FindWriter(ShardFormat format);
 // A token corpus format (FormatEntry::token_corpus).
 bool IsTokenFormat(DatasetFormat format);
 
+// format=auto: NotSupported naming the format and what to do instead when
+// the path is a dataset gpufeed recognises but does not read (FFCV,
+// LitData, Parquet, Arrow, HuggingFace datasets, Streaming's text shards;
+// unread_formats.cc), else OK. Dataset::Open asks before any format claims
+// a directory, and for a file no format's name took.
+Status RefuseUnreadDirectory(const DirectoryListing& listing);
+Status RefuseUnreadFile(const std::string& path);
+
 // warm_sources of a format whose store reads each shard's file as it is
 // (shard.path), or `member` inside each shard's directory ("data.mdb"):
 // keyed on their size and mtime, with the shard's xxh64 when known.
