@@ -5,7 +5,8 @@ JSON (summary.json) and one chart (summary.png) from the per-step JSON files.
     report.py --results benchmarks/results [--since EPOCH_SECONDS] [--seconds RUN_SECONDS]
               [--quick]
 
-Reads read.json (small files vs packed shards), transform.json (the
+Reads read.json (small files vs packed shards), webdataset.json and
+formats.json (WebDataset tars, MDS and TFRecord vs RecordIO), transform.json (the
 transform's µs per image vs a plain full decode, photos and demo),
 loader.json and loader_photos.json (the C++ loader vs a decode-only
 ceiling, demo and photo sets), torch.json and torch_photos.json
@@ -27,8 +28,8 @@ import platform
 import sys
 import time
 
-STEPS = ("read", "webdataset", "transform", "loader", "loader_photos", "torch", "torch_photos",
-         "io", "cache", "verdict", "gpu", "tokens", "tabular", "embedding")
+STEPS = ("read", "webdataset", "formats", "transform", "loader", "loader_photos", "torch",
+         "torch_photos", "io", "cache", "verdict", "gpu", "tokens", "tabular", "embedding")
 
 
 def machine():
@@ -192,6 +193,15 @@ def headline_rows(data):
                          row["tar_per_s"], unit))
             rows.append(("tar vs rec", f"{row['figure']} {row['cache']}: tar / recordio "
                          "(target >= 0.9x)", row["ratio"], "x"))
+    formats = data.get("formats")
+    if formats:
+        for row in formats["rows"]:
+            rows.append(("formats vs rec", f"{row['figure']} cold: {row['format']}",
+                         row["per_s"], "images/s"))
+            rows.append(("formats vs rec", f"{row['figure']} cold: {row['format']} / recordio "
+                         "(target >= 0.9x)", row["ratio"], "x"))
+        for name, reason in formats.get("skipped", {}).items():
+            rows.append(("formats vs rec", f"{name}: skipped ({reason})", 0, "skipped"))
     transform = data.get("transform")
     if transform:
         # benchmarks/transform_compare.py: one thread, µs per image, vs a full decode.

@@ -4,7 +4,10 @@
 #   1. small files vs packed shards (pack, then read every record back),
 #      cold (page cache dropped, when root) and warm; then WebDataset tar
 #      shards vs RecordIO shards of the same images (read and loader, cold
-#      and warm, same run; target: tar within 10 %)
+#      and warm, same run; target: tar within 10 %); then (step formats) MDS
+#      and TFRecord copies of the same images vs RecordIO, cold, through the
+#      C++ loader and gpufeed.DataLoader (target: within 10 %; a format the
+#      build lacks is skipped with the reason)
 #   2. the transform's µs per image vs a plain full decode (one thread), the
 #      loader end to end vs a decode-only ceiling, and gpufeed.DataLoader vs
 #      torch's DataLoader on the same images and cores: on the demo set and
@@ -30,8 +33,8 @@
 #   ./benchmarks/run.sh            about 2,000 ImageNet-shaped JPEGs (and 2,000 photographs), a 1 GiB raw file
 #   ./benchmarks/run.sh --quick    500 images, a 256 MiB raw file, one run per case (~1 min
 #                                  once built and the demo dataset exists)
-#   ./benchmarks/run.sh --only=embedding,tabular   these steps only (any of read, transform,
-#                                  loader, torch, io, cache, verdict, tokens, tabular,
+#   ./benchmarks/run.sh --only=embedding,tabular   these steps only (any of read, formats,
+#                                  transform, loader, torch, io, cache, verdict, tokens, tabular,
 #                                  embedding, gpu), then the report of this run's files
 #
 # GPUFEED_BENCH_BUILD_DIR (default build/release) and GPUFEED_BENCH_DATA
@@ -60,14 +63,14 @@ done
 
 for step in ${only//,/ }; do
   case "$step" in
-    read|transform|loader|torch|io|cache|verdict|tokens|tabular|embedding|gpu) ;;
+    read|formats|transform|loader|torch|io|cache|verdict|tokens|tabular|embedding|gpu) ;;
     *) echo "--only: unknown step '$step' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
 # want STEP: the step runs (no --only, or --only names it).
 want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 # The demo and photo image sets: only for the steps that read them.
-needs_images() { want read || want transform || want loader || want torch || want io \
+needs_images() { want read || want formats || want transform || want loader || want torch || want io \
   || want cache || want verdict; }
 
 run_started=$EPOCHREALTIME
@@ -203,6 +206,15 @@ PYEOF
     --loader-bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" --read-bench "$BENCH" \
     --recordio "$DATA/demo-recordio-$images" --tar "$DATA/demo-webdataset-$images" \
     --rounds "$((passes * 3))" --json "$RESULTS/webdataset.json" 2> >(drop_info_logs)
+fi
+
+if want formats; then
+  echo
+  heading "[1/5] MDS and TFRecord copies vs RecordIO shards of the same images (cold)"
+  "$PY" "$ROOT/benchmarks/formats_compare.py" \
+    --loader-bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" --read-bench "$BENCH" \
+    --folder "$FOLDER" --recordio "$DATA/demo-recordio-$images" --out "$DATA" \
+    --rounds "$((passes * 3))" --json "$RESULTS/formats.json" 2> >(drop_info_logs)
 fi
 
 if want transform; then
