@@ -60,8 +60,7 @@ def datasets(args):
     images = len(gpufeed.open_dataset(args.recordio))
     for name in CANDIDATES:
         if name not in gpufeed.FORMATS:
-            skipped[name] = (f'this build of gpufeed has no "{name}" format (gpufeed.FORMATS: '
-                             f'{", ".join(gpufeed.FORMATS)})')
+            skipped[name] = f'this build of gpufeed has no "{name}" format'
             continue
         path = os.path.join(args.out, f"demo-{name}-{images}")
         print(run([sys.executable, writer, name, args.folder, path]).strip(), flush=True)
@@ -83,7 +82,8 @@ def main():
 
     formats, skipped = datasets(args)
     for name, reason in skipped.items():
-        print(f"{name}: skipped: {reason}", flush=True)
+        print(f"{name}: skipped: {reason} (gpufeed.FORMATS: {', '.join(gpufeed.FORMATS)})",
+              flush=True)
     for path in formats.values():
         run([args.read_bench, path, "--threads", "1", "--passes", "1"])
     figures = {}
