@@ -18,6 +18,7 @@ const FormatEntry& LlmcFormat();         // token_format.cc
 const FormatEntry& TokensFormat();       // token_format.cc
 const FormatEntry& RecordsFormat();      // records_format.cc
 const FormatEntry& CriteoTsvFormat();    // criteo_tsv_format.cc
+const FormatEntry& MdsFormat();          // mds_format.cc
 
 const std::vector<const FormatEntry*>& RegisteredFormats() {
   // The order format=auto tries them in: on a directory, RecordIO shards
@@ -28,6 +29,7 @@ const std::vector<const FormatEntry*>& RegisteredFormats() {
   static const std::vector<const FormatEntry*>& formats = *new std::vector<const FormatEntry*>{
       &RecordIOFormat(),    &CaffeLmdbFormat(), &LmdbFormat(), &WebDatasetFormat(),
       &CriteoNpyFormat(),  // .npy triplets: after the shard formats, before ImageFolder
+      &MdsFormat(),        // Streaming's index.json: before ImageFolder
       &ImageFolderFormat(), &MegatronFormat(),  &LlmcFormat(), &TokensFormat(),
       &RecordsFormat(),  // never claims under auto: raw records have no signature
       &CriteoTsvFormat(),  // never claims under auto: text has no signature
