@@ -39,7 +39,8 @@ Status PickColumns(const WebDatasetOptions& options, const std::string& where, M
     return columns.size();
   };
   std::string names;
-  for (const MdsColumn& c : columns) names += (names.empty() ? "" : ", ") + c.name + " (" + c.encoding + ")";
+  for (const MdsColumn& c : columns)
+    names += (names.empty() ? "" : ", ") + c.name + " (" + c.encoding + ")";
   bool default_image = options.image_keys == WebDatasetOptions().image_keys;
   shard->image = columns.size();
   for (const std::string& key : options.image_keys) {
@@ -147,7 +148,8 @@ Status MdsDataset::LocalCopy(const MdsShard& shard, std::string* local) const {
     return Status::OK();
   }
   if (fallback_dir_.empty()) {
-    return Status::NotFound(shard.source + ": no directory to decompress it into (set "
+    return Status::NotFound(shard.source +
+                            ": no directory to decompress it into (set "
                             "index_dir or a cache_dir, or decompress it: zstd -d)");
   }
   *local = IndexPathInDirectory(shard.source, fallback_dir_, ".mds");
@@ -264,14 +266,14 @@ Status OpenMdsDataset(const std::string& directory, const DatasetOptions& option
     shard->info = std::move(infos[i]);
     std::string where = index_path + ": shard " + std::to_string(i);
     const MdsFileInfo& file = shard->info.zipped ? shard->info.zip : shard->info.raw;
-    GPUFEED_RETURN_IF_ERROR(ResolveInsideDirectory(directory, file.basename,
-                                                   options.allow_external_paths, where,
-                                                   &shard->source));
+    GPUFEED_RETURN_IF_ERROR(ResolveInsideDirectory(
+        directory, file.basename, options.allow_external_paths, where, &shard->source));
     GPUFEED_RETURN_IF_ERROR(PickColumns(options.webdataset, where, shard.get()));
     result->AddShard(std::move(shard));
   }
   if (result->size() == 0) {
-    return Status::InvalidArgument(index_path + ": the dataset is empty (no samples in its shards)");
+    return Status::InvalidArgument(index_path +
+                                   ": the dataset is empty (no samples in its shards)");
   }
   *dataset = std::move(result);
   return Status::OK();

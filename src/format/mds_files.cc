@@ -56,7 +56,8 @@ bool IsMdsCheckedHash(const std::string& algorithm) {
 // Python xxhash's hexdigest is the canonical (big-endian) form, as here.
 Status MdsFileHash(const std::string& path, const std::string& algorithm, std::string* hex) {
   if (!IsMdsCheckedHash(algorithm)) {
-    return Status::NotSupported("hash \"" + algorithm + "\" is not checked (libxxhash computes "
+    return Status::NotSupported("hash \"" + algorithm +
+                                "\" is not checked (libxxhash computes "
                                 "xxh32, xxh64, xxh3_64, xxh128)");
   }
   XXH32_state_t* s32 = XXH32_createState();
@@ -81,7 +82,8 @@ Status MdsFileHash(const std::string& path, const std::string& algorithm, std::s
       *hex = Hex(c.digest, sizeof(c.digest));
     } else if (algorithm == "xxh64" || algorithm == "xxh3_64") {
       XXH64_canonical_t c;
-      XXH64_canonicalFromHash(&c, algorithm == "xxh64" ? XXH64_digest(s64) : XXH3_64bits_digest(s3));
+      XXH64_canonicalFromHash(&c,
+                              algorithm == "xxh64" ? XXH64_digest(s64) : XXH3_64bits_digest(s3));
       *hex = Hex(c.digest, sizeof(c.digest));
     } else {
       XXH128_canonical_t c;
@@ -144,7 +146,8 @@ Status DecompressMdsShard(const std::string& zip_path, const std::string& raw_pa
 bool MdsZstdAvailable() { return false; }
 
 Status DecompressMdsShard(const std::string& zip_path, const std::string&, uint64_t) {
-  return Status::NotSupported(zip_path + ": this gpufeed was built without libzstd (install "
+  return Status::NotSupported(zip_path +
+                              ": this gpufeed was built without libzstd (install "
                               "libzstd-dev and rebuild, or decompress the shards: zstd -d)");
 }
 

@@ -73,9 +73,9 @@ void Verify(const VerifyRequest& request, VerifyReport* report) {
   for (size_t i = 0; status.ok() && i < infos.size(); ++i) {
     const MdsFileInfo& file = infos[i].zipped ? infos[i].zip : infos[i].raw;
     std::string path;
-    Status resolved = ResolveInsideDirectory(request.path, file.basename,
-                                             request.options.allow_external_paths,
-                                             index_path + ": shard " + std::to_string(i), &path);
+    Status resolved =
+        ResolveInsideDirectory(request.path, file.basename, request.options.allow_external_paths,
+                               index_path + ": shard " + std::to_string(i), &path);
     if (!resolved.ok()) {
       report->problems.push_back(resolved.ToString());
       continue;

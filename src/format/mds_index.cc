@@ -15,11 +15,11 @@ struct EncodingSize {
   int64_t size;
 };
 constexpr EncodingSize kEncodings[] = {
-    {"bytes", 0},    {"str", 0},       {"int", 8},       {"int8", 1},        {"int16", 2},
-    {"int32", 4},    {"int64", 8},     {"uint8", 1},     {"uint16", 2},      {"uint32", 4},
-    {"uint64", 8},   {"float16", 2},   {"float32", 4},   {"float64", 8},     {"json", 0},
-    {"str_int", 0},  {"str_float", 0}, {"str_decimal", 0}, {"jpeg", 0},      {"png", 0},
-    {"pil", 0},      {"pkl", 0},       {"ndarray", 0},
+    {"bytes", 0},   {"str", 0},       {"int", 8},         {"int8", 1},    {"int16", 2},
+    {"int32", 4},   {"int64", 8},     {"uint8", 1},       {"uint16", 2},  {"uint32", 4},
+    {"uint64", 8},  {"float16", 2},   {"float32", 4},     {"float64", 8}, {"json", 0},
+    {"str_int", 0}, {"str_float", 0}, {"str_decimal", 0}, {"jpeg", 0},    {"png", 0},
+    {"pil", 0},     {"pkl", 0},       {"ndarray", 0},
 };
 
 const EncodingSize* FindEncoding(const std::string& kind) {
@@ -50,8 +50,8 @@ Status NdarraySize(const std::string& encoding, const std::string& where, int64_
   size_t first = encoding.find(':');
   if (first == std::string::npos) return Status::OK();
   size_t second = encoding.find(':', first + 1);
-  std::string dtype = encoding.substr(first + 1, second == std::string::npos
-                                                     ? std::string::npos : second - first - 1);
+  std::string dtype = encoding.substr(
+      first + 1, second == std::string::npos ? std::string::npos : second - first - 1);
   const EncodingSize* e = FindEncoding(dtype);
   if (e == nullptr || e->size == 0 || dtype == "int") {
     return Status::Corruption(where + ": ndarray dtype \"" + dtype + "\" is not one MDS writes");
@@ -62,7 +62,8 @@ Status NdarraySize(const std::string& encoding, const std::string& where, int64_
   size_t pos = 0;
   while (pos <= dims.size()) {
     size_t comma = dims.find(',', pos);
-    std::string dim = dims.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string dim =
+        dims.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     if (dim.empty() || dim.size() > 9 || dim.find_first_not_of("0123456789") != std::string::npos ||
         std::stoll(dim) < 1 || count > (int64_t{1} << 40) / std::stoll(dim)) {
       return Status::Corruption(where + ": bad ndarray shape \"" + dims + "\"");
@@ -82,7 +83,8 @@ Status ParseColumns(const nlohmann::json& shard, const std::string& where,
   const auto& sizes = Field(shard, "column_sizes");
   if (!names.is_array() || !encodings.is_array() || !sizes.is_array() ||
       names.size() != encodings.size() || names.size() != sizes.size() || names.empty()) {
-    return Status::Corruption(where + ": column_names, column_encodings and column_sizes must "
+    return Status::Corruption(where +
+                              ": column_names, column_encodings and column_sizes must "
                               "be lists of one length");
   }
   for (size_t i = 0; i < names.size(); ++i) {
@@ -100,7 +102,8 @@ Status ParseColumns(const nlohmann::json& shard, const std::string& where,
                                   "\", which is not one Streaming's MDS writer writes");
     }
     int64_t fixed = e->size;
-    if (column.kind == "ndarray") GPUFEED_RETURN_IF_ERROR(NdarraySize(column.encoding, what, &fixed));
+    if (column.kind == "ndarray")
+      GPUFEED_RETURN_IF_ERROR(NdarraySize(column.encoding, what, &fixed));
     if (sizes[i].is_number_unsigned()) {
       column.size = static_cast<int64_t>(std::min<uint64_t>(sizes[i].get<uint64_t>(), 1ull << 40));
       if (fixed != 0 && column.size != fixed) {
@@ -116,7 +119,8 @@ Status ParseColumns(const nlohmann::json& shard, const std::string& where,
 }
 
 Status ParseFileInfo(const nlohmann::json& data, const std::string& where, MdsFileInfo* info) {
-  if (!data.is_object() || !Field(data, "basename").is_string() || !Field(data, "bytes").is_number_unsigned()) {
+  if (!data.is_object() || !Field(data, "basename").is_string() ||
+      !Field(data, "bytes").is_number_unsigned()) {
     return Status::Corruption(where + " needs a basename and bytes");
   }
   info->basename = Field(data, "basename").get<std::string>();
@@ -137,18 +141,23 @@ Status ParseFileInfo(const nlohmann::json& data, const std::string& where, MdsFi
 Status ParseShard(const nlohmann::json& shard, const std::string& where, MdsShardInfo* info) {
   if (!shard.is_object()) return Status::Corruption(where + " is not an object");
   if (!Field(shard, "format").is_string() || Field(shard, "format").get<std::string>() != "mds") {
-    return Status::NotSupported(where + " is not of format \"mds\" (Streaming's xsv/json shards "
+    return Status::NotSupported(where +
+                                " is not of format \"mds\" (Streaming's xsv/json shards "
                                 "are not read; write the dataset with MDSWriter)");
   }
-  if (!Field(shard, "samples").is_number_unsigned() || Field(shard, "samples").get<uint64_t>() > (1u << 30)) {
+  if (!Field(shard, "samples").is_number_unsigned() ||
+      Field(shard, "samples").get<uint64_t>() > (1u << 30)) {
     return Status::Corruption(where + ": samples is not a count");
   }
   info->samples = Field(shard, "samples").get<uint64_t>();
   GPUFEED_RETURN_IF_ERROR(ParseColumns(shard, where, &info->columns));
-  GPUFEED_RETURN_IF_ERROR(ParseFileInfo(Field(shard, "raw_data"), where + ": raw_data", &info->raw));
-  if (Field(shard, "compression").is_string()) info->compression = Field(shard, "compression").get<std::string>();
+  GPUFEED_RETURN_IF_ERROR(
+      ParseFileInfo(Field(shard, "raw_data"), where + ": raw_data", &info->raw));
+  if (Field(shard, "compression").is_string())
+    info->compression = Field(shard, "compression").get<std::string>();
   if (!Field(shard, "zip_data").is_null()) {
-    GPUFEED_RETURN_IF_ERROR(ParseFileInfo(Field(shard, "zip_data"), where + ": zip_data", &info->zip));
+    GPUFEED_RETURN_IF_ERROR(
+        ParseFileInfo(Field(shard, "zip_data"), where + ": zip_data", &info->zip));
     info->zipped = true;
     if (info->compression.rfind("zstd", 0) != 0) {
       return Status::NotSupported(where + " is compressed with \"" + info->compression +
@@ -259,8 +268,8 @@ Status SplitMdsSample(std::string_view sample, const std::vector<MdsColumn>& col
 Status MdsIntegerLabel(const MdsColumn& column, std::string_view value, const std::string& where,
                        float* label) {
   auto bad = [&](const std::string& what) {
-    return Status::Corruption(where + ": label column \"" + column.name + "\" (" +
-                              column.encoding + "): " + what);
+    return Status::Corruption(where + ": label column \"" + column.name + "\" (" + column.encoding +
+                              "): " + what);
   };
   long double number = 0;
   if (column.kind == "str_int") {

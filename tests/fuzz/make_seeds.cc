@@ -207,6 +207,26 @@ int main(int argc, char** argv) {
     Write("criteo_line", "99999999999999999999" + std::string(39, '\t'));
   }
 
+  // MDS: a shard of the fuzzer's schema (jpeg, int, str_int, pil, uint8,
+  // int16) and an index.json.
+  {
+    auto u32 = [](uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); };
+    std::string pil = u32(1) + u32(1) + u32(3) + "RGB" + "\x01\x02\x03";
+    std::string sample = u32(4) + u32(2) + u32(static_cast<uint32_t>(pil.size())) + "\xff\xd8xy" +
+                         std::string("\x05\0\0\0\0\0\0\0", 8) + "42" + pil + "\x07" +
+                         std::string("\xfe\xff", 2);
+    uint32_t first = 4 + 4 * 3;
+    std::string shard = u32(2) + u32(first) + u32(first + static_cast<uint32_t>(sample.size())) +
+                        u32(first + 2 * static_cast<uint32_t>(sample.size())) + sample + sample;
+    Write("mds", shard);
+    Write("mds", shard.substr(0, shard.size() - 3));  // truncated
+    Write("mds", R"({"version": 2, "shards": [{"column_encodings": ["jpeg:90", "int", "ndarray:uint8:2,3"],
+      "column_names": ["image", "cls", "nd"], "column_sizes": [null, 8, 6], "compression": "zstd:3",
+      "format": "mds", "hashes": ["xxh64"], "raw_data": {"basename": "shard.00000.mds", "bytes": 99,
+      "hashes": {"xxh64": "0123456789abcdef"}}, "samples": 2, "size_limit": 67108864,
+      "version": 2, "zip_data": {"basename": "shard.00000.mds.zstd", "bytes": 50, "hashes": {}}}]})");
+  }
+
   // Manifests.
   Manifest manifest;
   manifest.records = 3;
