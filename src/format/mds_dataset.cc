@@ -43,8 +43,10 @@ Status PickColumns(const WebDatasetOptions& options, const std::string& where, M
     names += (names.empty() ? "" : ", ") + c.name + " (" + c.encoding + ")";
   bool default_image = options.image_keys == WebDatasetOptions().image_keys;
   shard->image = columns.size();
-  for (const std::string& key : options.image_keys) {
-    if ((shard->image = find(key)) < columns.size()) break;
+  // WebDataset's default extensions name no MDS column: the default is
+  // the first column holding an image.
+  for (size_t k = 0; !default_image && k < options.image_keys.size(); ++k) {
+    if ((shard->image = find(options.image_keys[k])) < columns.size()) break;
   }
   for (size_t i = 0; default_image && shard->image == columns.size() && i < columns.size(); ++i) {
     if (IsMdsImageEncoding(columns[i].kind)) shard->image = i;
