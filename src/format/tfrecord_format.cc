@@ -108,8 +108,14 @@ bool AllTfRecordNames(const std::vector<std::string>& files) {
 
 // A list of files or a glob is no path to stat: taken when tfrecord is
 // asked for, or under auto when every name (or the pattern) is a TFRecord's.
+// A TFRecord file is taken here too: its DALI index `<file>.idx` would
+// otherwise pass for a Megatron prefix's under auto.
 Status OpenBeforeStat(const OpenRequest& request, std::unique_ptr<Dataset>* dataset) {
   bool asked = request.options.format == kTfRecordFormat;
+  if (request.options.webdataset.tars.empty() && IsTfRecordFileName(request.path) &&
+      IsRegularFile(request.path)) {
+    return OpenFiles(request, dataset);
+  }
   const std::vector<std::string>& listed = request.options.webdataset.tars;
   if (!listed.empty() && (asked || AllTfRecordNames(listed))) return OpenFiles(request, dataset);
   if (listed.empty() && IsGlobPattern(request.path) && !PathExists(request.path) &&
