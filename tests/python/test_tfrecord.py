@@ -209,3 +209,14 @@ def test_inspect_lists_feature_keys(data):
     assert "format:   tfrecord" in out
     assert "image/encoded: bytes_list" in out
     assert "image/class/label: int64_list" in out
+
+
+def test_node_cache_rank_split_and_verify(data, tmp_path):
+    root, packed, _, _ = data
+    expected_x, _ = epoch(packed)
+    x, _ = epoch(root / "records", cache_dir=tmp_path / "cache", cache_capacity="1GiB")
+    assert torch.equal(x, expected_x)
+    halves = [epoch(root / "records", rank=r, world_size=2, shuffle=True, seed=1)[1].tolist()
+              for r in range(2)]
+    assert len(halves[0]) == len(halves[1]) == COUNT // 2
+    assert "OK" in run_cli("verify", root / "records").stdout
