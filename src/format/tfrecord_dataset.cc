@@ -106,10 +106,13 @@ class TfRecordDataset final : public DatasetBase {
   // The labels' dtype follows the first record's label list.
   Status SetLabelKind() {
     if (total_ == 0) return Status::OK();
+    const TfShard& shard = *files_[0];
+    std::string bytes(shard.entries[0].size, '\0');
+    size_t done = 0;
+    GPUFEED_RETURN_IF_ERROR(shard.file->ReadAt(shard.entries[0].offset, bytes.size(), &bytes[0],
+                                               &done));
     Record record;
-    GPUFEED_RETURN_IF_ERROR(Read(0, &record));
-    integer_labels_ = first_integer_;
-    return Status::OK();
+    return Build(0, bytes.data(), done, &record, &integer_labels_);
   }
 
   uint64_t size() const override { return total_; }
@@ -125,8 +128,10 @@ class TfRecordDataset final : public DatasetBase {
   }
 
  private:
-  // Checks the framing of the record's bytes and builds the sample.
-  Status Build(uint64_t index, const char* bytes, size_t size, Record* record) const;
+  // Checks the framing of the record's bytes and builds the sample;
+  // *integer_label (when given): whether its label list is an int64_list.
+  Status Build(uint64_t index, const char* bytes, size_t size, Record* record,
+               bool* integer_label = nullptr) const;
   Status Fields(std::string_view example, ExampleFields* fields) const;
 
   std::vector<std::string> image_keys_;
@@ -134,7 +139,6 @@ class TfRecordDataset final : public DatasetBase {
   std::vector<std::unique_ptr<TfShard>> files_;
   std::vector<uint64_t> first_records_;
   uint64_t total_ = 0;
-  mutable bool first_integer_ = true;  // set by the Read of SetLabelKind, before sharing
 };
 
 Status TfRecordDataset::Fields(std::string_view example, ExampleFields* fields) const {
@@ -175,8 +179,8 @@ Status TfRecordDataset::Fields(std::string_view example, ExampleFields* fields) 
   });
 }
 
-Status TfRecordDataset::Build(uint64_t index, const char* bytes, size_t size,
-                              Record* record) const {
+Status TfRecordDataset::Build(uint64_t index, const char* bytes, size_t size, Record* record,
+                              bool* integer_label) const {
   size_t file_index = ShardContaining(first_records_, index);
   const TfShard& shard = *files_[file_index];
   const TfRecordEntry& entry = shard.entries[index - first_records_[file_index]];
@@ -197,7 +201,7 @@ Status TfRecordDataset::Build(uint64_t index, const char* bytes, size_t size,
                                                   : "image feature (a bytes_list " + keys + ")") +
                               " (set image_key / label_key)");
   }
-  first_integer_ = fields.integer_label;
+  if (integer_label != nullptr) *integer_label = fields.integer_label;
   record->data.assign(fields.image.data(), fields.image.size());
   record->labels = std::move(fields.labels);
   record->key = Basename(shard.path) + "#" + std::to_string(index - first_records_[file_index]);
