@@ -61,6 +61,9 @@ def _cmd_inspect(args) -> int:
     if tabular is not None:
         info["tabular"] = {key: str(value) if key in ("label", "dense", "sparse") else value
                            for key, value in tabular.items()}
+    if dataset.format == "tfrecord" and shards:
+        from ._tfrecord import first_record_features
+        info["features"] = dict(first_record_features(shards[0]["path"]))
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -86,6 +89,8 @@ def _cmd_inspect(args) -> int:
         print(f"classes:  {len(classes)} ({shown})")
     else:
         print("classes:  none recorded")
+    for key, kind in info.get("features", {}).items():
+        print(f"feature:  {key}: {kind}")
     if len(dataset) > 0:
         first = dataset[0]
         print(f"first:    {first!r}")

@@ -17,6 +17,7 @@
 #include "format/manifest.h"
 #include "format/npy.h"
 #include "format/recordio.h"
+#include "format/tfrecord.h"
 #include "format/irheader.h"
 #include "format/tar_index.h"
 #include "format/token_corpus.h"
@@ -286,6 +287,26 @@ int main(int argc, char** argv) {
   std::string encoded;
   EncodeTarIndex(tar_index, &encoded);
   Write("tar_index", encoded);
+
+  // TFRecord files of tf.train.Example records (packed and unpacked lists),
+  // a cut one, and a tfrecord2idx index.
+  auto entry = [&](const std::string& key, int kind, const std::string& list) {
+    std::string feature = field(kind, 2) + Varint(list.size()) + list;
+    std::string body = field(1, 2) + Varint(key.size()) + key + field(2, 2) +
+                       Varint(feature.size()) + feature;
+    return field(1, 2) + Varint(body.size()) + body;
+  };
+  std::string image = field(1, 2) + Varint(4) + "\xFF\xD8\xFF\xE0";
+  std::string packed = field(1, 2) + Varint(2) + Varint(7) + Varint(300 & 0x7f);
+  std::string unpacked_floats = field(1, 5) + std::string("\0\0\x80\x3f", 4);
+  std::string features = entry("image/encoded", 1, image) + entry("image/class/label", 3, packed) +
+                         entry("score", 2, unpacked_floats);
+  std::string example = field(1, 2) + Varint(features.size()) + features;
+  std::string tfrecords = EncodeTfRecord(example) + EncodeTfRecord("") + EncodeTfRecord(example);
+  Write("tfrecord", tfrecords);
+  Write("tfrecord", tfrecords.substr(0, tfrecords.size() - 7));
+  Write("tfrecord", example);
+  Write("tfrecord", "0 40\n40 16\n56 40\n");
 
   // Images: the last byte of each seed is the fuzzer's control byte.
   std::vector<std::string> images = {
