@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import List, Optional
 
@@ -54,10 +55,15 @@ def _cmd_inspect(args) -> int:
         "classes": dataset.classes,
         "shard_list": shards,
     }
+    if dataset.format == "mds":
+        info["columns"] = _mds_columns(dataset.path)
     tabular = dataset.tabular
     if tabular is not None:
         info["tabular"] = {key: str(value) if key in ("label", "dense", "sparse") else value
                            for key, value in tabular.items()}
+    if dataset.format == "tfrecord" and shards:
+        from ._tfrecord import first_record_features
+        info["features"] = dict(first_record_features(shards[0]["path"]))
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -69,6 +75,9 @@ def _cmd_inspect(args) -> int:
         sizes = sorted(shard["bytes"] for shard in shards)
         print(f"          shard size min/median/max: {_human_bytes(sizes[0])} / "
               f"{_human_bytes(sizes[len(sizes) // 2])} / {_human_bytes(sizes[-1])}")
+    if "columns" in info:
+        print("columns:  " + ", ".join(f"{name} ({encoding})"
+                                       for name, encoding in info["columns"]))
     if tabular is not None:
         parsed = " (parsed from text)" if tabular["text"] else ""
         print(f"rows:     label {tabular['label']}, {tabular['dense_count']} x "
@@ -80,10 +89,20 @@ def _cmd_inspect(args) -> int:
         print(f"classes:  {len(classes)} ({shown})")
     else:
         print("classes:  none recorded")
+    for key, kind in info.get("features", {}).items():
+        print(f"feature:  {key}: {kind}")
     if len(dataset) > 0:
         first = dataset[0]
         print(f"first:    {first!r}")
     return 0
+
+
+def _mds_columns(path):
+    """An MDS dataset's columns and encodings, as its index.json's first
+    shard gives them (gpufeed read the same file to open it)."""
+    with open(os.path.join(path, "index.json"), encoding="utf-8") as f:
+        shard = json.load(f)["shards"][0]
+    return list(zip(shard["column_names"], shard["column_encodings"]))
 
 
 def _inspect_tokens(dataset, args) -> int:

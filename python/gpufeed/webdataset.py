@@ -36,11 +36,14 @@ class WebDatasetOptions:
     ``label_key``: ``"cls"`` (None's meaning: an integer as text) or
     ``"json"``, whose ``label_field`` (None: ``"label"``) is the label.
     ``index_dir``: where a tar's member index is kept when the tar's
-    directory is read-only. A field left None keeps the native default (or,
+    directory is read-only. For ``format="tfrecord"``, ``image_key`` names the
+    bytes_list feature(s) of the image (None: ``"image/encoded"``) and
+    ``label_key`` the int64_list or float_list feature of the label(s)
+    (None: ``"image/class/label"``). A field left None keeps the native default (or,
     for a DataLoader made from a gpufeed Dataset, that Dataset's choice)."""
 
     #: The formats these options are for.
-    formats: ClassVar[Tuple[str, ...]] = ("webdataset",)
+    formats: ClassVar[Tuple[str, ...]] = ("webdataset", "tfrecord")
 
     image_key: Union[str, Sequence[str], None] = None
     label_key: Optional[str] = None

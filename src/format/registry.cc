@@ -18,6 +18,8 @@ const FormatEntry& LlmcFormat();         // token_format.cc
 const FormatEntry& TokensFormat();       // token_format.cc
 const FormatEntry& RecordsFormat();      // records_format.cc
 const FormatEntry& CriteoTsvFormat();    // criteo_tsv_format.cc
+const FormatEntry& MdsFormat();          // mds_format.cc
+const FormatEntry& TfRecordFormat();     // tfrecord_format.cc
 
 const std::vector<const FormatEntry*>& RegisteredFormats() {
   // The order format=auto tries them in: on a directory, RecordIO shards
@@ -26,8 +28,11 @@ const std::vector<const FormatEntry*>& RegisteredFormats() {
   // path is stat'ed, a list or pattern of tars before the token corpora.
   // Never destroyed: a thread still opening a dataset at exit reads it.
   static const std::vector<const FormatEntry*>& formats = *new std::vector<const FormatEntry*>{
-      &RecordIOFormat(),    &CaffeLmdbFormat(), &LmdbFormat(), &WebDatasetFormat(),
+      &RecordIOFormat(),    &CaffeLmdbFormat(), &LmdbFormat(),
+      &TfRecordFormat(),  // before tars: a list or glob of .tfrecord files is its own
+      &WebDatasetFormat(),
       &CriteoNpyFormat(),  // .npy triplets: after the shard formats, before ImageFolder
+      &MdsFormat(),        // Streaming's index.json: before ImageFolder
       &ImageFolderFormat(), &MegatronFormat(),  &LlmcFormat(), &TokensFormat(),
       &RecordsFormat(),  // never claims under auto: raw records have no signature
       &CriteoTsvFormat(),  // never claims under auto: text has no signature

@@ -17,6 +17,7 @@
 #include "format/manifest.h"
 #include "format/npy.h"
 #include "format/recordio.h"
+#include "format/tfrecord.h"
 #include "format/irheader.h"
 #include "format/tar_index.h"
 #include "format/token_corpus.h"
@@ -207,6 +208,26 @@ int main(int argc, char** argv) {
     Write("criteo_line", "99999999999999999999" + std::string(39, '\t'));
   }
 
+  // MDS: a shard of the fuzzer's schema (jpeg, int, str_int, pil, uint8,
+  // int16) and an index.json.
+  {
+    auto u32 = [](uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); };
+    std::string pil = u32(1) + u32(1) + u32(3) + "RGB" + "\x01\x02\x03";
+    std::string sample = u32(4) + u32(2) + u32(static_cast<uint32_t>(pil.size())) + "\xff\xd8xy" +
+                         std::string("\x05\0\0\0\0\0\0\0", 8) + "42" + pil + "\x07" +
+                         std::string("\xfe\xff", 2);
+    uint32_t first = 4 + 4 * 3;
+    std::string shard = u32(2) + u32(first) + u32(first + static_cast<uint32_t>(sample.size())) +
+                        u32(first + 2 * static_cast<uint32_t>(sample.size())) + sample + sample;
+    Write("mds", shard);
+    Write("mds", shard.substr(0, shard.size() - 3));  // truncated
+    Write("mds", R"({"version": 2, "shards": [{"column_encodings": ["jpeg:90", "int", "ndarray:uint8:2,3"],
+      "column_names": ["image", "cls", "nd"], "column_sizes": [null, 8, 6], "compression": "zstd:3",
+      "format": "mds", "hashes": ["xxh64"], "raw_data": {"basename": "shard.00000.mds", "bytes": 99,
+      "hashes": {"xxh64": "0123456789abcdef"}}, "samples": 2, "size_limit": 67108864,
+      "version": 2, "zip_data": {"basename": "shard.00000.mds.zstd", "bytes": 50, "hashes": {}}}]})");
+  }
+
   // Manifests.
   Manifest manifest;
   manifest.records = 3;
@@ -266,6 +287,26 @@ int main(int argc, char** argv) {
   std::string encoded;
   EncodeTarIndex(tar_index, &encoded);
   Write("tar_index", encoded);
+
+  // TFRecord files of tf.train.Example records (packed and unpacked lists),
+  // a cut one, and a tfrecord2idx index.
+  auto entry = [&](const std::string& key, int kind, const std::string& list) {
+    std::string feature = field(kind, 2) + Varint(list.size()) + list;
+    std::string body = field(1, 2) + Varint(key.size()) + key + field(2, 2) +
+                       Varint(feature.size()) + feature;
+    return field(1, 2) + Varint(body.size()) + body;
+  };
+  std::string image = field(1, 2) + Varint(4) + "\xFF\xD8\xFF\xE0";
+  std::string packed = field(1, 2) + Varint(2) + Varint(7) + Varint(300 & 0x7f);
+  std::string unpacked_floats = field(1, 5) + std::string("\0\0\x80\x3f", 4);
+  std::string features = entry("image/encoded", 1, image) + entry("image/class/label", 3, packed) +
+                         entry("score", 2, unpacked_floats);
+  std::string example = field(1, 2) + Varint(features.size()) + features;
+  std::string tfrecords = EncodeTfRecord(example) + EncodeTfRecord("") + EncodeTfRecord(example);
+  Write("tfrecord", tfrecords);
+  Write("tfrecord", tfrecords.substr(0, tfrecords.size() - 7));
+  Write("tfrecord", example);
+  Write("tfrecord", "0 40\n40 16\n56 40\n");
 
   // Images: the last byte of each seed is the fuzzer's control byte.
   std::vector<std::string> images = {

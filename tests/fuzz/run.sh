@@ -20,7 +20,9 @@ shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
   TARGETS=(recordio_fuzzer idx_fuzzer manifest_fuzzer caffe_datum_fuzzer image_fuzzer
-           token_header_fuzzer tar_index_fuzzer npy_header_fuzzer criteo_line_fuzzer)
+           token_header_fuzzer tar_index_fuzzer npy_header_fuzzer criteo_line_fuzzer
+           mds_fuzzer
+           tfrecord_fuzzer)
 fi
 
 # shellcheck source=tests/deps.sh

@@ -86,7 +86,7 @@ def test_format_override_and_unknown_format(image_folder, image_folder_packs):
     ds = gpufeed.open_dataset(image_folder, format="imagefolder")
     assert ds.format == "imagefolder"
     with pytest.raises(ValueError):
-        gpufeed.open_dataset(image_folder, format="tfrecord")
+        gpufeed.open_dataset(image_folder, format="no-such-format")
     out = image_folder_packs["recordio"]
     with pytest.raises(ValueError, match="describes a recordio dataset"):
         gpufeed.open_dataset(out, format="lmdb")
@@ -180,4 +180,4 @@ def test_the_format_names_are_the_registry_s(tmp_path):
     assert len(set(gpufeed.FORMATS)) == len(gpufeed.FORMATS)
     assert gpufeed.FORMATS.index("recordio") < gpufeed.FORMATS.index("imagefolder")
     with pytest.raises(ValueError, match="format must be one of auto, recordio"):
-        gpufeed.open_dataset(tmp_path, format="tfrecord")
+        gpufeed.open_dataset(tmp_path, format="no-such-format")
