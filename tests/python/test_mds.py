@@ -170,3 +170,36 @@ def test_index_json_errors(tmp_path, mds_dir):
 def test_cli_inspect_shows_columns(mds_dir):
     out = run_cli("inspect", str(mds_dir)).stdout
     assert "mds" in out and "image (jpeg:90)" in out and "nd_fixed (ndarray:uint8:2,3)" in out
+
+
+def test_resume_node_cache_and_node_shuffle(mds_dir, tmp_path):
+    """What the framework gives every format, on MDS: a resumed loader goes
+    on with the same batches, a node cache serves the same images, and a
+    node-partitioned shuffle over 2 nodes gives every sample once."""
+    def loader(**extra):
+        options = dict(batch_size=2, seed=9, transform=gpufeed.ImageTransform(16, train=False))
+        options.update(extra)
+        return gpufeed.DataLoader(str(mds_dir), **options)
+
+    expected = [(x.clone(), y.clone()) for x, y in loader()]
+    first = loader()
+    got = []
+    for n, (x, y) in enumerate(first):
+        got.append((x.clone(), y.clone()))
+        if n == 1:
+            break
+    resumed = loader()
+    resumed.load_state_dict(first.state_dict())
+    got.extend((x.clone(), y.clone()) for x, y in resumed)
+    assert len(got) == len(expected)
+    assert all(torch.equal(a, c) and torch.equal(b, d) for (a, b), (c, d) in zip(got, expected))
+    for _ in range(2):  # filling the copies, then reading them
+        cached = [(x.clone(), y.clone()) for x, y in loader(cache_dir=str(tmp_path / "cache"),
+                                                            cache_capacity="1GiB")]
+        assert all(torch.equal(a, c) and torch.equal(b, d)
+                   for (a, b), (c, d) in zip(cached, expected))
+    labels = []
+    for rank in range(2):
+        labels += [int(v) for _, y in loader(shuffle="node", num_nodes=2, node_rank=rank,
+                                             rank=rank, world_size=2) for v in y]
+    assert sorted(labels) == sorted(s["cls"] for s in _samples())
