@@ -31,6 +31,9 @@ constexpr uint64_t kTfRecordMaxLength = uint64_t{1} << 31;
 
 // CRC32C (Castagnoli), continuing from `crc` (0 for a fresh one).
 uint32_t Crc32c(const void* data, size_t size, uint32_t crc = 0);
+// The same by slicing-by-8 tables: what Crc32c uses on CPUs without SSE4.2
+// (tests compare the two).
+uint32_t Crc32cPortable(const void* data, size_t size, uint32_t crc = 0);
 // TensorFlow's masked CRC: ((crc >> 15) | (crc << 17)) + 0xa282ead8.
 inline uint32_t MaskCrc32c(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
 

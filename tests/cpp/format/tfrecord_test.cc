@@ -98,8 +98,18 @@ TEST(TfRecordCrcTest, MatchesCastagnoliAndBitwise) {
   EXPECT_EQ(Crc32c("123456789", 9), 0xe3069283u);
   std::string data(1000, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + 3);
+  EXPECT_EQ(Crc32cPortable("123456789", 9), 0xe3069283u);
   for (size_t n : {0, 1, 7, 8, 9, 15, 16, 999}) {
     EXPECT_EQ(Crc32c(data.data(), n), BitwiseCrc32c(data.substr(0, n))) << n;
+    // Both paths (the hardware one where the CPU has it), at every alignment
+    // and continued from a previous CRC.
+    for (size_t start : {size_t{0}, size_t{1}, size_t{3}}) {
+      if (start > n) continue;
+      const uint32_t head = Crc32cPortable(data.data(), start);
+      EXPECT_EQ(Crc32c(data.data() + start, n - start, head),
+                Crc32cPortable(data.data() + start, n - start, head))
+          << n << " from " << start;
+    }
   }
   EXPECT_EQ(EncodeTfRecord("abc"), Frame("abc"));
 }
