@@ -117,31 +117,15 @@ Status RowReader::Read(const int64_t* rows, size_t count, char* out, RowReadFigu
     requests[r].length = ranges[r].length;
     requests[r].tag = r;
   }
-  CompletionQueue queue;
-  GPUFEED_RETURN_IF_ERROR(engine_->Submit(std::move(requests), &queue));
-  // Every completion is taken (the engine's buffers come back) even after
-  // a failure; the first failure is returned.
-  Status failed;
-  std::vector<ReadCompletion> done;
-  for (size_t received = 0; received < ranges.size();) {
-    done.clear();
-    queue.Wait(1, &done);
-    received += done.size();
-    for (ReadCompletion& read : done) {
-      const Range& range = ranges[read.tag];
-      if (!read.status.ok() || read.buffer.size() != range.length) {
-        if (failed.ok()) failed = Fail(range, read);
-        continue;
-      }
-      for (size_t k = 0; k < range.count; ++k) {
-        const size_t j = range.first + k;
-        const uint64_t at = layout_.data_offset + static_cast<uint64_t>(rows[j]) * row_bytes;
-        std::memcpy(out + j * row_bytes, read.buffer.data() + (at - range.offset), row_bytes);
-      }
-      Note(range, figures);
-    }
-  }
-  return failed;
+  return SubmitAndTake(std::move(requests), ranges, figures,
+                       [&](const Range& range, const char* bytes) {
+                         for (size_t k = 0; k < range.count; ++k) {
+                           const size_t j = range.first + k;
+                           const uint64_t at =
+                               layout_.data_offset + static_cast<uint64_t>(rows[j]) * row_bytes;
+                           std::memcpy(out + j * row_bytes, bytes + (at - range.offset), row_bytes);
+                         }
+                       });
 }
 
 Status RowReader::Scan(const std::function<void(uint64_t, uint64_t, const char*)>& consume,
@@ -165,6 +149,18 @@ Status RowReader::Scan(const std::function<void(uint64_t, uint64_t, const char*)
     ranges.push_back(range);
     requests.push_back(request);
   }
+  return SubmitAndTake(std::move(requests), ranges, figures,
+                       [&](const Range& range, const char* bytes) {
+                         consume(range.first, range.count, bytes);
+                       });
+}
+
+// Every completion is taken (the engine's buffers come back) even after a
+// failure; `use` sees each range read whole until the first failure, which
+// is returned.
+Status RowReader::SubmitAndTake(std::vector<ReadRequest> requests,
+                                const std::vector<Range>& ranges, RowReadFigures* figures,
+                                const std::function<void(const Range&, const char*)>& use) {
   CompletionQueue queue;
   GPUFEED_RETURN_IF_ERROR(engine_->Submit(std::move(requests), &queue));
   Status failed;
@@ -179,7 +175,7 @@ Status RowReader::Scan(const std::function<void(uint64_t, uint64_t, const char*)
         if (failed.ok()) failed = Fail(range, read);
         continue;
       }
-      if (failed.ok()) consume(range.first, range.count, read.buffer.data());
+      if (failed.ok()) use(range, read.buffer.data());
       Note(range, figures);
     }
   }

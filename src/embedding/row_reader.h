@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "embedding/table_layout.h"
 #include "gpufeed/embedding.h"
@@ -64,6 +65,11 @@ class RowReader {
   // gives, `bytes` of reads through it counted.
   Status EngineFile(uint64_t offset, uint64_t length, uint64_t bytes, FileId* id, bool* local);
   Status Fail(const Range& range, const ReadCompletion& read) const;
+  // Submits `requests` (tag r reads ranges[r]) and hands each range's bytes
+  // to `use` as they arrive.
+  Status SubmitAndTake(std::vector<ReadRequest> requests, const std::vector<Range>& ranges,
+                       RowReadFigures* figures,
+                       const std::function<void(const Range&, const char*)>& use);
   static void Note(const Range& range, RowReadFigures* figures);
 
   std::shared_ptr<Store> store_;
