@@ -95,13 +95,7 @@ void Verify(const VerifyRequest& request, VerifyReport* report) {
     report->problems.push_back(status.ToString());
     return;
   }
-  Record record;
-  uint64_t reported = 0;
-  for (uint64_t i = 0; i < opened->size(); ++i) {
-    Status read = opened->Read(i, &record);
-    if (!read.ok() && reported++ < 100) report->problems.push_back(read.ToString());
-    report->records_checked += 1;
-  }
+  ReadEveryRecord(*opened, report);
 }
 
 }  // namespace

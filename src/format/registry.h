@@ -52,6 +52,16 @@ struct VerifyRequest {
   const Dataset* dataset = nullptr;  // when there is no manifest
 };
 
+// What the verify hooks of formats read record by record share: the
+// dataset the request names, else `path` opened as `format` (a failure to
+// open becomes the report's problem and the result is null; *opened owns
+// what was opened).
+const Dataset* DatasetToVerify(const VerifyRequest& request, DatasetFormat format,
+                               std::unique_ptr<Dataset>* opened, VerifyReport* report);
+// Reads every record of `dataset`, counting them; the first 100 failures
+// become the report's problems.
+void ReadEveryRecord(const Dataset& dataset, VerifyReport* report);
+
 // How Pack writes a format (FormatEntry::writer); `open` nullptr: the
 // format is read only.
 struct WriterEntry {

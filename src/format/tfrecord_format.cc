@@ -137,24 +137,9 @@ Status ClaimsDirectory(const DirectoryListing& listing, const OpenRequest&, bool
 // read: both CRCs, the Example's wire bytes, its image and label features.
 void Verify(const VerifyRequest& request, VerifyReport* report) {
   std::unique_ptr<Dataset> opened;
-  const Dataset* dataset = request.dataset;
-  if (dataset == nullptr) {
-    DatasetOptions options = request.options;
-    options.format = kTfRecordFormat;
-    Status status = Dataset::Open(request.path, options, &opened);
-    if (!status.ok()) {
-      report->problems.push_back(status.ToString());
-      return;
-    }
-    dataset = opened.get();
-  }
-  Record record;
-  uint64_t reported = 0;
-  for (uint64_t i = 0; i < dataset->size(); ++i) {
-    Status read = dataset->Read(i, &record);
-    if (!read.ok() && reported++ < 100) report->problems.push_back(read.ToString());
-    report->records_checked += 1;
-  }
+  const Dataset* dataset = DatasetToVerify(request, kTfRecordFormat, &opened, report);
+  if (dataset == nullptr) return;
+  ReadEveryRecord(*dataset, report);
   report->shards_checked += dataset->shards().size();
 }
 

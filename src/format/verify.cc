@@ -12,6 +12,29 @@
 
 namespace gpufeed {
 
+const Dataset* DatasetToVerify(const VerifyRequest& request, DatasetFormat format,
+                               std::unique_ptr<Dataset>* opened, VerifyReport* report) {
+  if (request.dataset != nullptr) return request.dataset;
+  DatasetOptions options = request.options;
+  options.format = format;
+  Status status = Dataset::Open(request.path, options, opened);
+  if (!status.ok()) {
+    report->problems.push_back(status.ToString());
+    return nullptr;
+  }
+  return opened->get();
+}
+
+void ReadEveryRecord(const Dataset& dataset, VerifyReport* report) {
+  Record record;
+  uint64_t reported = 0;
+  for (uint64_t i = 0; i < dataset.size(); ++i) {
+    Status read = dataset.Read(i, &record);
+    if (!read.ok() && reported++ < 100) report->problems.push_back(read.ToString());
+    report->records_checked += 1;
+  }
+}
+
 void CheckChecksum(const std::string& file, const std::string& expected, VerifyReport* report) {
   if (expected.empty()) return;
   uint64_t digest = 0;

@@ -45,24 +45,9 @@ Status OpenManifest(const std::string& manifest_path, const Manifest& manifest,
 // the label parsed); with a manifest each tar's xxh64 too.
 void Verify(const VerifyRequest& request, VerifyReport* report) {
   std::unique_ptr<Dataset> opened;
-  const Dataset* dataset = request.dataset;
-  if (dataset == nullptr) {
-    DatasetOptions options = request.options;
-    options.format = DatasetFormat::kWebDataset;
-    Status status = Dataset::Open(request.path, options, &opened);
-    if (!status.ok()) {
-      report->problems.push_back(status.ToString());
-      return;
-    }
-    dataset = opened.get();
-  }
-  Record record;
-  uint64_t reported = 0;
-  for (uint64_t i = 0; i < dataset->size(); ++i) {
-    Status read = dataset->Read(i, &record);
-    if (!read.ok() && reported++ < 100) report->problems.push_back(read.ToString());
-    report->records_checked += 1;
-  }
+  const Dataset* dataset = DatasetToVerify(request, DatasetFormat::kWebDataset, &opened, report);
+  if (dataset == nullptr) return;
+  ReadEveryRecord(*dataset, report);
   const Manifest* manifest = request.manifest;
   for (size_t i = 0; i < dataset->shards().size(); ++i) {
     report->shards_checked += 1;
