@@ -51,6 +51,21 @@ struct IoOptions {
   // used unregistered (logged once).
   bool register_buffers = true;
   bool register_files = true;
+  // Transient read failures (EIO, ETIMEDOUT, EAGAIN, ESTALE, EINTR: what a
+  // network filesystem's client returns during a server failover or a
+  // brief outage) are retried up to `retries` times, after
+  // retry_backoff_ms, then twice that, and so on; still failing, the read
+  // fails with the last error. Other errors (ENOTCONN from a dead client,
+  // ENOENT, EACCES) fail at once. 0: no retries.
+  int retries = 3;
+  int retry_backoff_ms = 50;
+  // A read not completed within timeout_seconds of its submission fails
+  // (IOError, errno ETIMEDOUT, naming the file and offset; never retried)
+  // and is abandoned: io_uring cancels it, a pread thread stuck in the
+  // kernel is left behind and replaced; its buffer is never reused. So a
+  // hung mount costs a loader an error per read, never a hang, and
+  // destroying the engine returns. 0: no limit.
+  double timeout_seconds = 60;
 };
 
 enum class ShuffleMode : int {

@@ -70,7 +70,8 @@ class [[nodiscard]] GPUFEED_EXPORT Status {
 
   // Converts an errno value from a failed system call made on `context`
   // (usually a path) into the matching code: ENOENT -> NotFound,
-  // EACCES/EPERM -> PermissionDenied, everything else -> IOError.
+  // EACCES/EPERM -> PermissionDenied, everything else -> IOError. The
+  // status keeps the errno (error_number()).
   static Status FromErrno(int error_number, const std::string& context);
 
   bool ok() const { return state_ == nullptr; }
@@ -84,6 +85,9 @@ class [[nodiscard]] GPUFEED_EXPORT Status {
   bool IsNotSupported() const { return code() == Code::kNotSupported; }
   bool IsPermissionDenied() const { return code() == Code::kPermissionDenied; }
   bool IsOutOfRange() const { return code() == Code::kOutOfRange; }
+  // The errno of the system call that failed (FromErrno), kept through
+  // WithContext and copies; 0 when the failure did not come from one.
+  int error_number() const { return state_ ? state_->error_number : 0; }
 
   // "OK" or "<CodeName>: <message>".
   std::string ToString() const;
@@ -96,8 +100,10 @@ class [[nodiscard]] GPUFEED_EXPORT Status {
   struct State {
     Code code;
     std::string message;
+    int error_number = 0;
   };
   Status(Code code, std::string message);
+  static Status FromErrnoCode(int error_number, std::string message);
 
   std::unique_ptr<State> state_;
 };

@@ -26,7 +26,14 @@ void RaiseStatus(const Status& status) {
   }
   py::object errors = py::module_::import("gpufeed._errors");
   py::object type = errors.attr(name);
-  PyErr_SetObject(type.ptr(), LossyStr(status.message()).ptr());
+  if (status.error_number() != 0 &&
+      PyObject_IsSubclass(type.ptr(), PyExc_OSError) == 1) {
+    // OSError(errno, message): the exception's .errno is the system call's.
+    py::tuple args = py::make_tuple(status.error_number(), LossyStr(status.message()));
+    PyErr_SetObject(type.ptr(), args.ptr());
+  } else {
+    PyErr_SetObject(type.ptr(), LossyStr(status.message()).ptr());
+  }
   throw py::error_already_set();
 }
 

@@ -3,8 +3,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "util/logging.h"
@@ -56,6 +60,19 @@ size_t CompletionQueue::ready() const {
 }
 
 // ---------------------------------------------------------------- engine
+
+bool IsTransientReadError(int error_number) {
+  switch (error_number) {
+    case EIO:
+    case ETIMEDOUT:
+    case EAGAIN:
+    case ESTALE:
+    case EINTR:
+      return true;
+    default:
+      return false;
+  }
+}
 
 namespace {
 std::mutex test_hooks_mutex;
@@ -122,6 +139,18 @@ Status ReadEngine::Create(const IoOptions& options, std::unique_ptr<ReadEngine>*
   if (options.threads < 0 || options.threads > 1024) {
     return Status::InvalidArgument("threads must be between 0 and 1024");
   }
+  if (options.retries < 0 || options.retries > 100) {
+    return Status::InvalidArgument("io retries must be between 0 and 100, got " +
+                                   std::to_string(options.retries));
+  }
+  if (options.retry_backoff_ms < 0 || options.retry_backoff_ms > 600000) {
+    return Status::InvalidArgument("io retry_backoff_ms must be between 0 and 600000, got " +
+                                   std::to_string(options.retry_backoff_ms));
+  }
+  if (!(options.timeout_seconds >= 0) || !std::isfinite(options.timeout_seconds)) {
+    return Status::InvalidArgument("io timeout must be a finite number of seconds >= 0 (0: none), "
+                                   "got " + std::to_string(options.timeout_seconds));
+  }
   if (options.backend == IoBackend::kPread) return CreatePreadEngine(options, engine);
   Status status = CreateUringEngine(options, engine);
   if (status.ok() || options.backend == IoBackend::kIoUring) return status;
@@ -159,6 +188,8 @@ Status ReadEngine::AddFile(int fd, const std::string& path, const std::string& r
   entry->path = path;
   entry->buffered_fd = fd;
   entry->fd = fd;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) entry->size = static_cast<uint64_t>(st.st_size);
   if (options_.direct_io) {
     int direct = ::open(reopen_path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
     if (direct >= 0) {
@@ -198,6 +229,12 @@ Status ReadEngine::Submit(std::vector<ReadRequest> requests, CompletionQueue* qu
   if (queue == nullptr) return Status::InvalidArgument("Submit: no completion queue");
   std::vector<PendingRequest> pending;
   pending.reserve(requests.size());
+  const auto deadline =
+      options_.timeout_seconds > 0
+          ? std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(options_.timeout_seconds))
+          : std::chrono::steady_clock::time_point::max();
   {
     std::lock_guard<std::mutex> lock(files_mutex_);
     for (ReadRequest& request : requests) {
@@ -211,6 +248,7 @@ Status ReadEngine::Submit(std::vector<ReadRequest> requests, CompletionQueue* qu
       }
       item.request = std::move(request);
       item.queue = queue;
+      item.deadline = deadline;
       pending.push_back(std::move(item));
     }
   }
@@ -265,6 +303,19 @@ void ReadEngine::Complete(PendingRequest& pending, Status status, ReadBuffer buf
                           size_t slice_offset, size_t bytes_read) {
   ReadCompletion completion;
   completion.tag = pending.request.tag;
+  bool clamped = false;
+  if (status.ok() && pending.file) {
+    // Never bytes past the size the file had when the engine took it: a
+    // FUSE direct_io client reports the whole requested length for a read
+    // that crossed the end of the file, the tail garbage.
+    const uint64_t start = pending.request.offset - slice_offset;
+    const uint64_t size = pending.file->size;
+    const uint64_t within = size > start ? size - start : 0;
+    if (bytes_read > within) {
+      bytes_read = static_cast<size_t>(within);
+      clamped = true;
+    }
+  }
   if (status.ok()) {
     size_t available = bytes_read > slice_offset ? bytes_read - slice_offset : 0;
     size_t wanted = pending.request.path.empty() ? pending.request.length : bytes_read;
@@ -278,6 +329,7 @@ void ReadEngine::Complete(PendingRequest& pending, Status status, ReadBuffer buf
     stats_.requests += 1;
     stats_.bytes += completion.buffer.size();
     if (!status.ok()) stats_.errors += 1;
+    if (clamped) stats_.clamped_reads += 1;
   }
   completion.status = std::move(status);
   pending.file.reset();
@@ -322,7 +374,53 @@ Status ReadEngine::ErrorFor(const PendingRequest& pending, int error_number, con
     where = pending.file->path + " (" + what + " of " + std::to_string(request.length) +
             " bytes at offset " + std::to_string(request.offset) + ")";
   }
+  if (pending.transient_retries > 0) {
+    where += " (after " + std::to_string(pending.transient_retries) + " retries)";
+  }
   return Status::FromErrno(error_number, where);
+}
+
+Status ReadEngine::TimeoutError(const PendingRequest& pending) const {
+  char limit[32];
+  std::snprintf(limit, sizeof(limit), "%g", options_.timeout_seconds);
+  const ReadRequest& request = pending.request;
+  std::string where = request.path.empty()
+                          ? pending.file->path + " (read of " + std::to_string(request.length) +
+                                " bytes at offset " + std::to_string(request.offset) + ")"
+                          : request.path + " (read of the whole file)";
+  return Status::FromErrno(ETIMEDOUT, where + " not completed within io_timeout=" + limit +
+                                          " s (the storage does not answer: a hung mount?); "
+                                          "the read is abandoned");
+}
+
+bool ReadEngine::RetryAfter(PendingRequest& pending, int error,
+                            std::chrono::steady_clock::duration* wait) {
+  if (!IsTransientReadError(error) || pending.transient_retries >= options_.retries) return false;
+  const int attempt = pending.transient_retries++;
+  const double backoff_ms = options_.retry_backoff_ms * std::ldexp(1.0, std::min(attempt, 20));
+  *wait = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double, std::milli>(backoff_ms));
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  stats_.transient_retries += 1;
+  return true;
+}
+
+void ReadEngine::ExpireRequest(PendingRequest& pending, bool still_held) {
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.timeouts += 1;
+    if (still_held) stats_.abandoned += 1;
+  }
+  Complete(pending, TimeoutError(pending), ReadBuffer(), 0, 0);
+}
+
+void ReadEngine::AbandonBuffer(ReadBuffer buffer) {
+  if (buffer.capacity() == 0) return;
+  // Never destroyed: the memory must outlive any late write by the kernel.
+  static std::mutex mutex;
+  static auto* kept = new std::vector<ReadBuffer>();
+  std::lock_guard<std::mutex> lock(mutex);
+  kept->push_back(std::move(buffer));
 }
 
 int ReadEngine::PreadInto(int fd, uint64_t offset, size_t length, char* destination, size_t* done) {
@@ -339,26 +437,36 @@ int ReadEngine::PreadInto(int fd, uint64_t offset, size_t length, char* destinat
   return 0;
 }
 
-Status ReadEngine::PreadPlanned(const PendingRequest& pending, const ReadPlan& plan,
-                                size_t already_done, char* destination, size_t* done) {
-  const OpenFileEntry& file = *pending.file;
+int ReadEngine::PreadPlannedRaw(const OpenFileEntry& file, const ReadPlan& plan,
+                                size_t already_done, char* destination, size_t* done,
+                                bool* fell_back) {
   size_t more = 0;
   int error = 0;
-  bool aligned = (plan.offset + already_done) % file.alignment == 0;
+  *fell_back = false;
+  const bool aligned = (plan.offset + already_done) % file.alignment == 0;
   if (file.direct && aligned) {
     error = PreadInto(file.fd, plan.offset + already_done, plan.length - already_done,
                       destination + already_done, &more);
   }
   if (!file.direct || !aligned || error == EINVAL) {
     // Buffered: the file is not O_DIRECT, or O_DIRECT refused this range.
-    if (file.direct) {
-      std::lock_guard<std::mutex> lock(stats_mutex_);
-      stats_.pread_fallbacks += 1;
-    }
+    *fell_back = file.direct;
     error = PreadInto(file.buffered_fd, plan.offset + already_done, plan.length - already_done,
                       destination + already_done, &more);
   }
   *done = already_done + more;
+  return error;
+}
+
+Status ReadEngine::PreadPlanned(const PendingRequest& pending, const ReadPlan& plan,
+                                size_t already_done, char* destination, size_t* done) {
+  bool fell_back = false;
+  const int error =
+      PreadPlannedRaw(*pending.file, plan, already_done, destination, done, &fell_back);
+  if (fell_back) {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.pread_fallbacks += 1;
+  }
   if (error != 0) return ErrorFor(pending, error, "read");
   return Status::OK();
 }

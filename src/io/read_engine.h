@@ -48,6 +48,8 @@ using FileId = uint32_t;
 
 struct ReadRequest {
   FileId file = 0;
+  // Bytes past the file's size when the engine took it (OpenFile,
+  // AdoptFile) are never returned, whatever the kernel says it read.
   uint64_t offset = 0;
   // Bytes wanted. Fewer come back only at end of file.
   uint64_t length = 0;
@@ -100,7 +102,25 @@ struct IoStats {
   uint64_t retries = 0;         // -EAGAIN / -EINTR resubmissions
   uint64_t pread_fallbacks = 0;  // requests served by pread after retries
   uint64_t errors = 0;
+  // IoOptions::retries at work: reads tried again after a transient error
+  // (EIO, ETIMEDOUT, ESTALE, and EAGAIN/EINTR that outlasted the quick
+  // resubmissions), after a backoff.
+  uint64_t transient_retries = 0;
+  // Reads that failed for not completing within IoOptions::timeout_seconds
+  // (queued or in flight), and of those, the ones still held by the
+  // kernel or a pread thread (their buffers are never reused), and pread
+  // threads left behind in a read that never returned.
+  uint64_t timeouts = 0;
+  uint64_t abandoned = 0;
+  uint64_t abandoned_threads = 0;
+  // Reads the kernel said returned bytes past the file's size at open (a
+  // FUSE direct_io client returns the whole requested length): cut to it.
+  uint64_t clamped_reads = 0;
 };
+
+// The errors IoOptions::retries applies to: EIO, ETIMEDOUT, EAGAIN,
+// ESTALE, EINTR.
+bool IsTransientReadError(int error_number);
 
 // Fault injection for tests, never set by the library: what real files and
 // kernels cannot produce on demand.
@@ -177,6 +197,8 @@ class ReadEngine {
     int buffered_fd = -1;  // always buffered: retries, unaligned tails
     bool direct = false;
     uint32_t alignment = 1;  // O_DIRECT offset/length alignment
+    // The file's size when it was opened (fstat); reads are cut to it.
+    uint64_t size = UINT64_MAX;
     // Registered with io_uring rings (which then hold the file until the
     // engine goes): only files opened by path, never adopted ones (a
     // node-cache copy must not stay pinned after the engine lets it go).
@@ -187,6 +209,9 @@ class ReadEngine {
     ReadRequest request;
     CompletionQueue* queue = nullptr;
     std::shared_ptr<const OpenFileEntry> file;  // null in small-file mode
+    // Submit time + IoOptions::timeout_seconds (time_point::max(): none).
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+    int transient_retries = 0;  // IoOptions::retries used so far
   };
 
   // The byte range actually read: the request widened to the O_DIRECT
@@ -211,12 +236,35 @@ class ReadEngine {
   // keeps IoStats::inflight_seconds and busy_seconds.
   void NoteInflight(int delta);
   static Status ErrorFor(const PendingRequest& pending, int error_number, const char* what);
+  // The error of a request past its deadline (ETIMEDOUT, never retried).
+  Status TimeoutError(const PendingRequest& pending) const;
+  // After `error`, the wait before trying `pending` again (IoOptions::
+  // retries and retry_backoff_ms), counting the retry; false when the
+  // error is not transient or the retries are spent.
+  bool RetryAfter(PendingRequest& pending, int error, std::chrono::steady_clock::duration* wait);
+  // Completes a request past its deadline with TimeoutError (counted).
+  // `still_held`: its read is still running in the kernel or a pread
+  // thread, which keeps its buffer (counted as abandoned); the backend
+  // must not reuse that buffer before the read returns.
+  void ExpireRequest(PendingRequest& pending, bool still_held);
+  // Destroying an engine waits this long for the reads in flight; those
+  // still running then are abandoned (a hung mount must not hang close).
+  static constexpr std::chrono::milliseconds kCloseGrace{1000};
+  // Keeps `buffer` (a read's destination the kernel may still write) out
+  // of the pool for the rest of the process, counted in IoStats::abandoned.
+  void AbandonBuffer(ReadBuffer buffer);
   // Synchronous pread of [offset, offset + length) into `destination`,
   // retrying short reads, EINTR and EAGAIN; stops at end of file. Returns 0
   // or the errno. Used by the pool and as io_uring's last resort.
   static int PreadInto(int fd, uint64_t offset, size_t length, char* destination, size_t* done);
-  // PreadInto through the file's O_DIRECT descriptor, and through the
-  // buffered one when O_DIRECT refuses the range (EINVAL).
+  // PreadInto of the plan's range from `already_done` on, through the
+  // file's O_DIRECT descriptor, and through the buffered one when O_DIRECT
+  // refuses the range (EINVAL; *fell_back). Returns 0 or the errno. Touches
+  // no engine state: a pread thread left behind in it may outlive the
+  // engine.
+  static int PreadPlannedRaw(const OpenFileEntry& file, const ReadPlan& plan, size_t already_done,
+                             char* destination, size_t* done, bool* fell_back);
+  // PreadPlannedRaw, counting a fallback, with the error as a Status.
   Status PreadPlanned(const PendingRequest& pending, const ReadPlan& plan, size_t already_done,
                       char* destination, size_t* done);
 

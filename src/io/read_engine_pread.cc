@@ -1,5 +1,19 @@
 // The pread pool: a backend that works everywhere. Each worker thread has
 // one read outstanding, so `threads` is the queue depth.
+//
+// Deadlines (IoOptions::timeout_seconds): a watchdog thread looks at the
+// queue and at every worker's read once per tick. A queued request past its
+// deadline fails at once. A worker whose read is past it is abandoned: the
+// watchdog completes the request with the timeout error, detaches the
+// thread (still inside pread, holding its buffer, which goes back to the
+// pool only if the read ever returns) and starts a replacement, up to
+// kMaxAbandonedThreads in the engine's life.
+//
+// Invariant that makes abandonment safe: a worker touches the engine only
+// while it is not `busy` or, being busy, after Leave() saw it was not
+// abandoned (both under its Worker::mutex); an abandoned worker's thread
+// touches only its Worker, its request copy and its buffer (whose pool is
+// shared), so it may outlive the engine.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,15 +25,22 @@
 #include <thread>
 
 #include "io/read_engine.h"
+#include "util/logging.h"
 
 namespace gpufeed {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// Replacement threads started in an engine's life for abandoned ones; past
+// it the pool shrinks (queued requests still fail at their deadlines).
+constexpr int kMaxAbandonedThreads = 256;
+
 class PreadEngine final : public ReadEngine {
  public:
   explicit PreadEngine(const IoOptions& options) : ReadEngine(options) {
-    int threads = options.threads > 0 ? options.threads : std::min(options.queue_depth, 64);
+    threads_ = options.threads > 0 ? options.threads : std::min(options.queue_depth, 64);
     SetBufferWake([this] {
       {
         std::lock_guard<std::mutex> lock(buffers_mutex_);
@@ -27,36 +48,29 @@ class PreadEngine final : public ReadEngine {
       }
       buffers_released_.notify_all();
     });
-    for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
-  }
-
-  ~PreadEngine() override {
-    SetBufferWake(nullptr);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
+      for (int i = 0; i < threads_; ++i) StartWorkerLocked();
     }
-    work_available_.notify_all();
-    {
-      std::lock_guard<std::mutex> lock(buffers_mutex_);
-      buffer_generation_ += 1;
-    }
-    buffers_released_.notify_all();
-    for (std::thread& worker : workers_) worker.join();
+    if (options.timeout_seconds > 0) watchdog_ = std::thread([this] { Watch(); });
   }
+
+  ~PreadEngine() override;
 
   const char* backend_name() const override { return "pread"; }
 
  protected:
   void Enqueue(std::vector<PendingRequest> requests) override {
     size_t count = requests.size();
+    size_t workers;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (PendingRequest& request : requests) queue_.push_back(std::move(request));
+      workers = workers_.size();
     }
     // Wake as many workers as there are new requests: waking all of them for
     // one request only makes them fight over the lock (a thundering herd).
-    if (count >= workers_.size()) {
+    if (count >= workers) {
       work_available_.notify_all();
     } else {
       for (size_t i = 0; i < count; ++i) work_available_.notify_one();
@@ -64,123 +78,367 @@ class PreadEngine final : public ReadEngine {
   }
 
  private:
-  void Work() {
-    while (true) {
-      PendingRequest pending;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        work_available_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping and drained
-        pending = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      size_t active = active_.fetch_add(1) + 1;
-      SampleInflight(active, false);
-      NoteInflight(1);
-      if (pending.request.path.empty()) {
-        ReadRange(pending);
-      } else {
-        ReadSmallFile(pending);
-      }
-      NoteInflight(-1);
-      active_.fetch_sub(1);
-    }
+  // A worker thread's state, shared with the thread (it outlives the
+  // engine when the thread is abandoned). Guarded by `mutex`.
+  struct Worker {
+    std::mutex mutex;
+    bool busy = false;       // inside a blocking call for `current`
+    bool abandoned = false;  // the watchdog or the destructor gave up on it
+    bool closed = false;     // the destructor: start no blocking call
+    const PendingRequest* current = nullptr;
+    std::thread thread;      // joined or detached by the engine (under its mutex_)
+  };
+
+  void StartWorkerLocked() {
+    auto worker = std::make_shared<Worker>();
+    worker->thread = std::thread([this, worker] { Work(worker); });
+    workers_.push_back(std::move(worker));
+    running_ += 1;
   }
 
-  // Waits for `size` bytes of buffer; Cancelled when the engine stops first.
-  Status Acquire(size_t size, ReadBuffer* buffer) {
-    BufferPool::Allocation allocation;
-    std::unique_lock<std::mutex> lock(buffers_mutex_);
-    while (true) {
-      uint64_t generation = buffer_generation_;
-      lock.unlock();
-      bool acquired = pool_->TryAcquire(size, &allocation);
-      lock.lock();
-      if (acquired) {
-        *buffer = ReadBuffer(pool_, allocation);
-        return Status::OK();
-      }
-      if (stopping_now()) return Status::Cancelled("read engine stopped while waiting for buffers");
-      waiters_->waiting.fetch_add(1, std::memory_order_acq_rel);
-      // Re-check after announcing the wait: a release in between bumped the
-      // generation (it may have skipped the wake before the announcement).
-      lock.unlock();
-      bool acquired_now = pool_->TryAcquire(size, &allocation);
-      lock.lock();
-      if (acquired_now) {
-        waiters_->waiting.fetch_sub(1, std::memory_order_acq_rel);
-        *buffer = ReadBuffer(pool_, allocation);
-        return Status::OK();
-      }
-      buffers_released_.wait(lock, [&] { return buffer_generation_ != generation || stopping_; });
-      waiters_->waiting.fetch_sub(1, std::memory_order_acq_rel);
-    }
+  // Marks `me` busy with `pending` (a blocking call follows); false when
+  // the engine is closing (the request is then Cancelled).
+  static bool Enter(Worker& me, const PendingRequest& pending) {
+    std::lock_guard<std::mutex> lock(me.mutex);
+    if (me.closed) return false;
+    me.busy = true;
+    me.current = &pending;
+    return true;
+  }
+  // The blocking call returned: false when `me` was abandoned meanwhile
+  // (then the thread must return without touching the engine).
+  static bool Leave(Worker& me) {
+    std::lock_guard<std::mutex> lock(me.mutex);
+    if (me.abandoned) return false;
+    me.busy = false;
+    me.current = nullptr;
+    return true;
   }
 
+  void Work(std::shared_ptr<Worker> me);
+  // Each returns true when the worker was abandoned (the thread must end).
+  bool ReadRange(Worker& me, PendingRequest& pending);
+  bool ReadSmallFile(Worker& me, PendingRequest& pending);
+  // The test hook's error for this attempt (0: none); EAGAIN and EINTR
+  // are retried here, as the pool's pread loop does.
+  int InjectedError(const PendingRequest& pending);
+  // After a failed attempt: true when it is to be tried again (the backoff
+  // slept, as a busy worker); false with *status set otherwise. *abandoned
+  // when the worker was abandoned while sleeping.
+  bool Backoff(Worker& me, PendingRequest& pending, int error, const char* what, Status* status,
+               bool* abandoned);
+  Status Acquire(size_t size, ReadBuffer* buffer);
   bool stopping_now() const { return stopping_.load(); }
 
-  void ReadRange(PendingRequest& pending) {
-    ReadPlan plan = PlanFor(pending);
-    ReadBuffer buffer;
-    Status status = Acquire(plan.length, &buffer);
-    size_t done = 0;
-    if (status.ok() && hooks_.inject_read_error) {
-      // Like a pread that fails: EAGAIN/EINTR are retried (as the pool's
-      // pread loop does), anything else fails the request.
-      for (int attempt = 0;; ++attempt) {
-        int injected = hooks_.inject_read_error(pending.request.tag);
-        if (injected == 0) break;
-        if ((injected == EAGAIN || injected == EINTR) && attempt < 1000) {
-          std::lock_guard<std::mutex> lock(stats_mutex_);
-          stats_.retries += 1;
-          continue;
-        }
-        status = ErrorFor(pending, injected, "read");
-        break;
-      }
-    }
-    if (status.ok()) status = PreadPlanned(pending, plan, 0, buffer.raw(), &done);
-    Complete(pending, std::move(status), std::move(buffer), plan.slice_offset, done);
-  }
+  void Watch();
+  void ExpireOverdue();
+  // Gives up on `worker` (busy, past its deadline or the close grace):
+  // completes its request with the timeout error. REQUIRES: mutex_.
+  void AbandonLocked(const std::shared_ptr<Worker>& worker, bool replace);
 
-  void ReadSmallFile(PendingRequest& pending) {
-    const std::string& path = pending.request.path;
-    int fd;
-    do {
-      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    } while (fd < 0 && errno == EINTR);
-    if (fd < 0) {
-      Complete(pending, ErrorFor(pending, errno, "open"), ReadBuffer(), 0, 0);
-      return;
-    }
-    struct stat st;
-    Status status;
-    ReadBuffer buffer;
-    size_t done = 0;
-    if (::fstat(fd, &st) != 0) {
-      status = ErrorFor(pending, errno, "fstat");
-    } else {
-      status = Acquire(static_cast<size_t>(st.st_size), &buffer);
-      if (status.ok()) {
-        int error = PreadInto(fd, 0, static_cast<size_t>(st.st_size), buffer.raw(), &done);
-        if (error != 0) status = ErrorFor(pending, error, "read");
-      }
-    }
-    ::close(fd);
-    Complete(pending, std::move(status), std::move(buffer), 0, done);
-  }
-
-  std::vector<std::thread> workers_;
-  std::mutex mutex_;
+  int threads_ = 1;
+  std::mutex mutex_;  // guards queue_, workers_, running_, abandoned_threads_
   std::condition_variable work_available_;
+  std::condition_variable exited_;
   std::deque<PendingRequest> queue_;
+  std::vector<std::shared_ptr<Worker>> workers_;
+  int running_ = 0;  // worker threads not yet returned nor abandoned
+  int abandoned_threads_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> active_{0};
+
+  std::mutex watch_mutex_;
+  std::condition_variable watch_wake_;
+  bool watch_stop_ = false;
+  std::thread watchdog_;
 
   std::mutex buffers_mutex_;
   std::condition_variable buffers_released_;
   uint64_t buffer_generation_ = 0;
 };
+
+PreadEngine::~PreadEngine() {
+  SetBufferWake(nullptr);
+  if (watchdog_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(watch_mutex_);
+      watch_stop_ = true;
+    }
+    watch_wake_.notify_all();
+    watchdog_.join();
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  stopping_ = true;
+  work_available_.notify_all();
+  {
+    std::lock_guard<std::mutex> buffers(buffers_mutex_);
+    buffer_generation_ += 1;
+  }
+  buffers_released_.notify_all();
+  // The queue is drained and the reads in flight finish, for kCloseGrace;
+  // reads still running then are abandoned (a hung mount must not hang us).
+  exited_.wait_for(lock, kCloseGrace, [&] { return running_ == 0; });
+  std::deque<PendingRequest> left;
+  left.swap(queue_);
+  std::vector<std::shared_ptr<Worker>> workers = workers_;
+  for (const auto& worker : workers) {
+    bool busy;
+    {
+      std::lock_guard<std::mutex> state(worker->mutex);
+      busy = worker->busy && !worker->abandoned;
+      worker->closed = true;
+    }
+    if (busy) AbandonLocked(worker, /*replace=*/false);
+  }
+  workers = workers_;  // the ones not abandoned: they return promptly now
+  lock.unlock();
+  work_available_.notify_all();
+  for (PendingRequest& pending : left) {
+    Complete(pending, Status::Cancelled("read engine stopped"), ReadBuffer(), 0, 0);
+  }
+  for (const auto& worker : workers) {
+    if (worker->thread.joinable()) worker->thread.join();
+  }
+}
+
+void PreadEngine::Work(std::shared_ptr<Worker> me) {
+  while (true) {
+    PendingRequest pending;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      work_available_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) {  // stopping and drained
+        running_ -= 1;
+        exited_.notify_all();
+        return;
+      }
+      pending = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (pending.deadline <= Clock::now()) {
+      ExpireRequest(pending, /*still_held=*/false);
+      continue;
+    }
+    size_t active = active_.fetch_add(1) + 1;
+    SampleInflight(active, false);
+    NoteInflight(1);
+    const bool abandoned =
+        pending.request.path.empty() ? ReadRange(*me, pending) : ReadSmallFile(*me, pending);
+    if (abandoned) return;  // the engine counted it out (AbandonLocked)
+    NoteInflight(-1);
+    active_.fetch_sub(1);
+  }
+}
+
+// Waits for `size` bytes of buffer; Cancelled when the engine stops first.
+Status PreadEngine::Acquire(size_t size, ReadBuffer* buffer) {
+  BufferPool::Allocation allocation;
+  std::unique_lock<std::mutex> lock(buffers_mutex_);
+  while (true) {
+    uint64_t generation = buffer_generation_;
+    lock.unlock();
+    bool acquired = pool_->TryAcquire(size, &allocation);
+    lock.lock();
+    if (acquired) {
+      *buffer = ReadBuffer(pool_, allocation);
+      return Status::OK();
+    }
+    if (stopping_now()) return Status::Cancelled("read engine stopped while waiting for buffers");
+    waiters_->waiting.fetch_add(1, std::memory_order_acq_rel);
+    // Re-check after announcing the wait: a release in between bumped the
+    // generation (it may have skipped the wake before the announcement).
+    lock.unlock();
+    bool acquired_now = pool_->TryAcquire(size, &allocation);
+    lock.lock();
+    if (acquired_now) {
+      waiters_->waiting.fetch_sub(1, std::memory_order_acq_rel);
+      *buffer = ReadBuffer(pool_, allocation);
+      return Status::OK();
+    }
+    buffers_released_.wait(lock, [&] { return buffer_generation_ != generation || stopping_; });
+    waiters_->waiting.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+int PreadEngine::InjectedError(const PendingRequest& pending) {
+  if (!hooks_.inject_read_error) return 0;
+  for (int attempt = 0;; ++attempt) {
+    const int injected = hooks_.inject_read_error(pending.request.tag);
+    if ((injected == EAGAIN || injected == EINTR) && attempt < 1000) {
+      std::lock_guard<std::mutex> lock(stats_mutex_);
+      stats_.retries += 1;
+      continue;
+    }
+    return injected;
+  }
+}
+
+bool PreadEngine::Backoff(Worker& me, PendingRequest& pending, int error, const char* what,
+                          Status* status, bool* abandoned) {
+  *abandoned = false;
+  Clock::duration wait;
+  if (!RetryAfter(pending, error, &wait)) {
+    *status = ErrorFor(pending, error, what);
+    return false;
+  }
+  if (Clock::now() + wait >= pending.deadline) {
+    // The retry would start past the deadline: the read times out.
+    *status = TimeoutError(pending);
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.timeouts += 1;
+    return false;
+  }
+  if (!Enter(me, pending)) {
+    *status = Status::Cancelled("read engine stopped");
+    return false;
+  }
+  std::this_thread::sleep_for(wait);
+  *abandoned = !Leave(me);
+  return !*abandoned;
+}
+
+bool PreadEngine::ReadRange(Worker& me, PendingRequest& pending) {
+  const ReadPlan plan = PlanFor(pending);
+  ReadBuffer buffer;
+  Status status = Acquire(plan.length, &buffer);
+  size_t done = 0;
+  while (status.ok()) {
+    int error = InjectedError(pending);
+    bool fell_back = false;
+    if (!Enter(me, pending)) {
+      status = Status::Cancelled("read engine stopped");
+      break;
+    }
+    if (error == 0) {
+      error = PreadPlannedRaw(*pending.file, plan, 0, buffer.raw(), &done, &fell_back);
+    }
+    if (!Leave(me)) return true;  // `buffer` returns to the pool now, if it still exists
+    if (fell_back) {
+      std::lock_guard<std::mutex> lock(stats_mutex_);
+      stats_.pread_fallbacks += 1;
+    }
+    if (error == 0) break;
+    done = 0;
+    bool abandoned;
+    if (!Backoff(me, pending, error, "read", &status, &abandoned)) {
+      if (abandoned) return true;
+      break;
+    }
+  }
+  Complete(pending, std::move(status), std::move(buffer), plan.slice_offset, done);
+  return false;
+}
+
+bool PreadEngine::ReadSmallFile(Worker& me, PendingRequest& pending) {
+  const std::string& path = pending.request.path;
+  while (true) {
+    int error = 0;
+    const char* what = "open";
+    if (!Enter(me, pending)) {
+      Complete(pending, Status::Cancelled("read engine stopped"), ReadBuffer(), 0, 0);
+      return false;
+    }
+    int fd;
+    do {
+      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    struct stat st;
+    if (fd < 0) {
+      error = errno;
+    } else if (::fstat(fd, &st) != 0) {
+      error = errno;
+      what = "fstat";
+    }
+    if (!Leave(me)) {
+      if (fd >= 0) ::close(fd);
+      return true;
+    }
+    ReadBuffer buffer;
+    size_t done = 0;
+    Status status;
+    if (error == 0) {
+      status = Acquire(static_cast<size_t>(st.st_size), &buffer);
+      what = "read";
+      if (!Enter(me, pending)) {
+        ::close(fd);
+        Complete(pending, Status::Cancelled("read engine stopped"), ReadBuffer(), 0, 0);
+        return false;
+      }
+      if (status.ok()) error = PreadInto(fd, 0, static_cast<size_t>(st.st_size), buffer.raw(), &done);
+      ::close(fd);
+      if (!Leave(me)) return true;
+    }
+    if (status.ok() && error != 0) {
+      bool abandoned;
+      if (Backoff(me, pending, error, what, &status, &abandoned)) continue;
+      if (abandoned) return true;
+    }
+    Complete(pending, std::move(status), std::move(buffer), 0, done);
+    return false;
+  }
+}
+
+void PreadEngine::Watch() {
+  // Deadlines are found within a tick: an eighth of the limit, 10 ms to 1 s.
+  const double tick = std::min(1.0, std::max(0.01, options_.timeout_seconds / 8));
+  std::unique_lock<std::mutex> lock(watch_mutex_);
+  while (!watch_stop_) {
+    watch_wake_.wait_for(lock, std::chrono::duration<double>(tick));
+    if (watch_stop_) return;
+    lock.unlock();
+    ExpireOverdue();
+    lock.lock();
+  }
+}
+
+void PreadEngine::ExpireOverdue() {
+  const auto now = Clock::now();
+  std::deque<PendingRequest> expired;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Deadlines are submission time + one limit: the front is the oldest.
+    while (!queue_.empty() && queue_.front().deadline <= now) {
+      expired.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    std::vector<std::shared_ptr<Worker>> workers = workers_;
+    for (const auto& worker : workers) {
+      bool overdue;
+      {
+        std::lock_guard<std::mutex> state(worker->mutex);
+        overdue = worker->busy && !worker->abandoned && worker->current->deadline <= now;
+      }
+      if (overdue) AbandonLocked(worker, /*replace=*/true);
+    }
+  }
+  for (PendingRequest& pending : expired) ExpireRequest(pending, /*still_held=*/false);
+}
+
+void PreadEngine::AbandonLocked(const std::shared_ptr<Worker>& worker, bool replace) {
+  PendingRequest copy;
+  {
+    std::lock_guard<std::mutex> state(worker->mutex);
+    if (!worker->busy || worker->abandoned) return;
+    worker->abandoned = true;
+    copy = *worker->current;  // the worker writes it only after Leave()
+  }
+  worker->thread.detach();
+  workers_.erase(std::find(workers_.begin(), workers_.end(), worker));
+  running_ -= 1;
+  abandoned_threads_ += 1;
+  exited_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.abandoned_threads += 1;
+  }
+  Log().warn("pread engine: a read of {} did not return within the io_timeout; its thread is "
+             "left behind ({} so far)",
+             copy.file ? copy.file->path : copy.request.path, abandoned_threads_);
+  active_.fetch_sub(1);
+  NoteInflight(-1);
+  ExpireRequest(copy, /*still_held=*/true);
+  if (replace && !stopping_ && abandoned_threads_ <= kMaxAbandonedThreads) StartWorkerLocked();
+}
 
 }  // namespace
 

@@ -156,19 +156,26 @@ io_uring_sqe* UringEngine::RingThread::NextSqe() {
 void UringEngine::RingThread::Loop() {
   while (true) {
     bool was_waiting = waiting_registered;
-    StartRequests();
+    const bool stopping = engine->stopping_;
+    // Stopping: the queue is drained and the reads in flight finish, for
+    // kCloseGrace; what is left then is cancelled or abandoned.
+    if (stopping && stop_seen == Clock::time_point()) stop_seen = Clock::now();
+    const bool closing = stopping && Clock::now() - stop_seen >= kCloseGrace;
+    if (closing) AbandonAll();
+    if (!closing) StartRequests();
     // Announced a wait for buffers just now: a release may have slipped
     // in before the announcement without waking us, so look once more.
-    if (waiting_registered && !was_waiting) StartRequests();
+    if (!closing && waiting_registered && !was_waiting) StartRequests();
     RetryDue();
+    ExpireDue(Clock::now());
     if (prepared > 0) {
       int submitted = io_uring_submit(&ring);
       engine->SampleInflight(active, submitted > 0);
       prepared = 0;
     }
-    if (engine->stopping_ && active == 0 && QueueEmpty()) return;
-    if (engine->stopping_ && active == 0) {
-      CancelQueued();  // stopping while requests wait for buffers nobody frees
+    if (stopping && active == abandoned) {
+      CancelQueued();  // requests waiting for buffers nobody frees, or none
+      KeepAbandonedMemory();
       return;
     }
     WaitAndReap();

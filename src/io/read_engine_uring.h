@@ -48,16 +48,30 @@ constexpr unsigned kRegisteredFiles = 1024;
 // -EAGAIN / -EINTR resubmissions of one request before it is served by pread.
 constexpr int kMaxRetries = 3;
 
-// user_data = slot << 8 | kind; closes carry the fd instead of a slot.
-enum OpKind : uint64_t { kWake = 1, kRead = 2, kOpen = 3, kStatx = 4, kClose = 5 };
+// user_data = generation << 32 | slot << 8 | kind; closes carry the fd
+// instead of a slot. The generation (the slot's request count) keeps a
+// late completion or a cancellation of an abandoned request away from the
+// request that reuses its slot.
+enum OpKind : uint64_t { kWake = 1, kRead = 2, kOpen = 3, kStatx = 4, kClose = 5, kCancel = 6 };
 
-inline uint64_t UserData(uint64_t slot, OpKind kind) { return (slot << 8) | kind; }
+inline uint64_t UserData(uint64_t slot, OpKind kind, uint32_t generation = 0) {
+  return (uint64_t{generation} << 32) | (slot << 8) | kind;
+}
+inline size_t SlotOf(uint64_t user_data) { return static_cast<size_t>((user_data >> 8) & 0xFFFFFF); }
+inline uint32_t GenerationOf(uint64_t user_data) { return static_cast<uint32_t>(user_data >> 32); }
 
 // The state of one slot (one request in flight) of a ring.
 struct Op {
   bool busy = false;
+  uint32_t generation = 0;  // requests the slot has started
+  // SQEs of this request the kernel has not completed yet.
+  int in_flight = 0;
+  // Past its deadline: completed with the timeout error, waiting only for
+  // the kernel to let go of its SQEs (then the slot and buffer are freed).
+  bool abandoned = false;
   // Range reads.
   int retries = 0;
+  bool buffered = false;  // through the file's buffered descriptor (O_DIRECT refused)
   size_t done = 0;
   bool waiting_for_buffer = false;  // small files: sized, waiting for budget
   Clock::time_point retry_at;
@@ -67,7 +81,9 @@ struct Op {
   int open_error = 0;
   int statx_error = 0;
   uint64_t file_size = 0;
-  struct statx statx_buffer;
+  // Written by the kernel when the statx completes: kept apart from the Op
+  // so that it can outlive the ring thread for an abandoned request.
+  std::unique_ptr<struct statx> statx_buffer;
 };
 
 class UringEngine final : public ReadEngine {
@@ -103,7 +119,9 @@ class UringEngine final : public ReadEngine {
     std::vector<ReadPlan> plans;
     std::vector<size_t> free_slots;
     size_t active = 0;
+    size_t abandoned = 0;  // of `active`: past their deadline, still in the kernel
     size_t prepared = 0;  // SQEs prepared since the last submit
+    Clock::time_point stop_seen;  // when the loop first saw the engine stopping
     // This ring is counted in engine->waiters_->waiting (it waits for
     // buffer budget).
     bool waiting_registered = false;
@@ -147,7 +165,22 @@ class UringEngine final : public ReadEngine {
     void FinishRangeWithPread(size_t slot);
     // Resubmits the reads whose backoff has passed.
     void RetryDue();
-    Clock::time_point NextRetry() const;
+    // The next retry or deadline to wake up for.
+    Clock::time_point NextWake();
+    // ---- read_engine_uring_deadline.cc: timeouts and abandonment.
+    // Fails queued requests and slots past their deadline; slots the
+    // kernel still holds get a cancellation and are abandoned.
+    void ExpireDue(Clock::time_point now);
+    // Completes the slot's request (timeout, or Cancelled when closing).
+    void Abandon(size_t slot, bool closing);
+    // A completion for an abandoned slot: frees the slot once the kernel
+    // holds none of its SQEs.
+    void HandleAbandoned(OpKind kind, size_t slot, int result);
+    // Stopping, past kCloseGrace: everything left fails or is abandoned.
+    void AbandonAll();
+    // Before the ring goes: the buffers and statx results the kernel may
+    // still write stay allocated for the rest of the process.
+    void KeepAbandonedMemory();
 
     // ---- read_engine_uring_reap.cc: completions.
     // Waits for a completion (or the next retry), then handles all ready.
@@ -157,6 +190,9 @@ class UringEngine final : public ReadEngine {
     void HandleRead(size_t slot, int result);
     // -EAGAIN / -EINTR: a backoff, or pread after kMaxRetries.
     void HandleRetryable(size_t slot);
+    // A transient error (IoOptions::retries): true when the read is tried
+    // again after a backoff.
+    bool RetryTransient(size_t slot, int error);
   };
 
   void WakeAll();

@@ -16,7 +16,7 @@ namespace uring {
 void UringEngine::RingThread::WaitAndReap() {
   io_uring_cqe* cqe = nullptr;
   auto started = Clock::now();
-  Clock::time_point retry = NextRetry();
+  Clock::time_point retry = NextWake();
   int rc;
   if (retry != Clock::time_point::max()) {
     auto wait = std::max<Clock::duration>(retry - started, std::chrono::microseconds(1));
@@ -45,7 +45,17 @@ void UringEngine::RingThread::WaitAndReap() {
 
 void UringEngine::RingThread::Handle(uint64_t user_data, int result, unsigned flags) {
   OpKind kind = static_cast<OpKind>(user_data & 0xff);
-  size_t slot = static_cast<size_t>(user_data >> 8);
+  size_t slot = SlotOf(user_data);
+  if (kind == kRead || kind == kOpen || kind == kStatx) {
+    // Every SQE of a request completes exactly once, so the generation
+    // always matches; the check guards the slot's next request.
+    if (slot >= ops.size() || GenerationOf(user_data) != ops[slot].generation) return;
+    ops[slot].in_flight -= 1;
+    if (ops[slot].abandoned) {
+      HandleAbandoned(kind, slot, result);
+      return;
+    }
+  }
   switch (kind) {
     case kWake: {
       uint64_t value;
@@ -55,7 +65,8 @@ void UringEngine::RingThread::Handle(uint64_t user_data, int result, unsigned fl
       return;
     }
     case kClose:
-      return;  // nothing waits on a close
+    case kCancel:
+      return;  // nothing waits on a close or a cancellation
     case kOpen:
     case kStatx:
       HandleMetadata(kind, slot, result);
@@ -71,7 +82,7 @@ void UringEngine::RingThread::HandleMetadata(OpKind kind, size_t slot, int resul
   if (kind == kOpen) {
     if (result >= 0) op.fd = result; else op.open_error = -result;
   } else {
-    if (result >= 0) op.file_size = op.statx_buffer.stx_size; else op.statx_error = -result;
+    if (result >= 0) op.file_size = op.statx_buffer->stx_size; else op.statx_error = -result;
   }
   if (--op.pending_sqes > 0) return;
   if (op.open_error != 0 || op.statx_error != 0) {
@@ -100,11 +111,13 @@ void UringEngine::RingThread::HandleRead(size_t slot, int result) {
     return;
   }
   if (result < 0) {
-    if (!small && result == -EINVAL && pending.file->direct) {
-      // O_DIRECT refused this range: read it buffered.
-      FinishRangeWithPread(slot);
+    if (!small && result == -EINVAL && pending.file->direct && !op.buffered) {
+      // O_DIRECT refused this range: read it buffered, through the ring.
+      op.buffered = true;
+      PrepareRead(slot);
       return;
     }
+    if (RetryTransient(slot, -result)) return;
     Status status = ErrorFor(pending, -result, "read");
     if (small) FinishSmallFile(slot, std::move(status)); else FinishRange(slot, std::move(status));
     return;
@@ -125,11 +138,21 @@ void UringEngine::RingThread::HandleRead(size_t slot, int result) {
     return;
   }
   if (pending.file->direct && (plan.offset + op.done) % pending.file->alignment != 0) {
-    // An unaligned remainder cannot go through O_DIRECT.
-    FinishRangeWithPread(slot);
-    return;
+    // An unaligned remainder cannot go through O_DIRECT: buffered, through the ring.
+    op.buffered = true;
   }
   PrepareRead(slot);
+}
+
+bool UringEngine::RingThread::RetryTransient(size_t slot, int error) {
+  Clock::duration wait;
+  PendingRequest& pending = pendings[slot];
+  if (!engine->RetryAfter(pending, error, &wait)) return false;
+  const auto at = Clock::now() + wait;
+  if (at >= pending.deadline) return false;  // it would time out first: fail now
+  // Tried again from where it stopped (op.done bytes are good).
+  ops[slot].retry_at = at;
+  return true;
 }
 
 void UringEngine::RingThread::HandleRetryable(size_t slot) {

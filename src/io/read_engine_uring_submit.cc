@@ -41,8 +41,10 @@ void UringEngine::RingThread::StartRequests() {
     active += 1;
     engine->NoteInflight(1);
     Op& op = ops[slot];
+    const uint32_t generation = op.generation + 1;
     op = Op();
     op.busy = true;
+    op.generation = generation;
     pendings[slot] = std::move(pending);
     buffers[slot] = std::move(buffer);
     plans[slot] = plan;
@@ -88,17 +90,20 @@ void UringEngine::RingThread::PrepareRead(size_t slot) {
   uint64_t offset = plan.offset + op.done;
   io_uring_sqe* sqe = NextSqe();
   bool in_arena = buffers[slot].allocation().in_arena;
+  const int fd = op.buffered ? file.buffered_fd : file.fd;
   if (buffers_registered && in_arena) {
-    io_uring_prep_read_fixed(sqe, file.fd, destination, length, offset, 0);
+    io_uring_prep_read_fixed(sqe, fd, destination, length, offset, 0);
   } else {
-    io_uring_prep_read(sqe, file.fd, destination, length, offset);
+    io_uring_prep_read(sqe, fd, destination, length, offset);
   }
-  int fixed = file.registrable ? FixedFileFor(pending.request.file, file.fd) : -1;
+  // Only the O_DIRECT (or only) descriptor is registered.
+  int fixed = file.registrable && !op.buffered ? FixedFileFor(pending.request.file, fd) : -1;
   if (fixed >= 0) {
     sqe->fd = fixed;
     sqe->flags |= IOSQE_FIXED_FILE;
   }
-  io_uring_sqe_set_data64(sqe, UserData(slot, kRead));
+  io_uring_sqe_set_data64(sqe, UserData(slot, kRead, op.generation));
+  op.in_flight += 1;
 }
 
 void UringEngine::RingThread::PrepareSmallFileOpen(size_t slot) {
@@ -107,12 +112,14 @@ void UringEngine::RingThread::PrepareSmallFileOpen(size_t slot) {
   // Open and size the file at once: two metadata round trips overlap.
   io_uring_sqe* sqe = NextSqe();
   io_uring_prep_openat(sqe, AT_FDCWD, path.c_str(), O_RDONLY | O_CLOEXEC, 0);
-  io_uring_sqe_set_data64(sqe, UserData(slot, kOpen));
+  io_uring_sqe_set_data64(sqe, UserData(slot, kOpen, op.generation));
   sqe = NextSqe();
+  op.statx_buffer = std::make_unique<struct statx>();
   io_uring_prep_statx(sqe, AT_FDCWD, path.c_str(), 0, STATX_SIZE,
-                      reinterpret_cast<struct ::statx*>(&op.statx_buffer));
-  io_uring_sqe_set_data64(sqe, UserData(slot, kStatx));
+                      reinterpret_cast<struct ::statx*>(op.statx_buffer.get()));
+  io_uring_sqe_set_data64(sqe, UserData(slot, kStatx, op.generation));
   op.pending_sqes = 2;
+  op.in_flight += 2;
 }
 
 void UringEngine::RingThread::StartSmallFileRead(size_t slot) {
@@ -142,7 +149,8 @@ void UringEngine::RingThread::PrepareSmallRead(size_t slot) {
   } else {
     io_uring_prep_read(sqe, op.fd, destination, length, op.done);
   }
-  io_uring_sqe_set_data64(sqe, UserData(slot, kRead));
+  io_uring_sqe_set_data64(sqe, UserData(slot, kRead, op.generation));
+  op.in_flight += 1;
 }
 
 void UringEngine::RingThread::CloseAsync(int fd) {
@@ -198,11 +206,17 @@ void UringEngine::RingThread::RetryDue() {
   }
 }
 
-Clock::time_point UringEngine::RingThread::NextRetry() const {
+Clock::time_point UringEngine::RingThread::NextWake() {
   Clock::time_point next = Clock::time_point::max();
-  for (const Op& op : ops) {
-    if (op.busy && op.retry_at != Clock::time_point()) next = std::min(next, op.retry_at);
+  for (size_t slot = 0; slot < ops.size(); ++slot) {
+    const Op& op = ops[slot];
+    if (!op.busy || op.abandoned) continue;
+    if (op.retry_at != Clock::time_point()) next = std::min(next, op.retry_at);
+    next = std::min(next, pendings[slot].deadline);
   }
+  if (stop_seen != Clock::time_point()) next = std::min(next, stop_seen + kCloseGrace);
+  std::lock_guard<std::mutex> lock(engine->queue_mutex_);
+  if (!engine->queue_.empty()) next = std::min(next, engine->queue_.front().deadline);
   return next;
 }
 

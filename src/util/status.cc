@@ -6,7 +6,7 @@
 namespace gpufeed {
 
 Status::Status(Code code, std::string message)
-    : state_(code == Code::kOk ? nullptr : new State{code, std::move(message)}) {}
+    : state_(code == Code::kOk ? nullptr : new State{code, std::move(message), 0}) {}
 
 Status::Status(const Status& other)
     : state_(other.state_ ? new State(*other.state_) : nullptr) {}
@@ -45,11 +45,18 @@ std::string Status::ToString() const {
 
 Status Status::WithContext(const std::string& prefix) const {
   if (ok()) return Status();
-  return Status(state_->code, prefix + ": " + state_->message);
+  Status out(state_->code, prefix + ": " + state_->message);
+  out.state_->error_number = state_->error_number;
+  return out;
 }
 
 Status Status::FromErrno(int error_number, const std::string& context) {
-  std::string message = context + ": " + std::strerror(error_number);
+  Status status = FromErrnoCode(error_number, context + ": " + std::strerror(error_number));
+  if (!status.ok()) status.state_->error_number = error_number;
+  return status;
+}
+
+Status Status::FromErrnoCode(int error_number, std::string message) {
   switch (error_number) {
     case ENOENT:
     case ENOTDIR:
