@@ -215,6 +215,9 @@ class IoOptions:
     direct_io: bool
     register_buffers: bool
     register_files: bool
+    retries: int
+    retry_backoff_ms: int
+    timeout_seconds: float
     def __init__(self) -> None: ...
     def __copy__(self) -> IoOptions: ...
 

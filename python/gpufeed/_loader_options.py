@@ -184,6 +184,21 @@ def _check_keywords(batch_size, shuffle, on_error, label_dtype, io_backend, max_
     return shuffle
 
 
+def _io_fault_options(io, io_retries, io_timeout) -> None:
+    """Sets the storage-fault keywords on `io` (a _core.IoOptions):
+    io_retries transient read errors tried again (backoff from 50 ms,
+    doubling), io_timeout seconds before a read that never completes fails
+    (None or 0: no limit)."""
+    if isinstance(io_retries, bool) or not isinstance(io_retries, int) or not 0 <= io_retries <= 100:
+        raise ValueError(f"io_retries must be an integer from 0 to 100, not {io_retries!r}")
+    timeout = 0.0 if io_timeout is None else float(io_timeout)
+    if not timeout >= 0 or timeout == float("inf"):
+        raise ValueError(f"io_timeout must be a finite number of seconds >= 0 (0 or None: no "
+                         f"limit), not {io_timeout!r}")
+    io.retries = io_retries
+    io.timeout_seconds = timeout
+
+
 @dataclasses.dataclass
 class _Placement:
     """Where batches go. path: None (host batches), "native" (gpufeed's

@@ -20,6 +20,7 @@ import os
 from typing import Any, Dict, Optional, Union
 
 from . import _core
+from ._loader_options import _io_fault_options
 from ._native import native_cache_options, struct_dict
 from .cache import cache_options
 from .pack import human_bytes, parse_size
@@ -86,6 +87,10 @@ class EmbeddingTable:
             one request.
         cache_capacity: the node cache's budget (None: 90% of what its
             filesystem can hold for it).
+        io_retries, io_timeout: storage faults, as for :class:`DataLoader`:
+            transient read errors tried again that many times (backoff from
+            50 ms), and a lookup whose reads do not complete in io_timeout
+            seconds fails with an OSError (errno ETIMEDOUT) instead of hanging.
 
     Errors name the file: FileNotFoundError, ValueError (a bad header, a
     raw file whose size is not a multiple of the row, options that
@@ -102,7 +107,8 @@ class EmbeddingTable:
                  dim: Optional[int] = None, dtype=None, preload: bool = False,
                  direct_io: bool = False, io_backend: str = "auto", queue_depth: int = 64,
                  coalesce_gap_bytes: int = 4096,
-                 cache_capacity: Optional[Union[int, str]] = None) -> None:
+                 cache_capacity: Optional[Union[int, str]] = None, io_retries: int = 3,
+                 io_timeout: float = 60.0) -> None:
         options = _core.EmbeddingTableOptions()
         if dim is not None:
             if int(dim) <= 0:
@@ -117,6 +123,7 @@ class EmbeddingTable:
             raise ValueError(f"queue_depth must be positive, not {queue_depth!r}")
         options.io.queue_depth = int(queue_depth)
         options.io.direct_io = bool(direct_io)
+        _io_fault_options(options.io, io_retries, io_timeout)
         if int(coalesce_gap_bytes) < 0:
             raise ValueError(f"coalesce_gap_bytes must be >= 0, not {coalesce_gap_bytes!r}")
         options.coalesce_gap_bytes = int(coalesce_gap_bytes)

@@ -50,7 +50,7 @@ from typing import Any, Dict, Optional, Union
 from . import _core
 from ._native import native_dataset_options, struct_dict
 from ._loader_options import (_check_keywords, _check_source, _choose_device, _dataset_arguments,
-                              _default_nodes, _default_rank_world, _embedding_lookups,
+                              _default_nodes, _io_fault_options, _default_rank_world, _embedding_lookups,
                               _format_options, _label_count, _loader_options,
                               _map_torch_keywords, _refuse_torch_keywords, _torch)
 from .tabular import RecordSchema, TabularOptions
@@ -140,7 +140,8 @@ class DataLoader:
                  format_options: Union[WebDatasetOptions, TokenOptions, TabularOptions,
                                        None] = None,
                  record_schema: Optional[RecordSchema] = None,
-                 embeddings: Optional[Dict[int, Any]] = None, **torch_keywords):
+                 embeddings: Optional[Dict[int, Any]] = None,
+                 io_retries: int = 3, io_timeout: float = 60.0, **torch_keywords):
         _refuse_torch_keywords(torch_keywords)
         _check_source(source)
         num_threads, prefetch, seed = _map_torch_keywords(
@@ -176,6 +177,7 @@ class DataLoader:
             num_threads=num_threads, prefetch=prefetch, label_count=label_count,
             label_lengths=bool(label_lengths), label_pad=float(label_pad),
             stats_window_seconds=float(stats_window_seconds), embeddings=lookups)
+        _io_fault_options(self._options.io, io_retries, io_timeout)
         self._native = _core.Loader(path, self._options, native_dataset_options(**dataset),
                                     count_labels=count_labels)
         self._epoch = 0

@@ -88,7 +88,10 @@ void BindStageOptions(py::module_& module) {
       .def_readwrite("inflight_bytes", &IoOptions::inflight_bytes)
       .def_readwrite("direct_io", &IoOptions::direct_io)
       .def_readwrite("register_buffers", &IoOptions::register_buffers)
-      .def_readwrite("register_files", &IoOptions::register_files);
+      .def_readwrite("register_files", &IoOptions::register_files)
+      .def_readwrite("retries", &IoOptions::retries)
+      .def_readwrite("retry_backoff_ms", &IoOptions::retry_backoff_ms)
+      .def_readwrite("timeout_seconds", &IoOptions::timeout_seconds);
   DefValueMethods(io);
 
   py::class_<DeviceOptions> device(module, "DeviceOptions");
