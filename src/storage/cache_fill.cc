@@ -2,6 +2,15 @@
 // copied front to back in large reads through the caller's read engine (or
 // pread), hashed as it goes, fsynced, checked again and published through
 // the index. Also WaitForFill and the fill read engine.
+//
+// Faults: a read that fails, or returns fewer or more bytes than were asked
+// (each request is clamped to the source's known size, so "more" is a
+// kernel or filesystem fault, such as a FUSE direct_io read returning its
+// full length past the end), stops the fill before anything of that read is
+// written; so does a source whose size or mtime changes between two batches
+// of reads. Progress is reported only after a whole batch was read, written
+// and the source found unchanged: readers of the copy in progress see only
+// bytes that were read successfully.
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -50,6 +59,9 @@ class FileFill : public FillSteps {
  private:
   void Count(uint64_t bytes) const;
   std::vector<ReadRequest> NextRequests(FileId file, uint64_t* offset) const;
+  // The source's size and mtime still those of its key (checked after each
+  // batch of reads, before its progress is reported).
+  bool SourceUnchanged();
   bool CopyThroughEngine(const std::vector<ReadRequest>& requests);
   bool CopyWithPread(const std::vector<ReadRequest>& requests);
   // Hashes and writes one chunk read for `request`.
@@ -108,7 +120,8 @@ std::vector<ReadRequest> FileFill::NextRequests(FileId file, uint64_t* offset) c
     request.file = file;
     request.offset = *offset;
     request.length = std::min<uint64_t>(kFillChunk, source_.size - *offset);
-    request.tag = i;
+    // The chunk's number in the file: a test's injected fault names it.
+    request.tag = *offset / kFillChunk;
     *offset += request.length;
     requests.push_back(request);
   }
@@ -124,10 +137,26 @@ bool FileFill::Copy() {
   while (going && offset < source_.size) {
     std::vector<ReadRequest> requests = NextRequests(file, &offset);
     going = use_engine ? CopyThroughEngine(requests) : CopyWithPread(requests);
+    going = going && SourceUnchanged();
     if (going && request_.progress) request_.progress(result_.copied, source_.size);
   }
   if (use_engine) (void)engine->CloseFile(file);
   return going;
+}
+
+bool FileFill::SourceUnchanged() {
+  struct stat now;
+  if (::fstat(input_.get(), &now) != 0) {
+    return Stop(ErrnoStatus(errno, source_.path), FillOutcome::kSourceChanged);
+  }
+  if (static_cast<uint64_t>(now.st_size) != source_.size ||
+      (!source_.identified_by_checksum && MtimeNs(now) != source_.mtime_ns)) {
+    return Stop(Status::IOError(source_.path + ": changed while being cached (" +
+                                std::to_string(now.st_size) + " bytes, " +
+                                std::to_string(source_.size) + " when opened); not cached"),
+                FillOutcome::kSourceChanged);
+  }
+  return true;
 }
 
 bool FileFill::CopyThroughEngine(const std::vector<ReadRequest>& requests) {
@@ -157,10 +186,15 @@ bool FileFill::CopyWithPread(const std::vector<ReadRequest>& requests) {
 }
 
 bool FileFill::Store(const ReadRequest& request, const char* data, size_t size) {
-  Count(size);
+  Count(std::min<uint64_t>(size, request.length));
   if (size != request.length) {
-    return Stop(Status::Corruption(source_.path + ": shorter than its " +
-                                   std::to_string(source_.size) + " bytes while being cached"),
+    // Nothing of this read is written: its bytes are not known to be the
+    // source's. An IOError, not a Corruption: a transient fault, so a file
+    // identified by its checksum is not condemned by it (node_cache.h).
+    return Stop(Status::IOError(source_.path + " (read of " + std::to_string(request.length) +
+                                " bytes at offset " + std::to_string(request.offset) +
+                                " returned " + std::to_string(size) + "; the file holds " +
+                                std::to_string(source_.size) + " bytes): not cached"),
                 FillOutcome::kSourceChanged);
   }
   digest_.Update(data, size);

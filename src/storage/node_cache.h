@@ -92,6 +92,21 @@ class NodeCache {
   static constexpr double kCloseWaitSeconds = 30;
   // Copies made at once (they share the cache's fill read engine).
   static constexpr int kFillerThreads = 2;
+  // A fill that ends without a copy (a read error or a short or long read
+  // of the source, no room, the source changed) is retried, not given up
+  // for the life of the process: the unit's reads go to the source, and
+  // neither a read nor a prefetch queues its fill again, for
+  // kRetryFillAfter, doubled after each further consecutive failure up to
+  // kRetryFillAfterMax; the next read or prefetch after that queues it. A
+  // fill that makes the copy (or finds it made) resets the delay.
+  static constexpr std::chrono::milliseconds kRetryFillAfter{5000};
+  static constexpr std::chrono::milliseconds kRetryFillAfterMax{300000};
+  // Tests only: the first delay instead of kRetryFillAfter (0: the default);
+  // the maximum stays 60 times it.
+  static void SetRetryFillAfterForTesting(std::chrono::milliseconds first);
+  // Fills of this cache that ended without a copy, since it was opened.
+  uint64_t failed_fills() const { return failed_fills_.load(); }
+
   // A bundle's size is known only once it is copied: room is made for this
   // many bytes per member before its fill (about an ImageNet JPEG), and
   // the fill is dropped if the copy then does not fit.
@@ -114,7 +129,10 @@ class NodeCache {
     // A file identified by its manifest's checksum whose source a fill found
     // to differ: `mismatch` (written once, before the flag) is what every
     // read of it returns, never the source's other bytes.
+    // Cleared when a later fill verifies the source (the mismatch was a
+    // read fault's bytes); `mismatch` keeps its first value.
     std::atomic<bool> mismatched{false};
+    std::atomic<bool> mismatch_written{false};
     Status mismatch;
     // Guarded by fill_mutex.
     std::mutex fill_mutex;
@@ -123,6 +141,7 @@ class NodeCache {
     std::shared_ptr<const UniqueFd> partial;  // the copy being written, while filling
     uint64_t filled = 0;                      // bytes of it written, from the start
     uint64_t attempts = 0;                    // fills that ended without a copy
+    uint32_t failures = 0;                    // of them since the last copy made
     std::chrono::steady_clock::time_point retry_after{};
   };
 
@@ -148,6 +167,9 @@ class NodeCache {
   // A fill found the source different from its key: logged; for a file
   // identified by its checksum, its reads fail from now on (slot.mismatch).
   void NoteSourceChanged(Slot& slot, const Status& status);
+  // The wait before the next fill of a unit whose last `failures` fills
+  // made no copy (see kRetryFillAfter).
+  static std::chrono::milliseconds RetryDelay(uint32_t failures);
   void ReleaseBeyondLimit(size_t keep);
   void NotePosition(size_t index);
   void FlushCounters();
@@ -167,6 +189,7 @@ class NodeCache {
   std::atomic<uint64_t> total_hits_{0}, total_misses_{0};
   std::atomic<bool> writes_disabled_{false};
   std::atomic<bool> no_room_logged_{false};
+  std::atomic<uint64_t> failed_fills_{0};
 
   std::mutex mutex_;  // guards what follows
   std::condition_variable changed_;

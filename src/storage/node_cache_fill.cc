@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <new>
 
@@ -18,11 +19,23 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// After a fill that could not make a copy (no room, the source changed),
-// reads go to the source for this long before a fill is tried again.
-constexpr auto kRetryFillAfter = std::chrono::seconds(5);
+// NodeCache::SetRetryFillAfterForTesting's value in milliseconds; 0: none.
+std::atomic<int64_t> retry_fill_after_for_testing{0};
 
 }  // namespace
+
+void NodeCache::SetRetryFillAfterForTesting(std::chrono::milliseconds first) {
+  retry_fill_after_for_testing.store(first.count());
+}
+
+std::chrono::milliseconds NodeCache::RetryDelay(uint32_t failures) {
+  int64_t first = retry_fill_after_for_testing.load();
+  int64_t most = first > 0 ? first * 60 : kRetryFillAfterMax.count();
+  if (first <= 0) first = kRetryFillAfter.count();
+  int64_t delay = first;
+  for (uint32_t i = 1; i < failures && delay < most; ++i) delay *= 2;
+  return std::chrono::milliseconds(std::min(delay, most));
+}
 
 void NodeCache::StartFillersLocked() {
   if (filler_pid_ == ::getpid() && !fillers_.empty()) return;
@@ -60,6 +73,9 @@ void NodeCache::Queue(size_t index, bool front) {
   {
     std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
     if (slot.state == FillState::kFilling) return;
+    // A prefetch waits out the delay after a failed fill (kRetryFillAfter);
+    // a reader's View and BundleCopy check it before they queue.
+    if (!front && slot.state == FillState::kIdle && Clock::now() < slot.retry_after) return;
     bool queued = slot.state == FillState::kQueued;
     slot.state = FillState::kQueued;
     std::lock_guard<std::mutex> lock(mutex_);
@@ -106,9 +122,13 @@ void NodeCache::FillerLoop() {
       slot.state = FillState::kIdle;
       slot.partial.reset();
       slot.filled = 0;
-      if (!filled && !std::atomic_load(&slot.local) && !directory_->HasEntry(slot.source)) {
+      if (filled) {
+        slot.failures = 0;
+      } else if (!std::atomic_load(&slot.local) && !directory_->HasEntry(slot.source)) {
         slot.attempts += 1;
-        slot.retry_after = Clock::now() + kRetryFillAfter;
+        slot.failures += 1;
+        slot.retry_after = Clock::now() + RetryDelay(slot.failures);
+        failed_fills_.fetch_add(1);
       }
     }
     slot.fill_changed.notify_all();
@@ -135,6 +155,9 @@ bool NodeCache::FillNow(size_t index) {
     switch (result.outcome) {
       case FillOutcome::kFilled:
       case FillOutcome::kAlreadyCached:
+        // The copy matches the source's key (and its manifest's checksum):
+        // a mismatch an earlier fill saw was a fault's, not the file's.
+        slot.mismatched.store(false, std::memory_order_release);
         TryOpenLocal(index);
         return true;
       case FillOutcome::kBusy:
@@ -193,19 +216,26 @@ Status NodeCache::CopyOnce(size_t index, FillResult* result) {
 }
 
 void NodeCache::NoteSourceChanged(Slot& slot, const Status& status) {
+  uint32_t failures = 0;
+  {
+    std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
+    failures = slot.failures + 1;  // this one, counted by FillerLoop after
+  }
+  const double retry_s = RetryDelay(failures).count() / 1000.0;
   if (slot.source.identified_by_checksum && status.IsCorruption()) {
     // The source is not what the manifest describes: its reads fail
     // (named), rather than serve bytes the dataset's index does not
-    // describe.
-    Log().error("cache: {}", status.ToString());
-    if (!slot.mismatched.load()) {
-      slot.mismatch = status;
-      slot.mismatched.store(true, std::memory_order_release);
-    }
+    // describe, until a later fill finds it matching.
+    Log().error("cache: {}; its reads fail until a copy made in {:.1f} s or later matches",
+                status.ToString(), retry_s);
+    if (!slot.mismatch_written.exchange(true)) slot.mismatch = status;
+    slot.mismatched.store(true, std::memory_order_release);
     return;
   }
+  // Nothing of this fill is kept or served: its readers go to the source.
   if (!status.ok()) {
-    Log().warn("cache: not caching {}: {}", slot.source.path, status.ToString());
+    Log().warn("cache: not caching {} now: {}; reading it from the source, and copying it "
+               "again in {:.1f} s or later", slot.source.path, status.ToString(), retry_s);
   } else {
     Log().warn("cache: not caching {}: it changed since the dataset was opened",
                slot.source.path);

@@ -23,9 +23,16 @@ bool StoreBundle::LocateMember(size_t, FileView*, uint64_t*, uint64_t*) const { 
 void StoreFile::Invalidate(FileView* view) const { view->hold.reset(); }
 
 Status StoreFile::ReadAt(uint64_t offset, size_t length, char* destination, size_t* done) const {
+  *done = 0;
+  // Never past the size the file had when opened (or its manifest's): bytes
+  // a grown file gained since, or a filesystem's garbage past the end, are
+  // not the dataset's.
+  length = offset >= size() ? 0 : static_cast<size_t>(std::min<uint64_t>(length, size() - offset));
+  if (length == 0) return Status::OK();
   FileView view;
   GPUFEED_RETURN_IF_ERROR(View(offset, length, &view));
   GPUFEED_RETURN_IF_ERROR(PreadFull(view.fd, destination, length, offset, view.shown, done));
+  *done = std::min(*done, length);
   Count(view, *done);
   return Status::OK();
 }
@@ -153,7 +160,13 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
     }
     size_t got = 0;
     GPUFEED_RETURN_IF_ERROR(PreadFull(fd.get(), data->data(), size, 0, path, &got));
-    data->resize(got);
+    if (got != size) {
+      // Shrunk between the fstat and the read: half a file is not a sample
+      // (nor a bundle member a node-cache copy may keep).
+      return Status::IOError(path + ": the read ended at byte offset " + std::to_string(got) +
+                             " of the " + std::to_string(size) +
+                             " bytes the file held when opened (changed while read)");
+    }
     if (mtime_ns != nullptr) *mtime_ns = mtime;
     CountRead(data->size());
     return Status::OK();

@@ -107,8 +107,9 @@ class StoreFile : public StoreUnit {
   // for the copy to be removed). A no-op for a source view.
   virtual void Invalidate(FileView* view) const;
 
-  // View + pread of [offset, offset + length) + Count. *done < length only
-  // at the end of the file.
+  // View + pread of [offset, offset + length) + Count, clamped to size():
+  // *done < length only at the end of the file or of its known size, and
+  // never a byte past size().
   Status ReadAt(uint64_t offset, size_t length, char* destination, size_t* done) const;
 
  protected:

@@ -58,5 +58,27 @@ TEST(StoreTest, ThePosixStoreKeepsAtMostItsLimitOfDescriptorsOpen) {
   EXPECT_EQ(first, 'a');
 }
 
+TEST(StoreTest, AReadNeverHandsOnBytesPastTheSizeTheFileHadWhenOpened) {
+  TempDir dir;
+  std::string path = JoinPath(dir.path(), "grows");
+  WriteBytes(path, std::string(1000, 'a'));
+  std::shared_ptr<Store> store = NewPosixStore();
+  std::shared_ptr<const StoreFile> file;
+  ASSERT_TRUE(store->Open(path, "", &file).ok());
+  ASSERT_EQ(file->size(), 1000u);
+  // The file grows after it was opened: its new bytes are not the dataset's.
+  WriteBytes(path, std::string(1000, 'a') + std::string(5000, 'b'));
+  std::string bytes(4096, '\0');
+  size_t done = 0;
+  ASSERT_TRUE(file->ReadAt(500, bytes.size(), bytes.data(), &done).ok());
+  EXPECT_EQ(done, 500u);
+  EXPECT_EQ(bytes.substr(0, done), std::string(500, 'a'));
+  EXPECT_EQ(bytes.substr(done), std::string(4096 - 500, '\0'));  // nothing written past it
+  ASSERT_TRUE(file->ReadAt(1000, 10, bytes.data(), &done).ok());
+  EXPECT_EQ(done, 0u);
+  ASSERT_TRUE(file->ReadAt(5000, 10, bytes.data(), &done).ok());
+  EXPECT_EQ(done, 0u);
+}
+
 }  // namespace
 }  // namespace gpufeed
