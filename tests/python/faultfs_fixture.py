@@ -95,6 +95,10 @@ class FaultMount:
         os.makedirs(workdir, exist_ok=True)
         self.path = os.path.join(workdir, "mnt")
         os.makedirs(self.path, exist_ok=True)
+        real_source = os.path.realpath(self.source)
+        if os.path.realpath(self.path).startswith(real_source.rstrip(os.sep) + os.sep):
+            # The mount would contain itself: every walk of it recurses forever.
+            raise ValueError(f"faultfs: the mount point {self.path} lies inside its source {self.source}")
         self.control = os.path.join(workdir, "faults.json")
         self.read_log = self.control + ".reads"
         self.stderr_path = os.path.join(workdir, "daemon.stderr")
