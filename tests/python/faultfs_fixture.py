@@ -201,15 +201,23 @@ class FaultMount:
                 pass
 
 
+def require_fuse_or_skip(reason=None):
+    """Skips the test (with the reason) where FUSE is unavailable, or fails
+    it where GPUFEED_REQUIRE_FUSE=1 (tests/run.sh on a machine that has
+    FUSE, as in CI: a skip there would hide the fault tests)."""
+    reason = reason or fuse_unavailable_reason()
+    if reason is None:
+        return
+    if os.environ.get("GPUFEED_REQUIRE_FUSE") == "1":
+        pytest.fail(f"FUSE is required here (GPUFEED_REQUIRE_FUSE=1) but unavailable: {reason}")
+    pytest.skip(f"FUSE unavailable: {reason}")
+
+
 @pytest.fixture
 def faultfs(tmp_path):
     """A factory: faultfs(source, direct_io=False) -> FaultMount. Every mount
     it made is unmounted and its daemon killed at teardown."""
-    reason = fuse_unavailable_reason()
-    if reason is not None:
-        if os.environ.get("GPUFEED_REQUIRE_FUSE") == "1":
-            pytest.fail(f"FUSE is required here (GPUFEED_REQUIRE_FUSE=1) but unavailable: {reason}")
-        pytest.skip(f"FUSE unavailable: {reason}")
+    require_fuse_or_skip()
     mounts = []
 
     def mount(source, direct_io=False):

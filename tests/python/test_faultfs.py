@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from faultfs_fixture import faultfs, is_mounted  # noqa: F401 (faultfs is a fixture)
+from faultfs_fixture import FaultMount, faultfs, is_mounted, require_fuse_or_skip  # noqa: F401 (a fixture)
 
 SIZE = 1_380_000
 PAGE = 4096
@@ -202,12 +202,24 @@ def test_teardown_leaves_no_mount(faultfs, source):
     assert not reader.is_alive()
 
 
-def test_malformed_control_fails_before_mounting(tmp_path, source):
-    from faultfs_fixture import fuse_unavailable_reason, FaultMount
-    if fuse_unavailable_reason() and os.environ.get("GPUFEED_REQUIRE_FUSE") != "1":
-        pytest.skip(f"FUSE unavailable: {fuse_unavailable_reason()}")
-    folder, _ = source
+def test_malformed_control_is_refused(tmp_path):
+    from faultfs_fixture import FaultMount
     mount = FaultMount.__new__(FaultMount)  # only its control file is used
     mount.control = str(tmp_path / "faults.json")
     with pytest.raises(ValueError, match="EWHAT"):
         FaultMount.set_faults(mount, [{"error": "EWHAT"}])
+
+
+def test_mount_point_inside_its_source_is_refused(faultfs, source):
+    folder, _ = source
+    with pytest.raises(ValueError, match="inside its source"):
+        FaultMount(folder, folder / "inner")
+
+
+def test_missing_fuse_skips_or_fails_when_required(monkeypatch):
+    monkeypatch.delenv("GPUFEED_REQUIRE_FUSE", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no /dev/fuse here"):
+        require_fuse_or_skip("no /dev/fuse here")
+    monkeypatch.setenv("GPUFEED_REQUIRE_FUSE", "1")
+    with pytest.raises(pytest.fail.Exception, match="GPUFEED_REQUIRE_FUSE=1.*no /dev/fuse here"):
+        require_fuse_or_skip("no /dev/fuse here")
