@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by tests/run.sh: the FUSE fault layer of the Python tests
 # (tests/python/faultfs.py) needs no mount left behind, whatever happens.
 #
@@ -17,7 +18,8 @@
 # reader behind a writer, tests/script_errors.sh).
 
 gpufeed_faultfs_setup() {
-  export GPUFEED_FAULTFS_TAG="run$$-$(date +%s)"
+  GPUFEED_FAULTFS_TAG="run$$-$(date +%s)"
+  export GPUFEED_FAULTFS_TAG
   GPUFEED_FAULTFS_STATE_DIR=$(mktemp -d "${TMPDIR:-/tmp}/gpufeed-faultfs.XXXXXX")
   export GPUFEED_FAULTFS_STATE_DIR
   if [ -e /dev/fuse ] && [ "$(id -u)" -eq 0 ]; then
