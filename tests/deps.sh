@@ -11,7 +11,12 @@ GPUFEED_DEBIAN_PACKAGES=(
   python3-numpy python3-pil python3-pytest python3-tqdm python3-lmdb python3-protobuf
   python3-torch python3-torchvision python3-matplotlib
   protobuf-compiler
+  python3-fusepy fuse3
 )
+# python3-fusepy (the FUSE fault layer of the Python tests) loads libfuse2 by
+# ctypes; as root libfuse2 mounts with mount(2) itself and unmounts with
+# "fusermount", which Debian 12's fuse3 provides (a link to fusermount3;
+# fuse3 Provides and Breaks the old "fuse" package, so fuse3 is the one).
 
 # gpufeed_package_installed PACKAGE: dpkg has PACKAGE installed. (dpkg's
 # answer is compared whole: no pipe into a reader that may stop early.)

@@ -9,6 +9,10 @@
 #   ./tests/run.sh --sanitize=address   C++ tests under ASan + UBSan (build/asan)
 #   ./tests/run.sh --sanitize=thread    C++ tests under TSan (build/tsan)
 #
+# The Python tests mount FUSE fault filesystems (tests/python/faultfs.py);
+# where /dev/fuse exists and this runs as root they must run (a skip fails),
+# and an EXIT trap unmounts whatever they left (tests/faultfs.sh).
+#
 # The sanitizer runs cover the C++ suite only (the Python extension would
 # need a sanitized interpreter); see docs/reliability.md.
 #
@@ -51,6 +55,17 @@ echo "== build ($BUILD_DIR)"
 gpufeed_build_and_install "$ROOT" "$BUILD_DIR" "$VENV"
 
 status=0
+if [ "$run_python" = 1 ]; then
+  # The FUSE fault layer of the Python tests: a required FUSE where this
+  # machine has it, and no mount or daemon left behind even when a test fails
+  # or the run is interrupted.
+  # shellcheck source=tests/faultfs.sh
+  source "$ROOT/tests/faultfs.sh"
+  gpufeed_faultfs_setup
+  trap gpufeed_faultfs_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+fi
 if [ "$run_cpp" = 1 ]; then
   echo "== C++ tests (ctest)"
   (cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)") || status=1
