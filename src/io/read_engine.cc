@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <sys/stat.h>
+#include <sys/statfs.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -60,6 +61,10 @@ size_t CompletionQueue::ready() const {
 }
 
 // ---------------------------------------------------------------- engine
+
+namespace {
+constexpr decltype(statfs::f_type) kFuseSuperMagic = 0x65735546;  // linux/magic.h FUSE_SUPER_MAGIC
+}  // namespace
 
 bool IsTransientReadError(int error_number) {
   switch (error_number) {
@@ -190,6 +195,8 @@ Status ReadEngine::AddFile(int fd, const std::string& path, const std::string& r
   entry->fd = fd;
   struct stat st;
   if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) entry->size = static_cast<uint64_t>(st.st_size);
+  struct statfs filesystem;
+  entry->on_fuse = ::fstatfs(fd, &filesystem) == 0 && filesystem.f_type == kFuseSuperMagic;
   if (options_.direct_io) {
     int direct = ::open(reopen_path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
     if (direct >= 0) {
@@ -252,8 +259,61 @@ Status ReadEngine::Submit(std::vector<ReadRequest> requests, CompletionQueue* qu
       pending.push_back(std::move(item));
     }
   }
+  if (!SafeOnFuse()) RouteFuseRequests(&pending);
   if (!pending.empty()) Enqueue(std::move(pending));
   return Status::OK();
+}
+
+void ReadEngine::RouteFuseRequests(std::vector<PendingRequest>* pending) {
+  std::vector<PendingRequest> fuse;
+  size_t kept = 0;
+  for (size_t i = 0; i < pending->size(); ++i) {
+    PendingRequest& item = (*pending)[i];
+    const bool on_fuse = item.file ? item.file->on_fuse : PathOnFuse(item.request.path);
+    if (on_fuse) {
+      fuse.push_back(std::move(item));
+    } else {
+      if (kept != i) (*pending)[kept] = std::move(item);
+      kept += 1;
+    }
+  }
+  pending->resize(kept);
+  if (fuse.empty()) return;
+  ReadEngine* pool = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(fuse_mutex_);
+    if (!fuse_engine_) {
+      IoOptions options = options_;
+      options.backend = IoBackend::kPread;
+      options.threads = 0;
+      if (!CreatePreadEngine(options, &fuse_engine_).ok()) fuse_engine_.reset();
+      Log().info("{}: on FUSE; its reads go to a pool of pread threads (an io_uring read of a "
+                 "FUSE file can return wrong bytes past a failed part or the end)",
+                 fuse.front().file ? fuse.front().file->path : fuse.front().request.path);
+    }
+    pool = fuse_engine_.get();
+  }
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.fuse_requests += fuse.size();
+  }
+  pool->Enqueue(std::move(fuse));
+}
+
+bool ReadEngine::PathOnFuse(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string directory = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  std::lock_guard<std::mutex> lock(fuse_mutex_);
+  for (const auto& [known, on_fuse] : fuse_dirs_) {
+    if (known == directory) return on_fuse;
+  }
+  struct statfs filesystem;
+  const bool on_fuse =
+      ::statfs(directory.c_str(), &filesystem) == 0 && filesystem.f_type == kFuseSuperMagic;
+  // A bounded memo: ImageFolder classes are a few thousand directories.
+  if (fuse_dirs_.size() >= 4096) fuse_dirs_.erase(fuse_dirs_.begin());
+  fuse_dirs_.emplace_back(directory, on_fuse);
+  return on_fuse;
 }
 
 Status ReadEngine::ReadAll(std::vector<ReadRequest> requests,
@@ -354,8 +414,26 @@ void ReadEngine::NoteInflight(int delta) {
 }
 
 IoStats ReadEngine::stats() const {
+  IoStats fuse;
+  {
+    std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(fuse_mutex_));
+    if (fuse_engine_) fuse = fuse_engine_->stats();
+  }
   std::lock_guard<std::mutex> lock(stats_mutex_);
   IoStats out = stats_;
+  // The FUSE pool's reads are this engine's reads.
+  out.requests += fuse.requests;
+  out.bytes += fuse.bytes;
+  out.errors += fuse.errors;
+  out.retries += fuse.retries;
+  out.pread_fallbacks += fuse.pread_fallbacks;
+  out.transient_retries += fuse.transient_retries;
+  out.timeouts += fuse.timeouts;
+  out.abandoned += fuse.abandoned;
+  out.abandoned_threads += fuse.abandoned_threads;
+  out.clamped_reads += fuse.clamped_reads;
+  out.inflight_seconds += fuse.inflight_seconds;
+  out.busy_seconds += fuse.busy_seconds;
   // Up to now, not to the last change.
   double since =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - inflight_changed_).count();

@@ -116,6 +116,8 @@ struct IoStats {
   // Reads the kernel said returned bytes past the file's size at open (a
   // FUSE direct_io client returns the whole requested length): cut to it.
   uint64_t clamped_reads = 0;
+  // Requests for files on FUSE served by the pread pool (see Submit).
+  uint64_t fuse_requests = 0;
 };
 
 // The errors IoOptions::retries applies to: EIO, ETIMEDOUT, EAGAIN,
@@ -170,6 +172,13 @@ class ReadEngine {
 
   // Queues the requests; returns at once. InvalidArgument for an unknown
   // file id (nothing of the batch is queued then).
+  //
+  // Files on FUSE are read by a pool of pread threads even in the io_uring
+  // engine: on Linux 6.18 an io_uring read of a FUSE direct_io file that
+  // spans several FUSE requests returns the whole requested length when a
+  // later request fails (EIO) or the file ends, the extra bytes being the
+  // file's own bytes again (tests/tools/fuse_uring_probe.py); pread returns
+  // the true count. Whether a mount is direct_io cannot be seen from here.
   Status Submit(std::vector<ReadRequest> requests, CompletionQueue* queue);
 
   // Convenience: submits, waits for all, returns completions ordered like
@@ -203,6 +212,9 @@ class ReadEngine {
     // engine goes): only files opened by path, never adopted ones (a
     // node-cache copy must not stay pinned after the engine lets it go).
     bool registrable = true;
+    // On a FUSE filesystem (fstatfs): read with pread, never io_uring
+    // (see ReadEngine::Submit).
+    bool on_fuse = false;
   };
 
   struct PendingRequest {
@@ -295,8 +307,19 @@ class ReadEngine {
   Status AddFile(int fd, const std::string& path, const std::string& reopen_path, FileId* file,
                  bool registrable = true);
 
+  // True for a backend whose reads are correct on FUSE (the pread pool).
+  virtual bool SafeOnFuse() const { return false; }
+  // Moves the requests for files on FUSE out of *pending into the pread
+  // pool that serves them (made on first use). See Submit.
+  void RouteFuseRequests(std::vector<PendingRequest>* pending);
+  bool PathOnFuse(const std::string& path);
+
   mutable std::mutex files_mutex_;
   std::vector<std::shared_ptr<const OpenFileEntry>> files_;
+
+  std::mutex fuse_mutex_;  // guards what follows
+  std::unique_ptr<ReadEngine> fuse_engine_;
+  std::vector<std::pair<std::string, bool>> fuse_dirs_;  // directory -> on FUSE (small files)
 };
 
 // Backends (read_engine_uring.h, read_engine_pread.cc). Without liburing

@@ -60,6 +60,7 @@ class PreadEngine final : public ReadEngine {
   const char* backend_name() const override { return "pread"; }
 
  protected:
+  bool SafeOnFuse() const override { return true; }
   void Enqueue(std::vector<PendingRequest> requests) override {
     size_t count = requests.size();
     size_t workers;
