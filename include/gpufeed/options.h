@@ -51,6 +51,10 @@ struct IoOptions {
   // used unregistered (logged once).
   bool register_buffers = true;
   bool register_files = true;
+  // A read failing with an I/O error is tried again this many times.
+  int retries = 3;
+  // The first retry waits this long; each later one twice as long.
+  int retry_backoff_ms = 50;
 };
 
 enum class ShuffleMode : int {
