@@ -240,7 +240,9 @@ TEST_F(EmbeddingLoaderTest, AnIdOutsideTheTableFailsItsSampleOrIsSkipped) {
     EXPECT_EQ(seen.size(), kRows - bad);
     std::vector<int> count(kRows, 0);
     for (uint64_t id : seen) ++count[id];
-    for (uint64_t id = 0; id < kRows; ++id) EXPECT_EQ(count[id], BadRow(id) ? 0 : 1) << "row " << id;
+    for (uint64_t id = 0; id < kRows; ++id) {
+      EXPECT_EQ(count[id], BadRow(id) ? 0 : 1) << "row " << id;
+    }
     EXPECT_EQ(loader->Stats().skipped, bad);
     std::vector<SkippedSample> skipped = loader->SkippedSamples();
     EXPECT_EQ(skipped.size(), bad);

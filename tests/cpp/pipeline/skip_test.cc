@@ -245,7 +245,9 @@ TEST_P(SkipTest, ResumeAcrossASkippedBatchDeliversExactlyTheRest) {
   ASSERT_TRUE(resumed->Restore(state).ok());
   std::vector<Status> errors;
   std::vector<uint64_t> rest;
-  for (const auto& ids : RunEpoch(resumed.get(), &errors)) rest.insert(rest.end(), ids.begin(), ids.end());
+  for (const auto& ids : RunEpoch(resumed.get(), &errors)) {
+    rest.insert(rest.end(), ids.begin(), ids.end());
+  }
   EXPECT_TRUE(errors.empty());
   EXPECT_EQ(rest, Good(15, kImages));
   ExpectListed(resumed->SkippedSamples(), {38}, "Corruption");
@@ -273,7 +275,9 @@ TEST_P(SkipTest, EioFromTheReadEngineIsLeftOutAndListed) {
     auto [path, offset] = Where(s.sample);
     EXPECT_EQ(s.path, path);
     EXPECT_EQ(s.offset, offset);
-    if (victims.count(s.sample)) EXPECT_NE(s.reason.find("IOError"), std::string::npos) << s.reason;
+    if (victims.count(s.sample)) {
+      EXPECT_NE(s.reason.find("IOError"), std::string::npos) << s.reason;
+    }
   }
 }
 
@@ -288,7 +292,8 @@ INSTANTIATE_TEST_SUITE_P(ReadPaths, SkipTest, ::testing::Bool(),
 TEST(DirectReadRetryTest, AnIOErrorThatClearsWithinTheRetriesIsRiddenOut) {
   TempDir dir;
   const std::string folder = JoinPath(dir.path(), "folder");
-  ASSERT_NO_FATAL_FAILURE(WriteJpegFolder(folder, 10, 1, [](int) { return std::make_pair(24, 20); }));
+  ASSERT_NO_FATAL_FAILURE(
+      WriteJpegFolder(folder, 10, 1, [](int) { return std::make_pair(24, 20); }));
   std::unique_ptr<Dataset> opened;
   ASSERT_TRUE(Dataset::Open(folder, {}, &opened).ok());
   std::shared_ptr<Dataset> dataset = std::move(opened);
