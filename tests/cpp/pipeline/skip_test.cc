@@ -6,7 +6,7 @@
 // failing with an I/O error is tried again. Real JPEGs, real RecordIO
 // shards, real corrupt records; the read engine's hook only for EIO.
 #include <gtest/gtest.h>
-#include <sys/stat.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -107,9 +107,11 @@ class SkipTest : public ::testing::TestWithParam<bool> {
       EXPECT_EQ(static_cast<size_t>(batch.size()), ids.size());
       EXPECT_EQ(batch.labels().shape[0], batch.size());
       EXPECT_EQ(batch.data().shape[0], batch.size());
-      const int64_t* labels = static_cast<const int64_t*>(batch.labels().data);
+      // The list file's labels: float32 (a list file is not class-indexed).
+      EXPECT_EQ(batch.labels().dtype, TensorDtype::kFloat32);
+      const float* labels = static_cast<const float*>(batch.labels().data);
       for (size_t r = 0; r < ids.size(); ++r) {
-        EXPECT_EQ(labels[r], static_cast<int64_t>(ids[r] % 7)) << "sample " << ids[r];
+        EXPECT_EQ(labels[r], static_cast<float>(ids[r] % 7)) << "sample " << ids[r];
       }
       batches.push_back(ids);
     }
@@ -286,18 +288,16 @@ INSTANTIATE_TEST_SUITE_P(ReadPaths, SkipTest, ::testing::Bool(),
                            return info.param ? std::string("ReadEngine") : std::string("Direct");
                          });
 
-// A direct read (no read engine) failing with an I/O error is tried again:
-// an image file replaced by a directory (read() gives EISDIR) and put back
-// while the retries wait is delivered; without retries it is skipped.
+// A direct read (no read engine) failing with an I/O error is tried again.
+// The fault is real: the descriptor limit lowered to the descriptors in use,
+// so the workers' open() of each image fails with EMFILE (an IOError), and
+// raised again 250 ms later, between the second (100 ms) and the third
+// (300 ms) retry. Without retries the batch's samples are skipped.
 TEST(DirectReadRetryTest, AnIOErrorThatClearsWithinTheRetriesIsRiddenOut) {
   TempDir dir;
   const std::string folder = JoinPath(dir.path(), "folder");
   ASSERT_NO_FATAL_FAILURE(
       WriteJpegFolder(folder, 10, 1, [](int) { return std::make_pair(24, 20); }));
-  std::unique_ptr<Dataset> opened;
-  ASSERT_TRUE(Dataset::Open(folder, {}, &opened).ok());
-  std::shared_ptr<Dataset> dataset = std::move(opened);
-  const std::string victim = JoinPath(folder, "class0/img003.jpg");
   LoaderOptions options;
   options.batch_size = 5;
   options.num_threads = 1;
@@ -305,37 +305,45 @@ TEST(DirectReadRetryTest, AnIOErrorThatClearsWithinTheRetriesIsRiddenOut) {
   options.shuffle = ShuffleMode::kNone;
   options.on_error = OnError::kSkip;
   options.max_skipped = 10;
+  options.io.retry_backoff_ms = 100;
   LoaderInternals direct;
   direct.use_read_engine = false;
+  rlimit original{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &original), 0);
   for (int retries : {0, 4}) {
     options.io.retries = retries;
-    options.io.retry_backoff_ms = 100;
-    ASSERT_EQ(std::rename(victim.c_str(), (victim + ".away").c_str()), 0);
-    ASSERT_EQ(::mkdir(victim.c_str(), 0755), 0);
+    std::unique_ptr<Dataset> opened;  // fresh: no image opened yet
+    ASSERT_TRUE(Dataset::Open(folder, {}, &opened).ok());
+    std::shared_ptr<Dataset> dataset = std::move(opened);
+    const int lowest_free = ::dup(0);
+    ASSERT_GE(lowest_free, 0);
+    ::close(lowest_free);
+    rlimit lowered = original;
+    lowered.rlim_cur = static_cast<rlim_t>(lowest_free);
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lowered), 0);
     std::unique_ptr<Loader> loader;
-    ASSERT_TRUE(LoaderFactory::Open(dataset, options, direct, &loader).ok());
-    // The workers read sample 3 at once; the file is back 250 ms later,
-    // between the second (100 ms) and third (300 ms) retry.
+    Status open = LoaderFactory::Open(dataset, options, direct, &loader);
     std::thread heal([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
-      ::rmdir(victim.c_str());
-      std::rename((victim + ".away").c_str(), victim.c_str());
+      ::setrlimit(RLIMIT_NOFILE, &original);
     });
     Batch batch;
-    Status status = loader->Next(&batch);
+    Status status = open.ok() ? loader->Next(&batch) : open;
     heal.join();
     ASSERT_TRUE(status.ok()) << status.ToString();
-    const std::vector<uint64_t> ids = batch.sample_ids();
+    const std::vector<SkippedSample> skipped = loader->SkippedSamples();
     if (retries == 0) {
-      EXPECT_EQ(ids, (std::vector<uint64_t>{0, 1, 2, 4}));
-      std::vector<SkippedSample> skipped = loader->SkippedSamples();
-      ASSERT_EQ(skipped.size(), 1u);
-      EXPECT_EQ(skipped[0].sample, 3u);
-      EXPECT_EQ(skipped[0].path, victim);
-      EXPECT_NE(skipped[0].reason.find("IOError"), std::string::npos) << skipped[0].reason;
+      EXPECT_EQ(batch.size(), 0);  // every read of batch 0 failed at once
+      ASSERT_EQ(skipped.size(), 5u);
+      for (uint64_t i = 0; i < 5; ++i) {
+        EXPECT_EQ(skipped[i].sample, i);
+        EXPECT_NE(skipped[i].path.find("img00" + std::to_string(i) + ".jpg"), std::string::npos)
+            << skipped[i].path;
+        EXPECT_NE(skipped[i].reason.find("IOError"), std::string::npos) << skipped[i].reason;
+      }
     } else {
-      EXPECT_EQ(ids, (std::vector<uint64_t>{0, 1, 2, 3, 4}));
-      EXPECT_TRUE(loader->SkippedSamples().empty());
+      EXPECT_EQ(batch.sample_ids(), (std::vector<uint64_t>{0, 1, 2, 3, 4}));
+      EXPECT_TRUE(skipped.empty()) << skipped[0].reason;
       EXPECT_EQ(loader->Stats().skipped, 0u);
     }
   }
