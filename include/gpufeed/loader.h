@@ -395,7 +395,8 @@ class GPUFEED_EXPORT Loader {
   // Batches this rank gets in a full epoch.
   uint64_t batches_per_epoch() const;
   // on_error=kSkip: the samples left out of the batches delivered so far in
-  // the epoch in progress, in delivery order. Cleared when another epoch
+  // the epoch in progress, in delivery order (with device kCuda: of the host
+  // batches the copy stage has taken, up to `prefetch` ahead of Next). Cleared when another epoch
   // starts (the end of one, SetEpoch, a Restore into another epoch or to
   // its start).
   std::vector<SkippedSample> SkippedSamples() const;
