@@ -48,8 +48,21 @@ namespace gpufeed {
 
 enum class OnError : int {
   kRaise = 0,  // Next() returns the error (file, offset, sample) of the batch it hits
-  kSkip = 1,   // the sample is replaced by the next readable one of this rank's order
-               // (batches stay full), counted in Stats and logged (rate-limited)
+  kSkip = 1,   // the sample is left out: its batch is delivered with its rows removed (a
+               // batch whose every sample failed comes with 0 rows, so every rank still
+               // steps through the same number of batches); no sample is delivered twice.
+               // Listed by Loader::SkippedSamples, counted in Stats, logged (rate-limited),
+               // bounded by LoaderOptions::max_skipped.
+};
+
+// A sample left out in on_error=kSkip mode (Loader::SkippedSamples).
+struct GPUFEED_EXPORT SkippedSample {
+  uint64_t sample = 0;
+  // Where its record lies: the file and byte offset the format knows;
+  // the shard's path ("" when unknown) and UINT64_MAX when it knows no range.
+  std::string path;
+  uint64_t offset = UINT64_MAX;
+  std::string reason;  // the failure's Status::ToString()
 };
 
 // kTokenWindows: token corpora only (LoaderOptions::tokens). kTabular:
@@ -145,6 +158,11 @@ struct LoaderOptions {
   enum class LabelType : int { kAuto = 0, kInt64 = 1, kFloat32 = 2 };
   LabelType label_type = LabelType::kAuto;
   OnError on_error = OnError::kRaise;
+  // on_error=kSkip: the most samples an epoch may skip on this rank; < 1 a
+  // fraction of the rank's samples in the epoch, >= 1 a count. Past it, the
+  // batch that crossed it (and every later one with a skip in that epoch)
+  // fails with the last failure's code. Negative: InvalidArgument.
+  double max_skipped = 0.01;
   // Batch buffer memory (nullptr: host memory).
   std::shared_ptr<BatchAllocator> allocator;
   // Batches the consumer keeps alive (a list of an epoch's batches, a few
@@ -199,7 +217,7 @@ struct GPUFEED_EXPORT LoaderStats {
   uint64_t batches = 0;
   uint64_t samples = 0;
   uint64_t bytes_read = 0;
-  uint64_t skipped = 0;          // samples replaced in on_error=skip mode
+  uint64_t skipped = 0;          // samples left out in on_error=skip mode (each once)
   int threads = 0;
   double elapsed_seconds = 0;    // wall time of the span
   // Every second of the decode threads (threads x elapsed_seconds) falls in
@@ -376,6 +394,12 @@ class GPUFEED_EXPORT Loader {
   LoaderStats Stats(StatsSpan span = StatsSpan::kSinceOpen) const;
   // Batches this rank gets in a full epoch.
   uint64_t batches_per_epoch() const;
+  // on_error=kSkip: the samples left out of the batches delivered so far in
+  // the epoch in progress, in delivery order (with device kCuda: of the host
+  // batches the copy stage has taken, up to `prefetch` ahead of Next). Cleared when another epoch
+  // starts (the end of one, SetEpoch, a Restore into another epoch or to
+  // its start).
+  std::vector<SkippedSample> SkippedSamples() const;
   uint64_t epoch() const;
 
   class Impl;

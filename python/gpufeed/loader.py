@@ -45,7 +45,7 @@ do not exist there); create a new one in the child. The parent's goes on.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from . import _core
 from ._native import native_dataset_options, struct_dict
@@ -107,6 +107,12 @@ class DataLoader:
     node_rank default from torchrun's environment (WORLD_SIZE /
     LOCAL_WORLD_SIZE, GROUP_RANK or NODE_RANK); see docs/scaling.md.
 
+    on_error="skip": a bad sample's row is left out of its batch (no sample
+    is delivered twice; a batch whose every sample failed has 0 rows, and
+    the number of batches per epoch is unchanged); skipped_samples() lists
+    the epoch's skipped samples. max_skipped (0.01): below 1 a fraction of
+    the rank's epoch, from 1 a count; the batch whose skips pass it raises.
+
     embeddings: {sparse column: gpufeed.EmbeddingTable}, with
     transform=gpufeed.Tabular only: batches become (dense, sparse, labels,
     emb) with emb a dict in column order, emb[c] (B, table.dim) of
@@ -127,6 +133,7 @@ class DataLoader:
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  num_nodes: Optional[int] = None, node_rank: Optional[int] = None,
                  io_backend: str = "auto", direct_io: bool = False, on_error: str = "raise",
+                 max_skipped: float = 0.01,
                  label_dtype: str = "int64", cache_dir=None, cache_capacity=None,
                  shuffle_window_shards: int = 4, format: str = "auto",
                  pin_memory: bool = False, cache_policy: str = "train", cache_prefetch: int = 2,
@@ -148,6 +155,9 @@ class DataLoader:
             num_workers, num_threads, prefetch_factor, prefetch, generator, seed, transform)
         shuffle = _check_keywords(batch_size, shuffle, on_error, label_dtype, io_backend,
                                   max_held_bytes, timeout, pin_memory_device)
+        if not max_skipped >= 0:
+            raise ValueError("max_skipped must be a count (>= 1) or a fraction (0 to 1), "
+                             f"not {max_skipped!r}")
         self.timeout = float(timeout)
         self.persistent_workers = bool(persistent_workers)
         from .cache import cache_options
@@ -176,7 +186,8 @@ class DataLoader:
             rank=rank, world_size=world_size, num_nodes=num_nodes, node_rank=node_rank,
             num_threads=num_threads, prefetch=prefetch, label_count=label_count,
             label_lengths=bool(label_lengths), label_pad=float(label_pad),
-            stats_window_seconds=float(stats_window_seconds), embeddings=lookups)
+            stats_window_seconds=float(stats_window_seconds), embeddings=lookups,
+            max_skipped=float(max_skipped))
         _io_fault_options(self._options.io, io_retries, io_timeout)
         self._native = _core.Loader(path, self._options, native_dataset_options(**dataset),
                                     count_labels=count_labels)
@@ -264,6 +275,12 @@ class DataLoader:
         self._native.restore(native)
         self._epoch = int(state["epoch"])
         self._epoch_set = True
+
+    def skipped_samples(self) -> List[Dict[str, Any]]:
+        """on_error="skip": the samples left out of the batches delivered so far
+        in the epoch in progress, as dicts {"sample", "path", "offset",
+        "reason"} ("offset" None where the format knows no byte range)."""
+        return list(self._native.skipped_samples())
 
     def stats(self, span: str = "open") -> LoaderStats:
         """The figures and the verdict over ``span``: "open" (since the loader

@@ -186,6 +186,22 @@ class PyLoader {
 
   LoaderStats Stats(StatsSpan span) const { return Native().Stats(span); }
 
+  // Loader::SkippedSamples as dicts {sample, path, offset (None: unknown),
+  // reason}.
+  py::list SkippedSamples() const {
+    std::vector<SkippedSample> skipped = Native().SkippedSamples();
+    py::list out;
+    for (const SkippedSample& s : skipped) {
+      py::dict entry;
+      entry["sample"] = s.sample;
+      entry["path"] = s.path;
+      entry["offset"] = s.offset == UINT64_MAX ? py::object(py::none()) : py::int_(s.offset);
+      entry["reason"] = s.reason;
+      out.append(std::move(entry));
+    }
+    return out;
+  }
+
   uint64_t batches_per_epoch() const { return Native().batches_per_epoch(); }
   uint64_t epoch() const { return Native().epoch(); }
 
@@ -223,6 +239,7 @@ void BindLoader(py::module_& module) {
       .def("state", &PyLoader::State)
       .def("restore", &PyLoader::Restore)
       .def("stats", &PyLoader::Stats, py::arg("span") = StatsSpan::kSinceOpen)
+      .def("skipped_samples", &PyLoader::SkippedSamples)
       .def("batches_per_epoch", &PyLoader::batches_per_epoch)
       .def("epoch", &PyLoader::epoch)
       .def("close", &PyLoader::Close);

@@ -128,6 +128,7 @@ void BindLoaderOptionsStruct(py::module_& module) {
       .def_readwrite("label_pad", &LoaderOptions::label_pad)
       .def_readwrite("label_type", &LoaderOptions::label_type)
       .def_readwrite("on_error", &LoaderOptions::on_error)
+      .def_readwrite("max_skipped", &LoaderOptions::max_skipped)
       .def_readwrite("max_held_bytes", &LoaderOptions::max_held_bytes)
       .def_readwrite("io", &LoaderOptions::io)
       .def_readwrite("device", &LoaderOptions::device);

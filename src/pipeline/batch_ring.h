@@ -35,11 +35,20 @@
 
 #include "batch/device_handle.h"
 #include "gpufeed/batch.h"
+#include "gpufeed/loader.h"
 #include "gpufeed/status.h"
 
 namespace gpufeed {
 
 constexpr uint64_t kNoBatch = UINT64_MAX;
+
+// on_error=skip: a sample of a slot that failed; its row is left out when
+// the batch is delivered.
+struct SkippedRow {
+  uint64_t task = 0;  // of the run: its row is task % batch_size
+  SkippedSample sample;
+  Status status;
+};
 
 struct Slot {
   size_t index = 0;  // in BatchRing::slots
@@ -57,6 +66,8 @@ struct Slot {
   std::shared_ptr<HostReleaseFence> fence;
   Status error;
   std::vector<uint64_t> sample_ids;
+  // on_error=skip: the samples of this batch that failed (any order).
+  std::vector<SkippedRow> skipped;
 };
 
 class BatchRing {

@@ -102,6 +102,12 @@ void HostStage::StartRun(uint64_t epoch, uint64_t consumed) {
   // SetEarlierSplits checked the history; the options were checked by Open.
   (void)EpochOrderAfter(shard_sizes_, sampler, epoch, earlier_, &order);
   epoch_size_ = order.size();
+  // The list is the epoch's: a run that starts it (or another epoch) drops it.
+  if (epoch != epoch_ || consumed == 0) skipped_.clear();
+  max_skipped_ = options_.max_skipped >= 1
+                     ? options_.max_skipped
+                     : options_.max_skipped *
+                           static_cast<double>(SamplesPerRank(epoch_size_, sampler));
   // It fails only for options Loader::Open has already refused.
   (void)RankSamples(order, consumed, sampler, &samples_);
   ReadPathOf(*dataset_).ExpectReads(samples_);  // a node cache fetches the coming shards ahead
@@ -210,18 +216,22 @@ Status HostStage::NextFor(Batch* batch, int timeout_ms, bool* ready) {
   }
   Slot& slot = *ring_->Find(k);
   delivered_ += 1;
+  // The batch's tasks, skipped ones included: the epoch's position.
   delivered_samples_ += static_cast<uint64_t>(slot.samples);
+  int rows = slot.samples;
+  if (slot.error.ok()) slot.error = TakeSkipped(slot, &rows);
   if (!slot.error.ok()) {
     Status error = slot.error;
-    // Raise mode: the batch is lost, the loader moves on.
+    // Raise mode (or max_skipped passed): the batch is lost, the loader
+    // moves on.
     slot.batch = kNoBatch;
     lock.unlock();
     ring_->changed.notify_all();
     return error;
   }
   stats_.batches += 1;
-  stats_.samples += static_cast<uint64_t>(slot.samples);
-  HandOut(slot, k, batch);
+  stats_.samples += static_cast<uint64_t>(rows);
+  HandOut(slot, k, rows, batch);
   // The window moved by one batch: the workers wake when that lets one
   // start (a wake-up that finds nothing to do still costs a context switch).
   const bool startable = next_task_ < samples_.size() && CanStart(next_task_);
@@ -230,14 +240,14 @@ Status HostStage::NextFor(Batch* batch, int timeout_ms, bool* ready) {
   return Status::OK();
 }
 
-// Fills *batch with the tensors of `slot` (batch k), which the consumer
-// holds from now on. REQUIRES: the lock.
-void HostStage::HandOut(Slot& slot, uint64_t k, Batch* batch) {
+// Fills *batch with the first `rows` rows of `slot` (batch k), which the
+// consumer holds from now on. REQUIRES: the lock.
+void HostStage::HandOut(Slot& slot, uint64_t k, int rows, Batch* batch) {
   slot.held = true;
   Tensor data;
   data.data = slot.data;
   data.dtype = layout_.data_dtype;
-  data.shape = {slot.samples};
+  data.shape = {rows};
   data.shape.insert(data.shape.end(), layout_.sample_shape.begin(), layout_.sample_shape.end());
   Tensor labels;
   labels.data = layout_.labels_in_data
@@ -245,9 +255,9 @@ void HostStage::HandOut(Slot& slot, uint64_t k, Batch* batch) {
                           layout_.plane_offset(layout_.extras.size(), options_.batch_size)
                     : static_cast<char*>(slot.labels) + layout_.lengths_bytes;
   labels.dtype = layout_.label_dtype;
-  labels.shape = {slot.samples};
+  labels.shape = {rows};
   labels.shape.insert(labels.shape.end(), layout_.label_shape.begin(), layout_.label_shape.end());
-  std::vector<uint64_t> ids(slot.sample_ids.begin(), slot.sample_ids.begin() + slot.samples);
+  std::vector<uint64_t> ids(slot.sample_ids.begin(), slot.sample_ids.begin() + rows);
   size_t slot_index = slot.index;
   std::shared_ptr<BatchRing> ring = ring_;
   auto release = [ring, slot_index](std::shared_ptr<HostReleaseFence> fence) {
@@ -266,13 +276,13 @@ void HostStage::HandOut(Slot& slot, uint64_t k, Batch* batch) {
                     std::move(hold), std::move(pinned));
   if (!layout_.extras.empty()) {
     BatchAccess::SetExtras(batch,
-                           ExtraTensors(layout_, options_.batch_size, slot.data, slot.samples));
+                           ExtraTensors(layout_, options_.batch_size, slot.data, rows));
   }
   if (layout_.lengths_bytes > 0) {
     Tensor lengths;
     lengths.data = slot.labels;
     lengths.dtype = TensorDtype::kInt32;
-    lengths.shape = {slot.samples};
+    lengths.shape = {rows};
     BatchAccess::SetLabelLengths(batch, std::move(lengths));
   }
 }
@@ -310,6 +320,7 @@ uint64_t HostStage::ClaimRun(std::vector<RunPart>* parts) {
           std::min<uint64_t>(options_.batch_size, samples_.size() - k * options_.batch_size));
       found->done = 0;
       found->error = Status::OK();
+      found->skipped.clear();
     }
     parts->push_back(RunPart{found, found->fence, task, n});
     count += n;
@@ -373,8 +384,8 @@ void HostStage::WriteRun(WorkerRun* run) {
   for (RunPart& part : run->parts) {
     if (part.fence) part.fence->Wait();  // before anything writes the slot
   }
-  run->used.assign(run->count, 0);
   run->statuses.assign(run->count, Status::OK());
+  run->skips.clear();
   const RunTimer timer = StartRunTimer(run);
   for (const RunPart& part : run->parts) {
     if (schedule_.whole_runs) {
@@ -382,9 +393,9 @@ void HostStage::WriteRun(WorkerRun* run) {
       continue;
     }
     for (uint64_t i = part.first - run->first; i < part.first - run->first + part.count; ++i) {
-      run->statuses[i] =
-          WriteSample(run->first + i, run->epoch, *part.slot, &run->fetched[i],
-                      run->have_bytes[i] != 0, &run->scratch, &run->figures, &run->used[i]);
+      Status status = WriteSample(run->first + i, run->epoch, *part.slot, &run->fetched[i],
+                                  run->have_bytes[i] != 0, &run->scratch, &run->figures);
+      if (!status.ok()) RecordFailure(run->first + i, std::move(status), run);
     }
   }
   StopRunTimer(timer, run);
@@ -424,7 +435,7 @@ void HostStage::StopRunTimer(const RunTimer& timer, WorkerRun* run) const {
 }
 
 // Publishes the run: bytes back to the engine, figures, each slot's samples
-// and first error. A finished sample matters to the consumer only when it
+// first error and skipped samples. A finished sample matters to the consumer only when it
 // completes the batch the consumer waits for, and to Quiesce when it was
 // the last one in progress, so only those wake anyone. REQUIRES: the lock.
 void HostStage::FinishRun(WorkerRun* run) {
@@ -437,8 +448,13 @@ void HostStage::FinishRun(WorkerRun* run) {
   for (const RunPart& part : run->parts) {
     Slot& slot = *part.slot;
     for (uint64_t i = part.first - run->first; i < part.first - run->first + part.count; ++i) {
-      slot.sample_ids[(run->first + i) % options_.batch_size] = run->used[i];
+      slot.sample_ids[(run->first + i) % options_.batch_size] = samples_[run->first + i];
       if (!run->statuses[i].ok() && slot.error.ok()) slot.error = run->statuses[i];
+    }
+    for (SkippedRow& skip : run->skips) {
+      if (skip.task >= part.first && skip.task < part.first + part.count) {
+        slot.skipped.push_back(std::move(skip));
+      }
     }
     slot.done += static_cast<int>(part.count);
     awaited = awaited || (slot.done == slot.samples && slot.batch == delivered_);

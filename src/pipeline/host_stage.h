@@ -10,6 +10,7 @@
 #ifndef GPUFEED_PIPELINE_HOST_STAGE_H_
 #define GPUFEED_PIPELINE_HOST_STAGE_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -57,6 +58,9 @@ class HostStage final : public BatchSource {
 
   // The epoch the workers are in.
   uint64_t epoch() const;
+  // on_error=skip: the samples left out of the batches handed out in the
+  // epoch in progress (Loader::SkippedSamples).
+  std::vector<SkippedSample> SkippedSamples() const;
   // kNode: the splits `epoch` was drawn under before this loader's (see
   // LoaderState::earlier_splits); the runs of that epoch from the last
   // segment's end on rebuild the order from them. InvalidArgument when they
@@ -93,8 +97,8 @@ class HostStage final : public BatchSource {
     std::vector<RunPart> parts;  // the batches the run writes into
     std::vector<ReadAhead::Fetched> fetched;
     std::vector<char> have_bytes;
-    std::vector<uint64_t> used;  // the sample written at each task
-    std::vector<Status> statuses;
+    std::vector<Status> statuses;  // raise mode: each task's failure
+    std::vector<SkippedRow> skips;  // skip mode: the tasks that failed
     WorkFigures figures;
     SampleWriter::Scratch scratch;
     int cpu_sample_countdown = 0;  // runs until the next CPU time reading
@@ -112,20 +116,28 @@ class HostStage final : public BatchSource {
   RunTimer StartRunTimer(WorkerRun* run) const;
   void StopRunTimer(const RunTimer& timer, WorkerRun* run) const;
   void FinishRun(WorkerRun* run);
-  // One claimed sample into its row (read or parse, write, and in skip
-  // mode the substitutes); *used is the sample written. Without the lock.
+  // One claimed sample into its row (read or parse, then write); a direct
+  // read failing with an IOError is tried again (IoOptions::retries).
+  // Without the lock.
   Status WriteSample(uint64_t task, uint64_t epoch, Slot& slot, ReadAhead::Fetched* fetched,
-                     bool have_bytes, SampleWriter::Scratch* scratch, WorkFigures* figures,
-                     uint64_t* used);
-  // on_error=skip: sample `task` failed with `status`; writes substitutes
-  // (the samples after it) into its row until one succeeds. Returns the
-  // status to record (`status` in raise mode). Without the lock.
-  Status Substitute(uint64_t task, uint64_t epoch, Slot& slot, Status status,
-                    SampleWriter::Scratch* scratch, WorkFigures* figures, uint64_t* used);
+                     bool have_bytes, SampleWriter::Scratch* scratch, WorkFigures* figures);
+  Status ReadWithRetries(uint64_t sample, uint64_t epoch, Slot& slot, size_t position,
+                         SampleWriter::Scratch* scratch, WorkFigures* figures);
+  // Task `task` of the run failed: its status (raise) or a SkippedRow (skip).
+  // Without the lock.
+  void RecordFailure(uint64_t task, Status status, WorkerRun* run);
+  // Where sample `sample`'s record lies (SkippedSample's path and offset).
+  void LocateSkipped(uint64_t sample, SkippedSample* skipped) const;
   // WorkSchedule::whole_runs: the part's samples written by the kind at once.
   void WriteWholePart(const RunPart& part, WorkerRun* run);
   void LogSkip(const Status& status);
-  void HandOut(Slot& slot, uint64_t k, Batch* batch);
+  // on_error=skip, at delivery: lists the slot's skipped samples for the
+  // epoch, moves its good rows down to the front of every plane and
+  // returns them in *rows; the max_skipped error once the epoch's skips
+  // pass it. REQUIRES: the lock; the slot complete.
+  Status TakeSkipped(Slot& slot, int* rows);
+  void CompactRows(Slot& slot, const std::vector<char>& bad);
+  void HandOut(Slot& slot, uint64_t k, int rows, Batch* batch);
   void FillStatsLocked(StageStats* stats) const;
 
   // Constant after Create.
@@ -155,6 +167,11 @@ class HostStage final : public BatchSource {
   uint64_t delivered_ = 0;
   uint64_t delivered_samples_ = 0;
   bool end_signalled_ = false;
+  // on_error=skip: the samples left out of this epoch's delivered batches,
+  // and the most it may leave out (LoaderOptions::max_skipped).
+  std::vector<SkippedSample> skipped_;
+  uint64_t skipped_epoch_ = 0;
+  double max_skipped_ = 0;
   // SetEarlierSplits' history, for the epoch earlier_epoch_.
   std::vector<NodeSplitSegment> earlier_;
   uint64_t earlier_epoch_ = 0;
@@ -162,6 +179,7 @@ class HostStage final : public BatchSource {
   bool accepting_ = true;
   int active_ = 0;
   HostStats stats_;
+  std::atomic<uint64_t> skip_logs_{0};  // failures logged about (LogSkip), unlocked
 };
 
 }  // namespace gpufeed

@@ -1,31 +1,31 @@
 // HostStage's writing of claimed samples into their rows (host_stage.h):
-// one at a time, or whole parts of a run for kinds that write runs, and the
-// substitutes of on_error=skip.
+// one at a time, or whole parts of a run for kinds that write runs, the
+// retries of direct reads, and what a failure leaves (raise: the batch's
+// error; skip: a SkippedRow, its row left out at delivery).
+#include <algorithm>
+#include <chrono>
 #include <exception>
 #include <string>
+#include <thread>
 #include <utility>
 
+#include "format/dataset_base.h"
 #include "pipeline/host_stage.h"
 #include "util/logging.h"
 
 namespace gpufeed {
 
-namespace {
-// on_error=skip: substitutes tried for one bad sample before giving up.
-constexpr int kMaxSubstitutes = 16;
-}  // namespace
-
 Status HostStage::WriteSample(uint64_t task, uint64_t epoch, Slot& slot,
                               ReadAhead::Fetched* fetched, bool have_bytes,
-                              SampleWriter::Scratch* scratch, WorkFigures* figures,
-                              uint64_t* used) {
+                              SampleWriter::Scratch* scratch, WorkFigures* figures) {
   const size_t position = task % options_.batch_size;
   const uint64_t sample = samples_[task];
   Status status;
   try {
+    // The engine retries its own reads; only direct reads are retried here.
     status = have_bytes
                  ? writer_.Parse(sample, epoch, *fetched, slot, position, scratch, figures)
-                 : writer_.Read(sample, epoch, slot, position, scratch, figures);
+                 : ReadWithRetries(sample, epoch, slot, position, scratch, figures);
   } catch (const std::exception& e) {
     // Nothing may escape a worker (it would end the process): an
     // allocation failure or a library exception is this sample's error.
@@ -34,33 +34,70 @@ Status HostStage::WriteSample(uint64_t task, uint64_t epoch, Slot& slot,
   // An unshared read goes back to the engine's budget now; a shared one
   // (a token block) with its last window, in ReadAhead::Release.
   fetched->completion.reset();
-  *used = sample;
-  if (status.ok()) return status;
-  return Substitute(task, epoch, slot, std::move(status), scratch, figures, used);
+  return status;
 }
 
-Status HostStage::Substitute(uint64_t task, uint64_t epoch, Slot& slot, Status status,
-                             SampleWriter::Scratch* scratch, WorkFigures* figures,
-                             uint64_t* used) {
-  if (options_.on_error != OnError::kSkip) return status;
-  const size_t position = task % options_.batch_size;
-  LogSkip(status);
-  stats_.skipped += 1;
-  for (int attempt = 1; attempt <= kMaxSubstitutes && !status.ok(); ++attempt) {
-    *used = samples_[(task + attempt) % samples_.size()];
-    try {
-      status = writer_.Read(*used, epoch, slot, position, scratch, figures);
-    } catch (const std::exception& e) {
-      status = Status::Internal("sample " + std::to_string(*used) + ": " + e.what());
-    }
-    if (!status.ok()) stats_.skipped += 1;
+// An IOError (the operating system failed a call) may pass: it is tried
+// again up to io.retries times, waiting retry_backoff_ms, then twice that,
+// and so on. Any other failure (a corrupt record) is final at once.
+Status HostStage::ReadWithRetries(uint64_t sample, uint64_t epoch, Slot& slot, size_t position,
+                                  SampleWriter::Scratch* scratch, WorkFigures* figures) {
+  Status status = writer_.Read(sample, epoch, slot, position, scratch, figures);
+  for (int attempt = 0; !status.ok() && status.IsIOError() && attempt < options_.io.retries;
+       ++attempt) {
+    const int64_t wait_ms = static_cast<int64_t>(std::max(0, options_.io.retry_backoff_ms))
+                            << std::min(attempt, 16);
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    status = writer_.Read(sample, epoch, slot, position, scratch, figures);
   }
   return status;
 }
 
-// The kind writes the part at once; a sample it cannot write is
-// substituted (skip) or fails the batch (raise), and the part goes on after
-// it. Without the lock.
+void HostStage::RecordFailure(uint64_t task, Status status, WorkerRun* run) {
+  if (options_.on_error != OnError::kSkip) {
+    run->statuses[task - run->first] = std::move(status);
+    return;
+  }
+  LogSkip(status);
+  SkippedRow row;
+  row.task = task;
+  row.sample.sample = samples_[task];
+  row.sample.reason = status.ToString();
+  LocateSkipped(row.sample.sample, &row.sample);
+  row.status = std::move(status);
+  run->skips.push_back(std::move(row));
+}
+
+// The format's byte range when it knows one; else the shard holding the
+// sample (no offset), else nothing.
+void HostStage::LocateSkipped(uint64_t sample, SkippedSample* skipped) const {
+  const DatasetBase& read_path = ReadPathOf(*dataset_);
+  RecordLocation location;
+  bool located = false;
+  try {
+    located = sample < read_path.size() && read_path.Locate(sample, &location);
+  } catch (const std::exception&) {
+    located = false;
+  }
+  if (located) {
+    skipped->path = location.path;
+    skipped->offset = location.offset;
+    return;
+  }
+  skipped->offset = UINT64_MAX;
+  const std::vector<ShardInfo>& shards = read_path.shards();
+  auto after = std::upper_bound(
+      shards.begin(), shards.end(), sample,
+      [](uint64_t index, const ShardInfo& shard) { return index < shard.first_record; });
+  if (after != shards.begin()) {
+    const ShardInfo& shard = *(after - 1);
+    if (sample < shard.first_record + shard.records) skipped->path = shard.path;
+  }
+}
+
+// The kind writes the part at once; a sample it cannot write fails the
+// batch (raise) or is left out (skip), and the part goes on after it.
+// Without the lock.
 void HostStage::WriteWholePart(const RunPart& part, WorkerRun* run) {
   uint64_t done = 0;
   while (done < part.count) {
@@ -76,23 +113,18 @@ void HostStage::WriteWholePart(const RunPart& part, WorkerRun* run) {
                                 e.what());
       written = 0;
     }
-    for (uint64_t i = task; i < task + written; ++i) run->used[i - run->first] = samples_[i];
     done += written;
     if (status.ok()) break;
-    const uint64_t bad = part.first + done;
-    uint64_t* used = &run->used[bad - run->first];
-    *used = samples_[bad];
-    run->statuses[bad - run->first] = Substitute(bad, run->epoch, *part.slot, std::move(status),
-                                                 &run->scratch, &run->figures, used);
+    RecordFailure(part.first + done, std::move(status), run);
     done += 1;
   }
 }
 
 void HostStage::LogSkip(const Status& status) {
-  uint64_t count = stats_.skipped.load();
+  const uint64_t count = skip_logs_.fetch_add(1);
   // Rate-limited: the first, then every 1000th.
-  if (count == 0 || count % 1000 == 0) {
-    Log().warn("skipping a bad sample (on_error=skip, {} skipped so far): {}", count + 1,
+  if (count % 1000 == 0) {
+    Log().warn("skipping a bad sample (on_error=skip, {} failed so far): {}", count + 1,
                status.ToString());
   }
 }

@@ -118,6 +118,10 @@ Status ValidateOptions(const LoaderOptions& o) {
                                    std::to_string(o.prefetch));
   }
   if (o.label_count < 1) return Status::InvalidArgument("label_count must be at least 1");
+  if (!(o.max_skipped >= 0)) {
+    return Status::InvalidArgument("max_skipped must be a count (>= 1) or a fraction (0 to 1), "
+                                   "got " + std::to_string(o.max_skipped));
+  }
   return Status::OK();
 }
 
@@ -252,5 +256,9 @@ uint64_t Loader::batches_per_epoch() const {
   return (per_rank + impl_->options.batch_size - 1) / impl_->options.batch_size;
 }
 uint64_t Loader::epoch() const { return impl_->host->epoch(); }
+std::vector<SkippedSample> Loader::SkippedSamples() const {
+  if (CurrentProcessId() != owner_process_) return {};
+  return impl_->host->SkippedSamples();
+}
 
 }  // namespace gpufeed

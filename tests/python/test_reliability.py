@@ -97,10 +97,52 @@ def test_corrupt_jpeg_in_the_middle_of_a_batch(tmp_path):
             delivered += len(images)
     assert delivered == 8
     skipping = gpufeed.DataLoader(packed, batch_size=4, shuffle=False, transform=transform,
-                                  on_error="skip")
-    shapes = [tuple(images.shape) for images, _ in skipping]
-    assert shapes == [(4, 3, 16, 16)] * 5  # batches stay full
+                                  on_error="skip", max_skipped=1)
+    shapes, labels = [], []
+    for images, batch_labels in skipping:
+        shapes.append(tuple(images.shape))
+        labels.extend(int(label) for label in batch_labels)
+    # No substitute: the batch holding sample 9 comes one row short.
+    assert shapes == [(4, 3, 16, 16)] * 2 + [(3, 3, 16, 16)] + [(4, 3, 16, 16)] * 2
+    assert labels == [i % 2 for i in range(20) if i != 9]
     assert skipping.stats()["skipped"] == 1
+    (skipped,) = skipping.skipped_samples()
+    assert skipped["sample"] == 9 and skipped["path"].endswith(".rec")
+    assert isinstance(skipped["offset"], int) and skipped["offset"] > 0
+    assert "truncated" in skipped["reason"], skipped
+    # max_skipped: the default (1% of 20 samples) is passed by that one skip.
+    strict = gpufeed.DataLoader(packed, batch_size=4, shuffle=False, transform=transform,
+                                on_error="skip")
+    with pytest.raises(gpufeed.CorruptRecordError,
+                       match="1 samples skipped in epoch 0, more than max_skipped=0.01"):
+        for _ in strict:
+            pass
+    with pytest.raises(ValueError, match="max_skipped"):
+        gpufeed.DataLoader(packed, batch_size=4, on_error="skip", max_skipped=-1)
+
+
+def test_skip_never_delivers_a_sample_twice(tmp_path):
+    # Bad samples in one batch and across batches, a batch of only bad ones:
+    # every good sample once, the batch count unchanged, the bad ones listed.
+    bad = {2, 3, 6, 8, 9, 10, 11, 19}
+    samples = [(jpeg_bytes(i)[:100] if i in bad else jpeg_bytes(i), i % 5) for i in range(20)]
+    packed = pack_list(tmp_path, samples)
+    transform = gpufeed.ImageTransform(size=16, train=False)
+    for shuffle in (False, True):
+        loader = gpufeed.DataLoader(packed, batch_size=4, shuffle=shuffle, seed=2,
+                                    transform=transform, on_error="skip", max_skipped=0.5)
+        sizes, labels = [], []
+        for images, batch_labels in loader:
+            sizes.append(len(images))
+            labels.extend(int(label) for label in batch_labels)
+        assert len(sizes) == len(loader) == 5
+        if not shuffle:
+            assert sizes == [2, 3, 0, 4, 3]
+        assert sorted(labels) == sorted(i % 5 for i in range(20) if i not in bad)
+        listed = loader.skipped_samples()
+        assert sorted(s["sample"] for s in listed) == sorted(bad)
+        assert all(s["path"].endswith(".rec") and s["offset"] is not None for s in listed)
+        assert loader.stats()["skipped"] == len(bad)
 
 
 def test_consumer_raising_mid_epoch_then_reuse_resume_and_close(tokens):
@@ -213,7 +255,7 @@ def test_a_decode_thread_out_of_memory_is_an_error_not_a_crash(tmp_path, on_erro
         transform = gpufeed.ImageTransform(size=16, train=False)
         loader = gpufeed.DataLoader({str(packed)!r}, batch_size=4, shuffle=False,
                                     transform=transform, num_threads=1, prefetch=1,
-                                    on_error={on_error!r})
+                                    on_error={on_error!r}, max_skipped=1)
         with open("/proc/self/statm") as statm:
             size = int(statm.read().split()[0]) * resource.getpagesize()
         spare = 384 << 20
@@ -236,7 +278,7 @@ def test_a_decode_thread_out_of_memory_is_an_error_not_a_crash(tmp_path, on_erro
         assert "raised:" in out and "out of memory" in out and "sample 5" in out, (out, err)
         assert "delivered 4" in out, out
     else:
-        assert "delivered 12 skipped 1" in out, (out, err)
+        assert "delivered 11 skipped 1" in out, (out, err)
 
 
 def test_cache_directory_removed_underneath_a_running_loader(tmp_path, capfd):

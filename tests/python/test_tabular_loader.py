@@ -693,17 +693,19 @@ def test_tsv_bad_lines_raise_naming_file_and_line(tmp_path):
 def test_tsv_bad_lines_are_skipped_and_counted(tmp_path, shuffle):
     table = write_tsv(tmp_path / "bad", bad=BAD_LINES)
     n = len(table) + len(BAD_LINES)
-    loader = table.loader(batch_size=128, shuffle=shuffle, seed=3, on_error="skip")
+    loader = table.loader(batch_size=128, shuffle=shuffle, seed=3, on_error="skip",
+                          max_skipped=len(BAD_LINES))
     got = epoch(loader)
-    # Batches stay full: every good row, bad ones replaced by a substitute.
-    assert len(got[2]) == n
+    # Every good row exactly once; the bad ones left out of their batches.
+    assert len(got[2]) == n - len(BAD_LINES)
+    keys = row_keys(*got).tolist()
     want_keys = set(row_keys(*tabular_reference(table)).tolist())
-    assert set(row_keys(*got).tolist()) == want_keys
+    assert set(keys) == want_keys and len(set(keys)) == len(keys)
     skipped = loader.stats("open")["skipped"]  # the epoch span starts at its first batch
-    if shuffle is False:
-        assert skipped == len(BAD_LINES)  # no two bad lines next to each other
-    else:
-        assert skipped >= len(BAD_LINES)
+    assert skipped == len(BAD_LINES)
+    listed = loader.skipped_samples()
+    assert len(listed) == len(BAD_LINES)
+    assert all(s["path"].endswith(".tsv") for s in listed), listed
 
 
 def test_hash_sizes_and_sparse_dtype_are_checked(tables):

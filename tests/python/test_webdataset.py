@@ -180,8 +180,10 @@ def test_skip_counts_a_sample_without_label(tmp_path, data):
                 _add(tar, key + ".cls", str(label).encode())
     with pytest.raises(gpufeed.CorruptRecordError, match=f"{samples[4][0]}.jpg"):
         epoch(path)
-    images, _, loader = epoch(path, on_error="skip", batch_size=2)
-    assert loader.stats()["skipped"] >= 1 and images.shape[0] == 10
+    images, _, loader = epoch(path, on_error="skip", batch_size=2, max_skipped=1)
+    assert loader.stats()["skipped"] == 1 and images.shape[0] == 9
+    (skipped,) = loader.skipped_samples()
+    assert skipped["sample"] == 4 and skipped["path"].endswith("missing.tar"), skipped
 
 
 def test_compressed_tar_is_refused_with_advice(tmp_path, data):

@@ -424,6 +424,62 @@ TEST_F(DeviceTest, LabelLengthsCrossWithTheLabels) {
   EXPECT_EQ(batches, 8);
 }
 
+// on_error=skip: the batches holding corrupt records cross with their rows
+// left out (a short batch, and one of 0 rows); the device batch holds
+// exactly the host batch's data, labels, label counts and ids.
+TEST_F(DeviceTest, SkippedRowsCrossCompacted) {
+  SKIP_WITHOUT_GPU();
+  std::string list_dir = JoinPath(dir_.path(), "bad");
+  ASSERT_TRUE(CreateDirectories(list_dir).ok());
+  std::string list;
+  auto bad = [](int i) { return i == 3 || (i >= 8 && i < 16); };  // batch 1: all bad
+  for (int i = 0; i < 24; ++i) {
+    std::string name = "f" + std::to_string(i) + ".jpg";
+    WriteBytes(JoinPath(list_dir, name), bad(i) ? std::string("\xFF\xD8\xFF garbage", 12)
+                                                : EncodeJpeg(40, 30, JCS_RGB, 90, i));
+    list += name + "\t" + std::to_string(i % 5) + "\n";
+  }
+  WriteBytes(JoinPath(list_dir, "list.txt"), list);
+  std::shared_ptr<Dataset> dataset;
+  ASSERT_NO_FATAL_FAILURE(
+      PackAndOpen(JoinPath(list_dir, "list.txt"), JoinPath(dir_.path(), "badpacked"), 1 << 20,
+                  &dataset));
+  LoaderOptions options = Options();
+  options.shuffle = ShuffleMode::kNone;
+  options.on_error = OnError::kSkip;
+  options.max_skipped = 9;
+  options.label_count = 2;
+  options.label_lengths = true;
+  std::unique_ptr<Loader> host, device;
+  ASSERT_TRUE(Loader::Open(dataset, options, &host).ok());
+  options.device.kind = DeviceKind::kCuda;
+  ASSERT_TRUE(Loader::Open(dataset, options, &device).ok());
+  std::vector<int64_t> sizes;
+  while (true) {
+    Batch want, got;
+    ASSERT_TRUE(host->Next(&want).ok());
+    ASSERT_TRUE(device->Next(&got).ok());
+    if (got.end_of_epoch()) break;
+    sizes.push_back(got.size());
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(got.sample_ids(), want.sample_ids());
+    ASSERT_TRUE(got.Synchronize().ok());
+    EXPECT_EQ(DeviceBytes(got.data()),
+              std::string(static_cast<const char*>(want.data().data), want.data().bytes()));
+    EXPECT_EQ(DeviceBytes(got.labels()),
+              std::string(static_cast<const char*>(want.labels().data), want.labels().bytes()));
+    EXPECT_EQ(DeviceBytes(got.label_lengths()),
+              std::string(static_cast<const char*>(want.label_lengths().data),
+                          want.label_lengths().bytes()));
+    const auto* labels = static_cast<const float*>(want.labels().data);
+    for (int64_t r = 0; r < want.size(); ++r) {
+      EXPECT_EQ(labels[2 * r], static_cast<float>(want.sample_ids()[r] % 5));
+    }
+  }
+  EXPECT_EQ(sizes, (std::vector<int64_t>{7, 0, 8}));
+  EXPECT_EQ(device->SkippedSamples().size(), 9u);
+}
+
 TEST_F(DeviceTest, BatchesOutliveTheLoader) {
   SKIP_WITHOUT_GPU();
   LoaderOptions options = Options();

@@ -221,8 +221,9 @@ TEST_F(EmbeddingLoaderTest, AnIdOutsideTheTableFailsItsSampleOrIsSkipped) {
   EXPECT_NE(status.message().find("sparse column 5"), std::string::npos) << status.ToString();
   EXPECT_NE(status.message().find(std::to_string(kTableRows + 11)), std::string::npos)
       << status.ToString();
-  // Skipped: every row delivered has its embeddings (the rows written
-  // before a bad one in its run too), in the rows-from-anywhere path as well.
+  // Skipped: the bad rows are left out (the batch's planes moved down: every
+  // row delivered has its own dense, sparse, labels and embeddings), every
+  // good row once, in the rows-from-anywhere path as well.
   // Column 3 hashed into its table, kInRange's ids as stored.
   options.embeddings = {{3, int8_table_}, {kInRange, float_table_}};
   options.on_error = OnError::kSkip;
@@ -230,14 +231,25 @@ TEST_F(EmbeddingLoaderTest, AnIdOutsideTheTableFailsItsSampleOrIsSkipped) {
   options.tabular.hash_sizes[3] = kTableRows;
   uint64_t bad = 0;
   for (uint64_t row = 0; row < kRows; ++row) bad += BadRow(row) ? 1 : 0;
+  options.max_skipped = static_cast<double>(bad);  // exactly reached: not passed
   for (ShuffleMode shuffle : {ShuffleMode::kNone, ShuffleMode::kGlobal}) {
     options.shuffle = shuffle;
     ASSERT_TRUE(Loader::Open(dataset_, options, &loader).ok());
     std::vector<uint64_t> seen = Epoch(loader.get(), options);
     ASSERT_FALSE(HasFatalFailure());
-    EXPECT_EQ(seen.size(), kRows);  // substitutes keep the batches full
-    for (uint64_t id : seen) EXPECT_FALSE(BadRow(id)) << "row " << id;
-    EXPECT_GE(loader->Stats().skipped, bad);
+    EXPECT_EQ(seen.size(), kRows - bad);
+    std::vector<int> count(kRows, 0);
+    for (uint64_t id : seen) ++count[id];
+    for (uint64_t id = 0; id < kRows; ++id) {
+      EXPECT_EQ(count[id], BadRow(id) ? 0 : 1) << "row " << id;
+    }
+    EXPECT_EQ(loader->Stats().skipped, bad);
+    std::vector<SkippedSample> skipped = loader->SkippedSamples();
+    EXPECT_EQ(skipped.size(), bad);
+    for (const SkippedSample& s : skipped) {
+      EXPECT_TRUE(BadRow(s.sample)) << s.sample;
+      EXPECT_NE(s.reason.find("OutOfRange"), std::string::npos) << s.reason;
+    }
   }
 }
 

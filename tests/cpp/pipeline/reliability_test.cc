@@ -118,6 +118,7 @@ class ReliabilityTest : public ::testing::TestWithParam<bool> {
 void ReliabilityTest::TruncateWhileReading(OnError mode) {
   LoaderOptions options = Options();
   options.on_error = mode;
+  options.max_skipped = kImages;
   std::unique_ptr<Loader> loader;
   ASSERT_TRUE(LoaderFactory::Open(dataset_, options, Internals(), &loader).ok());
   Batch batch;
@@ -141,15 +142,23 @@ void ReliabilityTest::TruncateWhileReading(OnError mode) {
     }
   } else {
     EXPECT_TRUE(errors.empty()) << errors[0].ToString();
-    // The records past the cut never arrive; each was counted. (`skipped`
-    // counts failed reads: a substitute that fails too counts again.)
+    // The records past the cut never arrive; each was counted and listed
+    // once, and no sample came twice.
     uint64_t lost = 0;
     for (uint64_t id = first; id < end; ++id) lost += delivered.count(id) == 0;
     EXPECT_GE(lost, 1u);
-    EXPECT_GE(loader->Stats().skipped, lost);
-    // Every sample of the intact shards arrived; batches stayed full.
+    EXPECT_EQ(loader->Stats().skipped, lost);
+    std::set<uint64_t> listed;
+    for (const SkippedSample& s : loader->SkippedSamples()) {
+      listed.insert(s.sample);
+      EXPECT_EQ(s.path, victim_path);
+    }
+    EXPECT_EQ(listed.size(), lost);
+    for (uint64_t id : listed) EXPECT_FALSE(delivered.count(id)) << id;
+    // Every sample of the intact shards arrived.
     for (uint64_t id = 0; id < first; ++id) EXPECT_TRUE(delivered.count(id)) << id;
-    EXPECT_EQ(ids.size(), static_cast<size_t>(kImages));
+    EXPECT_EQ(ids.size(), delivered.size());
+    EXPECT_EQ(ids.size(), static_cast<size_t>(kImages) - lost);
   }
 }
 
@@ -164,6 +173,7 @@ TEST_P(ReliabilityTest, ShardTruncatedWhileALoaderReadsItIsSkippedAndCounted) {
 TEST_P(ReliabilityTest, ShardOverwrittenWhileALoaderReadsIt) {
   LoaderOptions options = Options();
   options.on_error = OnError::kSkip;
+  options.max_skipped = kImages;
   std::unique_ptr<Loader> loader;
   ASSERT_TRUE(LoaderFactory::Open(dataset_, options, Internals(), &loader).ok());
   Batch batch;
@@ -192,9 +202,11 @@ TEST_P(ReliabilityTest, ShardOverwrittenWhileALoaderReadsIt) {
   EXPECT_TRUE(errors.empty()) << errors[0].ToString();
   std::set<uint64_t> delivered(ids.begin(), ids.end());
   uint64_t overwritten_from = info.first_record + middle_record;
-  // The overwritten records never arrive as data; each was counted.
+  // The overwritten records never arrive as data; each was counted once.
   uint64_t skipped = loader->Stats().skipped;
   EXPECT_GE(skipped, 1u);
+  EXPECT_EQ(ids.size() + skipped, static_cast<size_t>(kImages));
+  EXPECT_EQ(delivered.size(), ids.size());
   for (uint64_t id = overwritten_from; id < info.first_record + info.records; ++id) {
     EXPECT_FALSE(delivered.count(id)) << "sample " << id << " was delivered from garbage";
   }
@@ -224,6 +236,7 @@ TEST_P(ReliabilityTest, EioFromTheReadEngine) {
   for (OnError mode : {OnError::kRaise, OnError::kSkip}) {
     LoaderOptions options = Options();
     options.on_error = mode;
+    options.max_skipped = 1;
     ReadEngineTestHooks injected;
     injected.inject_read_error = [](uint64_t tag) {
       return (tag & ((uint64_t{1} << 40) - 1)) == kVictim ? EIO : 0;
@@ -246,8 +259,11 @@ TEST_P(ReliabilityTest, EioFromTheReadEngine) {
       EXPECT_TRUE(errors.empty()) << errors[0].ToString();
       EXPECT_EQ(loader->Stats().skipped, 1u);
       for (uint64_t id = 0; id < kImages; ++id) {
-        if (id != kVictim) EXPECT_GE(delivered.count(id), 1u) << id;
+        if (id != kVictim) EXPECT_EQ(delivered.count(id), 1u) << id;
       }
+      ASSERT_EQ(loader->SkippedSamples().size(), 1u);
+      EXPECT_EQ(loader->SkippedSamples()[0].sample, kVictim);
+      EXPECT_NE(loader->SkippedSamples()[0].reason.find("IOError"), std::string::npos);
     }
   }
 }
