@@ -214,24 +214,23 @@ class DataLoader:
             self._native.set_epoch(self._epoch)
         self._epoch_set = False
         self._started = True
-        while True:
-            batch = self._native.next(self.timeout)
-            if batch is None:
-                return
-            if batch.extras:
-                # Tabular rows: (dense, sparse, labels), and the embedding
-                # rows after the ids.
-                rows = (self._convert(batch.data), self._convert(batch.extras[0]),
-                        self._convert(batch.labels))
-                if self._embedding_columns:
-                    rows += ({column: self._convert(tensor) for column, tensor
-                              in zip(self._embedding_columns, batch.extras[1:])},)
-                yield rows
-            elif batch.label_lengths is None:
-                yield self._convert(batch.data), self._convert(batch.labels)
-            else:
-                yield (self._convert(batch.data), self._convert(batch.labels),
-                       self._convert(batch.label_lengths))
+        return _EpochIterator(self)
+
+    def _rows(self, batch):
+        """The tuple a batch is delivered as."""
+        if batch.extras:
+            # Tabular rows: (dense, sparse, labels), and the embedding
+            # rows after the ids.
+            rows = (self._convert(batch.data), self._convert(batch.extras[0]),
+                    self._convert(batch.labels))
+            if self._embedding_columns:
+                rows += ({column: self._convert(tensor) for column, tensor
+                          in zip(self._embedding_columns, batch.extras[1:])},)
+            return rows
+        if batch.label_lengths is None:
+            return self._convert(batch.data), self._convert(batch.labels)
+        return (self._convert(batch.data), self._convert(batch.labels),
+                self._convert(batch.label_lengths))
 
     _started = False
 
@@ -297,3 +296,26 @@ class DataLoader:
         native = getattr(self, "_native", None)
         if native is not None:
             native.close()
+
+
+class _EpochIterator:
+    """The batches of one epoch, from ``iter(loader)``. Unlike a generator
+    it outlives an exception: after a batch raised (``on_error="raise"``: a
+    bad record, a storage fault), ``next()`` goes on with the following
+    batch; a ``for`` loop the exception ended is simply left."""
+
+    def __init__(self, loader):
+        self._loader = loader
+        self._done = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        batch = self._loader._native.next(self._loader.timeout)
+        if batch is None:
+            self._done = True
+            raise StopIteration
+        return self._loader._rows(batch)

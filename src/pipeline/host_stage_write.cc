@@ -4,6 +4,7 @@
 // error; skip: a SkippedRow, its row left out at delivery).
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <exception>
 #include <string>
 #include <thread>
@@ -37,13 +38,20 @@ Status HostStage::WriteSample(uint64_t task, uint64_t epoch, Slot& slot,
   return status;
 }
 
-// An IOError (the operating system failed a call) may pass: it is tried
-// again up to io.retries times, waiting retry_backoff_ms, then twice that,
-// and so on. Any other failure (a corrupt record) is final at once.
+// A transient failure of the operating system (the read engine's list,
+// IsTransientReadError, and EMFILE/ENFILE: descriptors run out for a
+// moment) may pass: it is tried again up to io.retries times, waiting
+// retry_backoff_ms, then twice that, and so on. Any other failure (a
+// corrupt record, ENOTCONN from a dead filesystem client) is final at once.
 Status HostStage::ReadWithRetries(uint64_t sample, uint64_t epoch, Slot& slot, size_t position,
                                   SampleWriter::Scratch* scratch, WorkFigures* figures) {
   Status status = writer_.Read(sample, epoch, slot, position, scratch, figures);
-  for (int attempt = 0; !status.ok() && status.IsIOError() && attempt < options_.io.retries;
+  auto transient = [](const Status& failed) {
+    const int error = failed.error_number();
+    return failed.IsIOError() &&
+           (IsTransientReadError(error) || error == EMFILE || error == ENFILE);
+  };
+  for (int attempt = 0; !status.ok() && transient(status) && attempt < options_.io.retries;
        ++attempt) {
     const int64_t wait_ms = static_cast<int64_t>(std::max(0, options_.io.retry_backoff_ms))
                             << std::min(attempt, 16);
