@@ -483,6 +483,13 @@ bool ReadEngine::RetryAfter(PendingRequest& pending, int error,
   return true;
 }
 
+std::chrono::steady_clock::duration ReadEngine::DeadlineTick(const IoOptions& options) {
+  if (options.timeout_seconds <= 0) return std::chrono::steady_clock::duration::zero();
+  const double tick = std::min(1.0, std::max(0.01, options.timeout_seconds / 8));
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(tick));
+}
+
 void ReadEngine::ExpireRequest(PendingRequest& pending, bool still_held) {
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);

@@ -259,6 +259,9 @@ class ReadEngine {
   // thread, which keeps its buffer (counted as abandoned); the backend
   // must not reuse that buffer before the read returns.
   void ExpireRequest(PendingRequest& pending, bool still_held);
+  // How often deadlines are looked at: an eighth of timeout_seconds, 10 ms
+  // to 1 s (a request fails at most that late); zero without a timeout.
+  static std::chrono::steady_clock::duration DeadlineTick(const IoOptions& options);
   // Destroying an engine waits this long for the reads in flight; those
   // still running then are abandoned (a hung mount must not hang close).
   static constexpr std::chrono::milliseconds kCloseGrace{1000};

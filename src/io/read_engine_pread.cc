@@ -380,11 +380,10 @@ bool PreadEngine::ReadSmallFile(Worker& me, PendingRequest& pending) {
 }
 
 void PreadEngine::Watch() {
-  // Deadlines are found within a tick: an eighth of the limit, 10 ms to 1 s.
-  const double tick = std::min(1.0, std::max(0.01, options_.timeout_seconds / 8));
+  const auto tick = DeadlineTick(options_);
   std::unique_lock<std::mutex> lock(watch_mutex_);
   while (!watch_stop_) {
-    watch_wake_.wait_for(lock, std::chrono::duration<double>(tick));
+    watch_wake_.wait_for(lock, tick);
     if (watch_stop_) return;
     lock.unlock();
     ExpireOverdue();

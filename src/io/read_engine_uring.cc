@@ -122,6 +122,8 @@ Status UringEngine::RingThread::Setup() {
     files_registered = io_uring_register_files_sparse(&ring, kRegisteredFiles) == 0;
     file_slots.assign(kRegisteredFiles, 0);
   }
+  expiry_tick = DeadlineTick(options);
+  next_expiry_check = Clock::now() + expiry_tick;
   size_t slots = static_cast<size_t>(options.queue_depth);
   ops.resize(slots);
   pendings.resize(slots);

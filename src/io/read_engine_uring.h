@@ -122,6 +122,10 @@ class UringEngine final : public ReadEngine {
     size_t abandoned = 0;  // of `active`: past their deadline, still in the kernel
     size_t prepared = 0;  // SQEs prepared since the last submit
     Clock::time_point stop_seen;  // when the loop first saw the engine stopping
+    // Deadlines are looked at once per tick (ReadEngine::DeadlineTick; zero:
+    // no timeout), not on every pass of the loop.
+    Clock::duration expiry_tick{};
+    Clock::time_point next_expiry_check;
     // This ring is counted in engine->waiters_->waiting (it waits for
     // buffer budget).
     bool waiting_registered = false;

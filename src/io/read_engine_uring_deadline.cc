@@ -12,6 +12,8 @@ namespace gpufeed {
 namespace uring {
 
 void UringEngine::RingThread::ExpireDue(Clock::time_point now) {
+  if (expiry_tick == Clock::duration::zero() || now < next_expiry_check) return;
+  next_expiry_check = now + expiry_tick;
   std::deque<PendingRequest> expired;
   {
     std::lock_guard<std::mutex> lock(engine->queue_mutex_);

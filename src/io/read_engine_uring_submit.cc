@@ -208,15 +208,13 @@ void UringEngine::RingThread::RetryDue() {
 
 Clock::time_point UringEngine::RingThread::NextWake() {
   Clock::time_point next = Clock::time_point::max();
-  for (size_t slot = 0; slot < ops.size(); ++slot) {
-    const Op& op = ops[slot];
-    if (!op.busy || op.abandoned) continue;
-    if (op.retry_at != Clock::time_point()) next = std::min(next, op.retry_at);
-    next = std::min(next, pendings[slot].deadline);
+  for (const Op& op : ops) {
+    if (op.busy && !op.abandoned && op.retry_at != Clock::time_point()) {
+      next = std::min(next, op.retry_at);
+    }
   }
+  if (expiry_tick != Clock::duration::zero()) next = std::min(next, next_expiry_check);
   if (stop_seen != Clock::time_point()) next = std::min(next, stop_seen + kCloseGrace);
-  std::lock_guard<std::mutex> lock(engine->queue_mutex_);
-  if (!engine->queue_.empty()) next = std::min(next, engine->queue_.front().deadline);
   return next;
 }
 
