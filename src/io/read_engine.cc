@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <sys/stat.h>
-#include <sys/statfs.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -61,23 +60,6 @@ size_t CompletionQueue::ready() const {
 }
 
 // ---------------------------------------------------------------- engine
-
-namespace {
-constexpr decltype(statfs::f_type) kFuseSuperMagic = 0x65735546;  // linux/magic.h FUSE_SUPER_MAGIC
-}  // namespace
-
-bool IsTransientReadError(int error_number) {
-  switch (error_number) {
-    case EIO:
-    case ETIMEDOUT:
-    case EAGAIN:
-    case ESTALE:
-    case EINTR:
-      return true;
-    default:
-      return false;
-  }
-}
 
 namespace {
 std::mutex test_hooks_mutex;
@@ -195,8 +177,7 @@ Status ReadEngine::AddFile(int fd, const std::string& path, const std::string& r
   entry->fd = fd;
   struct stat st;
   if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) entry->size = static_cast<uint64_t>(st.st_size);
-  struct statfs filesystem;
-  entry->on_fuse = ::fstatfs(fd, &filesystem) == 0 && filesystem.f_type == kFuseSuperMagic;
+  entry->on_fuse = FileIsOnFuse(fd);
   if (options_.direct_io) {
     int direct = ::open(reopen_path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
     if (direct >= 0) {
@@ -262,58 +243,6 @@ Status ReadEngine::Submit(std::vector<ReadRequest> requests, CompletionQueue* qu
   if (!SafeOnFuse()) RouteFuseRequests(&pending);
   if (!pending.empty()) Enqueue(std::move(pending));
   return Status::OK();
-}
-
-void ReadEngine::RouteFuseRequests(std::vector<PendingRequest>* pending) {
-  std::vector<PendingRequest> fuse;
-  size_t kept = 0;
-  for (size_t i = 0; i < pending->size(); ++i) {
-    PendingRequest& item = (*pending)[i];
-    const bool on_fuse = item.file ? item.file->on_fuse : PathOnFuse(item.request.path);
-    if (on_fuse) {
-      fuse.push_back(std::move(item));
-    } else {
-      if (kept != i) (*pending)[kept] = std::move(item);
-      kept += 1;
-    }
-  }
-  pending->resize(kept);
-  if (fuse.empty()) return;
-  ReadEngine* pool = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(fuse_mutex_);
-    if (!fuse_engine_) {
-      IoOptions options = options_;
-      options.backend = IoBackend::kPread;
-      options.threads = 0;
-      if (!CreatePreadEngine(options, &fuse_engine_).ok()) fuse_engine_.reset();
-      Log().info("{}: on FUSE; its reads go to a pool of pread threads (an io_uring read of a "
-                 "FUSE file can return wrong bytes past a failed part or the end)",
-                 fuse.front().file ? fuse.front().file->path : fuse.front().request.path);
-    }
-    pool = fuse_engine_.get();
-  }
-  {
-    std::lock_guard<std::mutex> lock(stats_mutex_);
-    stats_.fuse_requests += fuse.size();
-  }
-  pool->Enqueue(std::move(fuse));
-}
-
-bool ReadEngine::PathOnFuse(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  const std::string directory = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  std::lock_guard<std::mutex> lock(fuse_mutex_);
-  for (const auto& [known, on_fuse] : fuse_dirs_) {
-    if (known == directory) return on_fuse;
-  }
-  struct statfs filesystem;
-  const bool on_fuse =
-      ::statfs(directory.c_str(), &filesystem) == 0 && filesystem.f_type == kFuseSuperMagic;
-  // A bounded memo: ImageFolder classes are a few thousand directories.
-  if (fuse_dirs_.size() >= 4096) fuse_dirs_.erase(fuse_dirs_.begin());
-  fuse_dirs_.emplace_back(directory, on_fuse);
-  return on_fuse;
 }
 
 Status ReadEngine::ReadAll(std::vector<ReadRequest> requests,
@@ -456,56 +385,6 @@ Status ReadEngine::ErrorFor(const PendingRequest& pending, int error_number, con
     where += " (after " + std::to_string(pending.transient_retries) + " retries)";
   }
   return Status::FromErrno(error_number, where);
-}
-
-Status ReadEngine::TimeoutError(const PendingRequest& pending) const {
-  char limit[32];
-  std::snprintf(limit, sizeof(limit), "%g", options_.timeout_seconds);
-  const ReadRequest& request = pending.request;
-  std::string where = request.path.empty()
-                          ? pending.file->path + " (read of " + std::to_string(request.length) +
-                                " bytes at offset " + std::to_string(request.offset) + ")"
-                          : request.path + " (read of the whole file)";
-  return Status::FromErrno(ETIMEDOUT, where + " not completed within io_timeout=" + limit +
-                                          " s (the storage does not answer: a hung mount?); "
-                                          "the read is abandoned");
-}
-
-bool ReadEngine::RetryAfter(PendingRequest& pending, int error,
-                            std::chrono::steady_clock::duration* wait) {
-  if (!IsTransientReadError(error) || pending.transient_retries >= options_.retries) return false;
-  const int attempt = pending.transient_retries++;
-  const double backoff_ms = options_.retry_backoff_ms * std::ldexp(1.0, std::min(attempt, 20));
-  *wait = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double, std::milli>(backoff_ms));
-  std::lock_guard<std::mutex> lock(stats_mutex_);
-  stats_.transient_retries += 1;
-  return true;
-}
-
-std::chrono::steady_clock::duration ReadEngine::DeadlineTick(const IoOptions& options) {
-  if (options.timeout_seconds <= 0) return std::chrono::steady_clock::duration::zero();
-  const double tick = std::min(1.0, std::max(0.01, options.timeout_seconds / 8));
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(tick));
-}
-
-void ReadEngine::ExpireRequest(PendingRequest& pending, bool still_held) {
-  {
-    std::lock_guard<std::mutex> lock(stats_mutex_);
-    stats_.timeouts += 1;
-    if (still_held) stats_.abandoned += 1;
-  }
-  Complete(pending, TimeoutError(pending), ReadBuffer(), 0, 0);
-}
-
-void ReadEngine::AbandonBuffer(ReadBuffer buffer) {
-  if (buffer.capacity() == 0) return;
-  // Never destroyed: the memory must outlive any late write by the kernel.
-  static std::mutex mutex;
-  static auto* kept = new std::vector<ReadBuffer>();
-  std::lock_guard<std::mutex> lock(mutex);
-  kept->push_back(std::move(buffer));
 }
 
 int ReadEngine::PreadInto(int fd, uint64_t offset, size_t length, char* destination, size_t* done) {

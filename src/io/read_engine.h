@@ -123,6 +123,8 @@ struct IoStats {
 // The errors IoOptions::retries applies to: EIO, ETIMEDOUT, EAGAIN,
 // ESTALE, EINTR.
 bool IsTransientReadError(int error_number);
+// `fd` is a file on a FUSE filesystem (fstatfs: FUSE_SUPER_MAGIC).
+bool FileIsOnFuse(int fd);
 
 // Fault injection for tests, never set by the library: what real files and
 // kernels cannot produce on demand.
