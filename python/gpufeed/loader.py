@@ -50,8 +50,8 @@ from typing import Any, Dict, List, Optional, Union
 from . import _core
 from ._native import native_dataset_options, struct_dict
 from ._loader_options import (_check_keywords, _check_source, _choose_device, _dataset_arguments,
-                              _default_nodes, _io_fault_options, _default_rank_world, _embedding_lookups,
-                              _format_options, _label_count, _loader_options,
+                              _default_nodes, _default_rank_world, _embedding_lookups,
+                              _format_options, _io_fault_options, _label_count, _loader_options,
                               _map_torch_keywords, _refuse_torch_keywords, _torch)
 from .tabular import RecordSchema, TabularOptions
 from .tokens import TokenOptions
@@ -207,6 +207,10 @@ class DataLoader:
         self._epoch_set = True
 
     def __iter__(self):
+        return _EpochIterator(self)
+
+    def _begin_epoch(self):
+        """At an iterator's first next(), as torch's generator would."""
         if not self._epoch_set and self._started:
             # A second loop without set_epoch goes on to the next epoch, as
             # torch's DataLoader reshuffles on every iteration.
@@ -214,7 +218,6 @@ class DataLoader:
             self._native.set_epoch(self._epoch)
         self._epoch_set = False
         self._started = True
-        return _EpochIterator(self)
 
     def _rows(self, batch):
         """The tuple a batch is delivered as."""
@@ -306,6 +309,7 @@ class _EpochIterator:
 
     def __init__(self, loader):
         self._loader = loader
+        self._begun = False
         self._done = False
 
     def __iter__(self):
@@ -314,6 +318,9 @@ class _EpochIterator:
     def __next__(self):
         if self._done:
             raise StopIteration
+        if not self._begun:
+            self._begun = True
+            self._loader._begin_epoch()
         batch = self._loader._native.next(self._loader.timeout)
         if batch is None:
             self._done = True

@@ -308,6 +308,11 @@ class ReadEngine {
   int64_t inflight_now_ = 0;  // for NoteInflight, under stats_mutex_
   std::chrono::steady_clock::time_point inflight_changed_ = std::chrono::steady_clock::now();
 
+  // Hands requests (their deadlines kept) to the engine's pread pool, made
+  // on first use: files on FUSE, and reads the io_uring engine could not
+  // serve (persistent EAGAIN) without blocking its ring thread.
+  void HandToPreadPool(std::vector<PendingRequest> requests);
+
  private:
   Status AddFile(int fd, const std::string& path, const std::string& reopen_path, FileId* file,
                  bool registrable = true);
@@ -315,7 +320,7 @@ class ReadEngine {
   // True for a backend whose reads are correct on FUSE (the pread pool).
   virtual bool SafeOnFuse() const { return false; }
   // Moves the requests for files on FUSE out of *pending into the pread
-  // pool that serves them (made on first use). See Submit.
+  // pool that serves them. See Submit.
   void RouteFuseRequests(std::vector<PendingRequest>* pending);
   bool PathOnFuse(const std::string& path);
 

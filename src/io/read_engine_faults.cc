@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,20 @@ void ReadEngine::RouteFuseRequests(std::vector<PendingRequest>* pending) {
   }
   pending->resize(kept);
   if (fuse.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.fuse_requests += fuse.size();
+  }
+  static std::once_flag logged;
+  std::call_once(logged, [&] {
+    Log().info("{}: on FUSE; its reads go to a pool of pread threads (an io_uring read of a "
+               "FUSE file can return wrong bytes past a failed part or the end)",
+               fuse.front().file ? fuse.front().file->path : fuse.front().request.path);
+  });
+  HandToPreadPool(std::move(fuse));
+}
+
+void ReadEngine::HandToPreadPool(std::vector<PendingRequest> requests) {
   ReadEngine* pool = nullptr;
   {
     std::lock_guard<std::mutex> lock(fuse_mutex_);
@@ -110,30 +125,38 @@ void ReadEngine::RouteFuseRequests(std::vector<PendingRequest>* pending) {
       IoOptions options = options_;
       options.backend = IoBackend::kPread;
       options.threads = 0;
-      if (!CreatePreadEngine(options, &fuse_engine_).ok()) fuse_engine_.reset();
-      Log().info("{}: on FUSE; its reads go to a pool of pread threads (an io_uring read of a "
-                 "FUSE file can return wrong bytes past a failed part or the end)",
-                 fuse.front().file ? fuse.front().file->path : fuse.front().request.path);
+      if (CreatePreadEngine(options, &fuse_engine_).ok()) {
+        // The test hook stands for this engine's kernel, not the pool's.
+        fuse_engine_->hooks_ = ReadEngineTestHooks();
+      } else {
+        fuse_engine_.reset();
+      }
     }
     pool = fuse_engine_.get();
   }
-  {
-    std::lock_guard<std::mutex> lock(stats_mutex_);
-    stats_.fuse_requests += fuse.size();
+  if (pool == nullptr) {
+    for (PendingRequest& pending : requests) {
+      Complete(pending, Status::Internal("cannot start a pread pool"), ReadBuffer(), 0, 0);
+    }
+    return;
   }
-  pool->Enqueue(std::move(fuse));
+  pool->Enqueue(std::move(requests));
 }
 
 bool ReadEngine::PathOnFuse(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   const std::string directory = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  std::lock_guard<std::mutex> lock(fuse_mutex_);
-  for (const auto& [known, on_fuse] : fuse_dirs_) {
-    if (known == directory) return on_fuse;
+  {
+    std::lock_guard<std::mutex> lock(fuse_mutex_);
+    for (const auto& [known, on_fuse] : fuse_dirs_) {
+      if (known == directory) return on_fuse;
+    }
   }
+  // Outside the lock: a statfs of a hung mount must not block stats().
   struct statfs filesystem;
   const bool on_fuse =
       ::statfs(directory.c_str(), &filesystem) == 0 && filesystem.f_type == kFuseSuperMagic;
+  std::lock_guard<std::mutex> lock(fuse_mutex_);
   // A bounded memo: ImageFolder classes are a few thousand directories.
   if (fuse_dirs_.size() >= 4096) fuse_dirs_.erase(fuse_dirs_.begin());
   fuse_dirs_.emplace_back(directory, on_fuse);

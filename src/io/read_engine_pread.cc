@@ -3,11 +3,12 @@
 //
 // Deadlines (IoOptions::timeout_seconds): a watchdog thread looks at the
 // queue and at every worker's read once per tick. A queued request past its
-// deadline fails at once. A worker whose read is past it is abandoned: the
-// watchdog completes the request with the timeout error, detaches the
-// thread (still inside pread, holding its buffer, which goes back to the
-// pool only if the read ever returns) and starts a replacement, up to
-// kMaxAbandonedThreads in the engine's life.
+// deadline fails at once, and so does one waiting for buffer budget. A
+// worker whose read is past it is abandoned: the watchdog completes the
+// request with the timeout error, detaches the thread (still inside pread,
+// holding its buffer, which goes back to the pool only if the read ever
+// returns) and starts a replacement while fewer than kMaxStuckThreads
+// threads are still stuck (the pool refills as stuck reads return).
 //
 // Invariant that makes abandonment safe: a worker touches the engine only
 // while it is not `busy` or, being busy, after Leave() saw it was not
@@ -33,9 +34,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Replacement threads started in an engine's life for abandoned ones; past
-// it the pool shrinks (queued requests still fail at their deadlines).
-constexpr int kMaxAbandonedThreads = 256;
+// Threads left behind in reads that have not returned yet, at most; past
+// it an abandoned thread is not replaced until one of them returns (queued
+// requests still fail at their deadlines).
+constexpr int kMaxStuckThreads = 256;
 
 class PreadEngine final : public ReadEngine {
  public:
@@ -86,12 +88,16 @@ class PreadEngine final : public ReadEngine {
     bool busy = false;       // inside a blocking call for `current`
     bool abandoned = false;  // the watchdog or the destructor gave up on it
     bool closed = false;     // the destructor: start no blocking call
+    // The engine's count of abandoned threads still in a read: this one
+    // decrements it when its read returns (the engine may be gone).
+    std::shared_ptr<std::atomic<int>> stuck;
     const PendingRequest* current = nullptr;
     std::thread thread;      // joined or detached by the engine (under its mutex_)
   };
 
   void StartWorkerLocked() {
     auto worker = std::make_shared<Worker>();
+    worker->stuck = stuck_;
     worker->thread = std::thread([this, worker] { Work(worker); });
     workers_.push_back(std::move(worker));
     running_ += 1;
@@ -110,7 +116,10 @@ class PreadEngine final : public ReadEngine {
   // (then the thread must return without touching the engine).
   static bool Leave(Worker& me) {
     std::lock_guard<std::mutex> lock(me.mutex);
-    if (me.abandoned) return false;
+    if (me.abandoned) {
+      me.stuck->fetch_sub(1);
+      return false;
+    }
     me.busy = false;
     me.current = nullptr;
     return true;
@@ -128,14 +137,21 @@ class PreadEngine final : public ReadEngine {
   // when the worker was abandoned while sleeping.
   bool Backoff(Worker& me, PendingRequest& pending, int error, const char* what, Status* status,
                bool* abandoned);
-  Status Acquire(size_t size, ReadBuffer* buffer);
+  // Waits for `size` bytes of buffer until `pending`'s deadline (then the
+  // timeout error: abandoned reads may hold the budget for good);
+  // Cancelled when the engine stops first.
+  Status Acquire(size_t size, const PendingRequest& pending, ReadBuffer* buffer);
   bool stopping_now() const { return stopping_.load(); }
 
   void Watch();
   void ExpireOverdue();
-  // Gives up on `worker` (busy, past its deadline or the close grace):
-  // completes its request with the timeout error. REQUIRES: mutex_.
-  void AbandonLocked(const std::shared_ptr<Worker>& worker, bool replace);
+  // Gives up on `worker` (busy past its deadline, or past the close grace
+  // when `closing`): completes its request (the timeout error, or
+  // Cancelled) and leaves its thread behind. REQUIRES: mutex_.
+  void AbandonLocked(const std::shared_ptr<Worker>& worker, bool closing);
+  // Starts workers up to `threads_` while fewer than kMaxStuckThreads
+  // threads are left behind in reads. REQUIRES: mutex_.
+  void TopUpLocked();
 
   int threads_ = 1;
   std::mutex mutex_;  // guards queue_, workers_, running_, abandoned_threads_
@@ -144,7 +160,8 @@ class PreadEngine final : public ReadEngine {
   std::deque<PendingRequest> queue_;
   std::vector<std::shared_ptr<Worker>> workers_;
   int running_ = 0;  // worker threads not yet returned nor abandoned
-  int abandoned_threads_ = 0;
+  int abandoned_threads_ = 0;  // in the engine's life
+  const std::shared_ptr<std::atomic<int>> stuck_ = std::make_shared<std::atomic<int>>(0);
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> active_{0};
 
@@ -189,7 +206,7 @@ PreadEngine::~PreadEngine() {
       busy = worker->busy && !worker->abandoned;
       worker->closed = true;
     }
-    if (busy) AbandonLocked(worker, /*replace=*/false);
+    if (busy) AbandonLocked(worker, /*closing=*/true);
   }
   workers = workers_;  // the ones not abandoned: they return promptly now
   lock.unlock();
@@ -231,8 +248,7 @@ void PreadEngine::Work(std::shared_ptr<Worker> me) {
   }
 }
 
-// Waits for `size` bytes of buffer; Cancelled when the engine stops first.
-Status PreadEngine::Acquire(size_t size, ReadBuffer* buffer) {
+Status PreadEngine::Acquire(size_t size, const PendingRequest& pending, ReadBuffer* buffer) {
   BufferPool::Allocation allocation;
   std::unique_lock<std::mutex> lock(buffers_mutex_);
   while (true) {
@@ -256,8 +272,14 @@ Status PreadEngine::Acquire(size_t size, ReadBuffer* buffer) {
       *buffer = ReadBuffer(pool_, allocation);
       return Status::OK();
     }
-    buffers_released_.wait(lock, [&] { return buffer_generation_ != generation || stopping_; });
+    const bool woken = buffers_released_.wait_until(
+        lock, pending.deadline, [&] { return buffer_generation_ != generation || stopping_; });
     waiters_->waiting.fetch_sub(1, std::memory_order_acq_rel);
+    if (!woken) {
+      std::lock_guard<std::mutex> stats(stats_mutex_);
+      stats_.timeouts += 1;
+      return TimeoutError(pending);
+    }
   }
 }
 
@@ -301,7 +323,7 @@ bool PreadEngine::Backoff(Worker& me, PendingRequest& pending, int error, const 
 bool PreadEngine::ReadRange(Worker& me, PendingRequest& pending) {
   const ReadPlan plan = PlanFor(pending);
   ReadBuffer buffer;
-  Status status = Acquire(plan.length, &buffer);
+  Status status = Acquire(plan.length, pending, &buffer);
   size_t done = 0;
   while (status.ok()) {
     int error = InjectedError(pending);
@@ -358,7 +380,7 @@ bool PreadEngine::ReadSmallFile(Worker& me, PendingRequest& pending) {
     size_t done = 0;
     Status status;
     if (error == 0) {
-      status = Acquire(static_cast<size_t>(st.st_size), &buffer);
+      status = Acquire(static_cast<size_t>(st.st_size), pending, &buffer);
       what = "read";
       if (!Enter(me, pending)) {
         ::close(fd);
@@ -408,25 +430,38 @@ void PreadEngine::ExpireOverdue() {
         std::lock_guard<std::mutex> state(worker->mutex);
         overdue = worker->busy && !worker->abandoned && worker->current->deadline <= now;
       }
-      if (overdue) AbandonLocked(worker, /*replace=*/true);
+      if (overdue) AbandonLocked(worker, /*closing=*/false);
     }
+    TopUpLocked();  // threads left behind that have returned since are replaced now
   }
   for (PendingRequest& pending : expired) ExpireRequest(pending, /*still_held=*/false);
 }
 
-void PreadEngine::AbandonLocked(const std::shared_ptr<Worker>& worker, bool replace) {
+void PreadEngine::AbandonLocked(const std::shared_ptr<Worker>& worker, bool closing) {
   PendingRequest copy;
   {
     std::lock_guard<std::mutex> state(worker->mutex);
     if (!worker->busy || worker->abandoned) return;
     worker->abandoned = true;
-    copy = *worker->current;  // the worker writes it only after Leave()
+    worker->stuck->fetch_add(1);  // the thread takes it back when its read returns
+    copy = *worker->current;      // the worker writes it only after Leave()
   }
   worker->thread.detach();
   workers_.erase(std::find(workers_.begin(), workers_.end(), worker));
   running_ -= 1;
   abandoned_threads_ += 1;
   exited_.notify_all();
+  active_.fetch_sub(1);
+  NoteInflight(-1);
+  if (closing) {
+    // Still in a read (or a retry's backoff) when the engine stopped.
+    {
+      std::lock_guard<std::mutex> lock(stats_mutex_);
+      stats_.abandoned += 1;
+    }
+    Complete(copy, Status::Cancelled("read engine stopped"), ReadBuffer(), 0, 0);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     stats_.abandoned_threads += 1;
@@ -434,10 +469,15 @@ void PreadEngine::AbandonLocked(const std::shared_ptr<Worker>& worker, bool repl
   Log().warn("pread engine: a read of {} did not return within the io_timeout; its thread is "
              "left behind ({} so far)",
              copy.file ? copy.file->path : copy.request.path, abandoned_threads_);
-  active_.fetch_sub(1);
-  NoteInflight(-1);
   ExpireRequest(copy, /*still_held=*/true);
-  if (replace && !stopping_ && abandoned_threads_ <= kMaxAbandonedThreads) StartWorkerLocked();
+  TopUpLocked();
+}
+
+void PreadEngine::TopUpLocked() {
+  while (!stopping_ && static_cast<int>(workers_.size()) < threads_ &&
+         stuck_->load() < kMaxStuckThreads) {
+    StartWorkerLocked();
+  }
 }
 
 }  // namespace

@@ -165,8 +165,6 @@ class UringEngine final : public ReadEngine {
     void Release(size_t slot);
     void FinishRange(size_t slot, Status status);
     void FinishSmallFile(size_t slot, Status status);
-    // Finishes a range read with a synchronous pread of what remains.
-    void FinishRangeWithPread(size_t slot);
     // Resubmits the reads whose backoff has passed.
     void RetryDue();
     // The next retry or deadline to wake up for.
@@ -192,7 +190,7 @@ class UringEngine final : public ReadEngine {
     void Handle(uint64_t user_data, int result, unsigned flags);
     void HandleMetadata(OpKind kind, size_t slot, int result);
     void HandleRead(size_t slot, int result);
-    // -EAGAIN / -EINTR: a backoff, or pread after kMaxRetries.
+    // -EAGAIN / -EINTR: a backoff, or the pread pool after kMaxRetries.
     void HandleRetryable(size_t slot);
     // A transient error (IoOptions::retries): true when the read is tried
     // again after a backoff.

@@ -61,6 +61,7 @@ void UringEngine::RingThread::Abandon(size_t slot, bool closing) {
   engine->NoteInflight(-1);
   for (OpKind kind : {kRead, kOpen, kStatx}) {
     io_uring_sqe* sqe = NextSqe();
+    if (sqe == nullptr) break;  // the SQ stays full: the kernel finishes it in its time
     io_uring_prep_cancel64(sqe, UserData(slot, kind, op.generation), 0);
     io_uring_sqe_set_data64(sqe, UserData(0, kCancel));
   }

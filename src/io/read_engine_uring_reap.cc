@@ -164,21 +164,21 @@ void UringEngine::RingThread::HandleRetryable(size_t slot) {
     engine->stats_.retries += 1;
     return;
   }
-  // Still refused: serve the rest with a plain pread.
+  // Still refused: the pread pool serves it, off the ring thread (a pread
+  // here could block the ring and every deadline with it).
   {
     std::lock_guard<std::mutex> lock(engine->stats_mutex_);
     engine->stats_.pread_fallbacks += 1;
   }
-  PendingRequest& pending = pendings[slot];
-  if (!pending.request.path.empty()) {
-    size_t more = 0;
-    int error = PreadInto(op.fd, op.done, op.file_size - op.done, buffers[slot].raw() + op.done,
-                          &more);
-    op.done += more;
-    FinishSmallFile(slot, error ? ErrorFor(pending, error, "read") : Status::OK());
-    return;
+  std::vector<PendingRequest> handed;
+  handed.push_back(std::move(pendings[slot]));
+  if (op.fd >= 0) {
+    CloseAsync(op.fd);
+    op.fd = -1;
   }
-  FinishRangeWithPread(slot);
+  buffers[slot].reset();
+  Release(slot);
+  engine->HandToPreadPool(std::move(handed));
 }
 
 }  // namespace uring

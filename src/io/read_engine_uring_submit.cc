@@ -183,14 +183,6 @@ void UringEngine::RingThread::FinishSmallFile(size_t slot, Status status) {
   Release(slot);
 }
 
-void UringEngine::RingThread::FinishRangeWithPread(size_t slot) {
-  size_t done = 0;
-  Status status = engine->PreadPlanned(pendings[slot], plans[slot], ops[slot].done,
-                                       buffers[slot].raw(), &done);
-  ops[slot].done = done;
-  FinishRange(slot, std::move(status));
-}
-
 void UringEngine::RingThread::RetryDue() {
   auto now = Clock::now();
   for (size_t slot = 0; slot < ops.size(); ++slot) {
