@@ -71,7 +71,15 @@ void HostStage::RecordFailure(uint64_t task, Status status, WorkerRun* run) {
   row.task = task;
   row.sample.sample = samples_[task];
   row.sample.reason = status.ToString();
-  LocateSkipped(row.sample.sample, &row.sample);
+  const uint64_t i = task - run->first;
+  if (i < run->have_bytes.size() && run->have_bytes[i] && !run->fetched[i].location.path.empty()) {
+    // Where the engine read it: no second lookup (Locate may touch the
+    // store, and the store is what just failed).
+    row.sample.path = run->fetched[i].location.path;
+    row.sample.offset = run->fetched[i].location.offset;
+  } else {
+    LocateSkipped(row.sample.sample, &row.sample);
+  }
   row.status = std::move(status);
   run->skips.push_back(std::move(row));
 }
