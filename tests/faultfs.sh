@@ -8,9 +8,10 @@
 #                                exists and this runs as root,
 #                                GPUFEED_REQUIRE_FUSE=1 (a skipped FUSE test
 #                                is then a failure)
-#   gpufeed_faultfs_cleanup      unmounts (lazily) every mount of this run
-#                                (fsname gpufeed-faultfs:TAG in /proc/mounts)
-#                                and SIGKILLs the daemons whose pid files are
+#   gpufeed_faultfs_cleanup      aborts the FUSE connection of and unmounts
+#                                (lazily) every mount of this run (fsname
+#                                gpufeed-faultfs:TAG in /proc/mounts) and
+#                                SIGKILLs the daemons whose pid files are
 #                                left; never fails
 #
 # Only this run's mounts and daemons are touched: other runs on the same
@@ -52,6 +53,18 @@ gpufeed_faultfs_cleanup() {
       targets+=("$(printf '%b' "${target//\\/\\0}")")
     fi
   done </proc/mounts
+  # Abort their FUSE connections first (fusectl, by the device minor from
+  # mountinfo, which touches no mount): no thread stays waiting on them.
+  local id parent devices fields
+  if [ -d /sys/fs/fuse/connections ] && [ "$(id -u)" -eq 0 ]; then
+    [ -n "$(ls -A /sys/fs/fuse/connections 2>/dev/null)" ] ||
+      mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null || true
+    while read -r id parent devices fields; do
+      if [[ " $fields " == *" gpufeed-faultfs:$GPUFEED_FAULTFS_TAG "* ]]; then
+        echo 1 >"/sys/fs/fuse/connections/${devices#*:}/abort" 2>/dev/null || true
+      fi
+    done </proc/self/mountinfo
+  fi
   for target in "${targets[@]}"; do
     echo "gpufeed: unmounting leftover faultfs mount $target" >&2
     fusermount -u -z "$target" 2>/dev/null || umount -l "$target" 2>/dev/null ||
