@@ -285,9 +285,13 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
   if (!options_.wait_for_fill) {
     // The copy is made in the background; this read goes to the source,
     // unless the part it needs is already written.
-    if (slot.state == FillState::kFilling && slot.partial && slot.filled >= end) {
+    if (slot.state == FillState::kFilling && Written(slot, offset, end)) {
       hits_.fetch_add(1, std::memory_order_relaxed);
       *view = PartialView(slot);
+      return Status::OK();
+    }
+    if (slot.state == FillState::kFilling && slot.partial && !slot.fetching.Overlaps(offset, end) &&
+        FetchIntoCopy(slot, offset, end, lock, view)) {
       return Status::OK();
     }
     if (slot.state == FillState::kIdle) {
@@ -298,10 +302,16 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
   }
   uint64_t attempts = slot.attempts;
   while (true) {
-    if (slot.state == FillState::kFilling && slot.partial && slot.filled >= end) {
+    if (slot.state == FillState::kFilling && Written(slot, offset, end)) {
       hits_.fetch_add(1, std::memory_order_relaxed);
       *view = PartialView(slot);
       return Status::OK();
+    }
+    // Not written yet: fetched into the copy by this read, unless someone
+    // fetches a part of it now (then it is written soon).
+    if (slot.state == FillState::kFilling && slot.partial && !slot.fetching.Overlaps(offset, end)) {
+      if (FetchIntoCopy(slot, offset, end, lock, view)) return Status::OK();
+      break;  // a fault: the source's own read reports it
     }
     if (slot.state == FillState::kIdle) {
       std::shared_ptr<const CacheLease> done = std::atomic_load(&slot.local);
