@@ -290,14 +290,10 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
       *view = PartialView(slot);
       return Status::OK();
     }
-    if (slot.state == FillState::kFilling && slot.partial && !slot.fetching.Overlaps(offset, end) &&
-        FetchIntoCopy(slot, offset, end, lock, view)) {
-      return Status::OK();
-    }
-    if (slot.state == FillState::kIdle) {
-      lock.unlock();
-      Queue(index, /*front=*/true);
-    }
+    bool fetch = slot.state == FillState::kFilling && slot.partial &&
+                 !slot.fetching.Overlaps(offset, end);
+    if (fetch && FetchIntoCopy(slot, offset, end, lock, view)) return Status::OK();
+    if (slot.state == FillState::kIdle) { lock.unlock(); Queue(index, /*front=*/true); }
     return from_source();
   }
   uint64_t attempts = slot.attempts;
@@ -307,11 +303,11 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
       *view = PartialView(slot);
       return Status::OK();
     }
-    // Not written yet: fetched into the copy by this read, unless someone
-    // fetches a part of it now (then it is written soon).
+    // Not written, nor being fetched (else wait): this read fetches it into
+    // the copy; after a fault, the source's own read reports it.
     if (slot.state == FillState::kFilling && slot.partial && !slot.fetching.Overlaps(offset, end)) {
       if (FetchIntoCopy(slot, offset, end, lock, view)) return Status::OK();
-      break;  // a fault: the source's own read reports it
+      break;
     }
     if (slot.state == FillState::kIdle) {
       std::shared_ptr<const CacheLease> done = std::atomic_load(&slot.local);
