@@ -81,6 +81,15 @@ def main(argv):
                 cells(loaded.get((fmt, "none", epoch)))
             print(f"{fmt:<11} {epoch:>5} {'new':>8} {cached[0]:>10} {cached[1]:>15}"
                   f"   {uncached[0]:>19} {uncached[1]:>15}")
+    # Issue 33's targets for epoch 1: the cached rate >= 0.9x the uncached one,
+    # and the source read once (<= 1.05x the dataset, open to close).
+    for fmt in FORMATS:
+        cached, uncached = loaded.get((fmt, "cache", 1)), loaded.get((fmt, "none", 1))
+        if cached and uncached:
+            rate = cached["epoch"]["records_per_s"] / uncached["epoch"]["records_per_s"]
+            source = cached["epoch"]["source_ratio"]
+            print(f"{fmt:<11} epoch 1 with the cache: {rate:.2f}x the uncached rate "
+                  f"(target >= 0.9x), source {source:.2f}x the dataset (target <= 1.05x)")
     sizes = {fmt: loaded[key]["dataset_bytes"] for key in loaded for fmt in [key[0]]}
     print("dataset bytes (on disk, what the cache copies): " +
           ", ".join(f"{fmt} {size / 1e6:.1f} MB" for fmt, size in sizes.items()))

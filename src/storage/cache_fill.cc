@@ -18,6 +18,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "storage/cache_filler.h"
@@ -39,6 +42,30 @@ namespace {
 // parallel filesystem that serves big requests best.
 constexpr size_t kFillChunk = 4 << 20;
 constexpr size_t kFillChunksInFlight = 4;
+// The unit of claims, progress and writeback: what one batch of reads covers.
+constexpr uint64_t kFillRegion = uint64_t{kFillChunk} * kFillChunksInFlight;
+// Room for a read's alignment in the engine's in-flight budget.
+constexpr uint64_t kReadSlack = 8 << 10;
+
+// Holds the calling fill so that all fills of the process together write
+// at most CacheFiller::kFillWriteBytesPerSecond, with a burst of one region.
+void PaceWrite(uint64_t bytes) {
+  using Clock = std::chrono::steady_clock;
+  constexpr double kRate = static_cast<double>(CacheFiller::kFillWriteBytesPerSecond);
+  static std::mutex mutex;
+  static Clock::time_point next{};
+  const auto burst = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(kFillRegion / kRate));
+  Clock::time_point until;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    Clock::time_point now = Clock::now();
+    if (next < now - burst) next = now - burst;
+    next += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(bytes / kRate));
+    until = next;
+  }
+  std::this_thread::sleep_until(until);
+}
 
 // One fill of a file, after its reservation: every step returns false once
 // the fill stopped (its temporary file removed, result->outcome and status()
@@ -58,7 +85,12 @@ class FileFill : public FillSteps {
   bool Finish(std::string* hex);
  private:
   void Count(uint64_t bytes) const;
-  std::vector<ReadRequest> NextRequests(FileId file, uint64_t* offset) const;
+  // Reads `gaps` from the source and writes them in the copy.
+  bool CopyGaps(FileId file, bool use_engine, const std::vector<ByteRange>& gaps);
+  // Hashes [begin, end) of the copy (a region readers wrote parts of).
+  bool HashFromCopy(uint64_t begin, uint64_t end);
+  // Bounds the fill's unwritten pages (see kFillRegion).
+  bool StartWriteback(uint64_t begin, uint64_t end);
   // The source's size and mtime still those of its key (checked after each
   // batch of reads, before its progress is reported).
   bool SourceUnchanged();
@@ -72,6 +104,7 @@ class FileFill : public FillSteps {
   FileView view_;  // when reading through request_.from
   Xxh64 digest_;
   std::string scratch_;  // pread's buffer
+  bool hash_reads_ = true;  // the region being copied is hashed from its reads
 };
 
 void FileFill::Count(uint64_t bytes) const {
@@ -113,21 +146,6 @@ bool FileFill::OpenInput() {
   return true;
 }
 
-std::vector<ReadRequest> FileFill::NextRequests(FileId file, uint64_t* offset) const {
-  std::vector<ReadRequest> requests;
-  for (size_t i = 0; i < kFillChunksInFlight && *offset < source_.size; ++i) {
-    ReadRequest request;
-    request.file = file;
-    request.offset = *offset;
-    request.length = std::min<uint64_t>(kFillChunk, source_.size - *offset);
-    // The chunk's number in the file: a test's injected fault names it.
-    request.tag = *offset / kFillChunk;
-    *offset += request.length;
-    requests.push_back(request);
-  }
-  return requests;
-}
-
 bool FileFill::Copy() {
   ReadEngine* engine = request_.engine;
   FileId file = 0;
@@ -135,13 +153,91 @@ bool FileFill::Copy() {
   bool going = true;
   uint64_t offset = 0;
   while (going && offset < source_.size) {
-    std::vector<ReadRequest> requests = NextRequests(file, &offset);
-    going = use_engine ? CopyThroughEngine(requests) : CopyWithPread(requests);
+    const uint64_t end = std::min<uint64_t>(source_.size, offset + kFillRegion);
+    std::vector<ByteRange> gaps;
+    if (request_.claim) {
+      gaps = request_.claim(offset, end);
+    } else {
+      gaps.emplace_back(offset, end);
+    }
+    // A region the fill reads whole is hashed from its reads; one with parts
+    // readers wrote, from the copy once complete.
+    const bool whole = gaps.size() == 1 && gaps[0] == ByteRange(offset, end);
+    hash_reads_ = whole;
+    going = CopyGaps(file, use_engine, gaps);
+    if (going && !whole) going = HashFromCopy(offset, end);
     going = going && SourceUnchanged();
-    if (going && request_.progress) request_.progress(result_.copied, source_.size);
+    if (going && request_.progress) request_.progress(end, source_.size);
+    // After the progress: readers of the region do not wait for its writeback.
+    going = going && StartWriteback(offset, end);
+    offset = end;
   }
   if (use_engine) (void)engine->CloseFile(file);
   return going;
+}
+
+bool FileFill::CopyGaps(FileId file, bool use_engine, const std::vector<ByteRange>& gaps) {
+  // Requests of at most a chunk, read in batches that fit the engine's
+  // in-flight budget (kFillChunksInFlight chunks, a little slack per read).
+  std::vector<ReadRequest> batch;
+  uint64_t batch_bytes = 0;
+  auto flush = [&] {
+    bool ok = batch.empty() || (use_engine ? CopyThroughEngine(batch) : CopyWithPread(batch));
+    batch.clear();
+    batch_bytes = 0;
+    return ok;
+  };
+  for (const ByteRange& gap : gaps) {
+    for (uint64_t at = gap.first; at < gap.second;) {
+      ReadRequest request;
+      request.file = file;
+      request.offset = at;
+      request.length = std::min<uint64_t>(kFillChunk, gap.second - at);
+      // The chunk's number in the file: a test's injected fault names it.
+      request.tag = at / kFillChunk;
+      at += request.length;
+      if (batch_bytes + request.length + kReadSlack > kFillChunk * kFillChunksInFlight &&
+          !flush()) {
+        return false;
+      }
+      batch_bytes += request.length + kReadSlack;
+      batch.push_back(request);
+    }
+  }
+  return flush();
+}
+
+bool FileFill::HashFromCopy(uint64_t begin, uint64_t end) {
+  scratch_.resize(kFillChunk);
+  for (uint64_t at = begin; at < end;) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(kFillChunk, end - at)), got = 0;
+    Status status = PreadFull(fill_.temp.get(), scratch_.data(), want, at, fill_.temp_path, &got);
+    if (!status.ok()) return Stop(status, FillOutcome::kUnavailable);
+    if (got != want) {
+      return Stop(Status::IOError(fill_.temp_path + ": short read of the copy in progress at " +
+                                  std::to_string(at)),
+                  FillOutcome::kUnavailable);
+    }
+    digest_.Update(scratch_.data(), got);
+    at += got;
+  }
+  return true;
+}
+
+bool FileFill::StartWriteback(uint64_t begin, uint64_t end) {
+  // The region two back is waited for: a fill holds at most two regions of
+  // unwritten pages, so its fsync is short and the page cache is not filled
+  // with its dirty pages at the readers' expense.
+  if (begin >= 2 * kFillRegion) {
+    (void)::sync_file_range(fill_.temp.get(), static_cast<off_t>(begin - 2 * kFillRegion),
+                            static_cast<off_t>(kFillRegion),
+                            SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                SYNC_FILE_RANGE_WAIT_AFTER);
+  }
+  // Only a hint to start writing: errors show at fsync.
+  (void)::sync_file_range(fill_.temp.get(), static_cast<off_t>(begin),
+                          static_cast<off_t>(end - begin), SYNC_FILE_RANGE_WRITE);
+  return true;
 }
 
 bool FileFill::SourceUnchanged() {
@@ -197,7 +293,8 @@ bool FileFill::Store(const ReadRequest& request, const char* data, size_t size) 
                                 std::to_string(source_.size) + " bytes): not cached"),
                 FillOutcome::kSourceChanged);
   }
-  digest_.Update(data, size);
+  if (hash_reads_) digest_.Update(data, size);
+  PaceWrite(size);
   ssize_t written;
   do {
     written = ::pwrite(fill_.temp.get(), data, size, static_cast<off_t>(request.offset));

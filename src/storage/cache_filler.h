@@ -3,7 +3,11 @@
 // file), copies without the index lock, checks the copy, and publishes it
 // through the index (CacheIndex::PublishFill). Two kinds of source:
 //   - a file (Fill): copied front to back in large reads, through a read
-//     engine the caller owns, hashed as it goes; checked against the
+//     engine the caller owns, skipping the parts readers already fetched
+//     into the copy (FillRequest::claim), hashed as it goes (a region with
+//     such parts is hashed from the copy); writes go at most
+//     kFillWriteBytesPerSecond, their writeback started as they go so that
+//     the fill never holds more than a few regions unwritten; checked against the
 //     source's size and mtime before and after and against the manifest's
 //     xxh64; the copy carries the source's mtime (0 for a file identified by
 //     its checksum).
@@ -30,6 +34,7 @@
 
 #include "gpufeed/status.h"
 #include "io/read_engine.h"
+#include "storage/byte_ranges.h"
 #include "storage/cache_entry.h"
 #include "storage/cache_index.h"
 
@@ -51,6 +56,16 @@ using ReadMember =
 // written part.
 using FillStarted = std::function<void(int temp_fd)>;
 
+// Parts of the copy written by others while it is made (NodeCache: readers
+// that fetched a range from the source into the copy in progress), so that
+// the fill reads only the rest from the source. Called with each region of
+// the file before the fill reads it, in order: waits while another fetches
+// a part of [begin, end), and returns the parts nobody wrote, in order, now
+// claimed by the fill (nobody else fetches them) until its next progress
+// call or its end. Parts not returned must be written in the temporary file
+// when it returns.
+using ClaimRanges = std::function<std::vector<ByteRange>(uint64_t begin, uint64_t end)>;
+
 // How to fill a file's entry.
 struct FillRequest {
   // Read the source through this store file (its source view, counted and
@@ -61,8 +76,9 @@ struct FillRequest {
   // The engine the copy reads through (CacheFiller::NewReadEngine makes
   // one); nullptr: pread on the calling thread. Must outlive the call.
   ReadEngine* engine = nullptr;
-  FillProgress progress;  // may be empty
+  FillProgress progress;  // may be empty; `done`: every byte below it is written
   FillStarted started;    // may be empty
+  ClaimRanges claim;      // may be empty: the fill reads every byte
 };
 
 // How to fill a bundle's entry.
@@ -78,7 +94,7 @@ struct BundleFillRequest {
 
 struct FillResult {
   FillOutcome outcome = FillOutcome::kUnavailable;
-  uint64_t copied = 0;  // bytes of the source copied by this call
+  uint64_t copied = 0;  // bytes of the source read and copied by this call
 };
 
 class CacheFiller {
@@ -111,6 +127,12 @@ class CacheFiller {
   // and only the process that created it may destroy it (a forked child
   // has the object but not its threads, and must leave it alone).
   static std::unique_ptr<ReadEngine> NewReadEngine();
+
+  // The most bytes per second all file fills of a process write to the
+  // cache's disk together: a bounded share of a local NVMe (a few GB/s),
+  // more than a node's share of a parallel filesystem, so that fills keep
+  // pace with the source without starving the reads of the copies.
+  static constexpr uint64_t kFillWriteBytesPerSecond = uint64_t{512} << 20;
 
  private:
   const std::shared_ptr<const CacheIndex> index_;

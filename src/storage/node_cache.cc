@@ -285,23 +285,29 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
   if (!options_.wait_for_fill) {
     // The copy is made in the background; this read goes to the source,
     // unless the part it needs is already written.
-    if (slot.state == FillState::kFilling && slot.partial && slot.filled >= end) {
+    if (slot.state == FillState::kFilling && Written(slot, offset, end)) {
       hits_.fetch_add(1, std::memory_order_relaxed);
       *view = PartialView(slot);
       return Status::OK();
     }
-    if (slot.state == FillState::kIdle) {
-      lock.unlock();
-      Queue(index, /*front=*/true);
-    }
+    bool fetch = slot.state == FillState::kFilling && slot.partial &&
+                 !slot.fetching.Overlaps(offset, end);
+    if (fetch && FetchIntoCopy(slot, offset, end, lock, view)) return Status::OK();
+    if (slot.state == FillState::kIdle) { lock.unlock(); Queue(index, /*front=*/true); }
     return from_source();
   }
   uint64_t attempts = slot.attempts;
   while (true) {
-    if (slot.state == FillState::kFilling && slot.partial && slot.filled >= end) {
+    if (slot.state == FillState::kFilling && Written(slot, offset, end)) {
       hits_.fetch_add(1, std::memory_order_relaxed);
       *view = PartialView(slot);
       return Status::OK();
+    }
+    // Not written, nor being fetched (else wait): this read fetches it into
+    // the copy; after a fault, the source's own read reports it.
+    if (slot.state == FillState::kFilling && slot.partial && !slot.fetching.Overlaps(offset, end)) {
+      if (FetchIntoCopy(slot, offset, end, lock, view)) return Status::OK();
+      break;
     }
     if (slot.state == FillState::kIdle) {
       std::shared_ptr<const CacheLease> done = std::atomic_load(&slot.local);

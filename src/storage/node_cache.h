@@ -26,6 +26,7 @@
 
 #include "gpufeed/cache.h"
 #include "gpufeed/status.h"
+#include "storage/byte_ranges.h"
 #include "storage/cache_directory.h"
 #include "storage/store.h"
 
@@ -140,6 +141,14 @@ class NodeCache {
     FillState state = FillState::kIdle;
     std::shared_ptr<const UniqueFd> partial;  // the copy being written, while filling
     uint64_t filled = 0;                      // bytes of it written, from the start
+    // Of the copy being written, beyond `filled`: the ranges readers wrote
+    // (fetched from the source for their reads, FetchIntoCopy), and those
+    // being fetched now, by readers or by the fill (its claims): no byte is
+    // fetched twice. `generation` counts fills, so that a fetch that ends
+    // after its fill does changes nothing.
+    ByteRanges written;
+    ByteRanges fetching;
+    uint64_t generation = 0;
     uint64_t attempts = 0;                    // fills that ended without a copy
     uint32_t failures = 0;                    // of them since the last copy made
     std::chrono::steady_clock::time_point retry_after{};
@@ -156,6 +165,22 @@ class NodeCache {
   FileView LocalView(const Slot& slot, std::shared_ptr<const CacheLease> local) const;
   // The written part of the copy this process is filling.
   FileView PartialView(const Slot& slot) const;
+  // Whether [offset, end) of the copy being filled is written.
+  // REQUIRES: slot.fill_mutex held.
+  static bool Written(const Slot& slot, uint64_t offset, uint64_t end) {
+    return slot.partial && (slot.filled >= end || slot.written.Covers(offset, end));
+  }
+  // A read of [offset, end) of a file being filled, a part nobody has or is
+  // fetching: reads it from the source (counted and throttled as the
+  // source's reads) into the copy, so that the fill skips it, and gives the
+  // view of the copy. False (nothing written; the caller reads the source,
+  // whose error the reader then sees) when the read or the write fails or
+  // the fill ended meanwhile. REQUIRES: `lock` holds slot.fill_mutex, the
+  // slot filling with `partial` set; it is released during the fetch.
+  bool FetchIntoCopy(Slot& slot, uint64_t offset, uint64_t end,
+                     std::unique_lock<std::mutex>& lock, FileView* view);
+  // Ends the slot's fill in progress (state kIdle), under slot.fill_mutex.
+  static void EndFillLocked(Slot& slot);
   // Queues a fill; `front`: a reader waits for it.
   void Queue(size_t index, bool front);
   void FillerLoop();

@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <new>
+#include <string>
 
 #include "storage/node_cache.h"
+#include "util/file.h"
 #include "util/logging.h"
 
 namespace gpufeed {
@@ -119,9 +122,7 @@ void NodeCache::FillerLoop() {
     }
     {
       std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
-      slot.state = FillState::kIdle;
-      slot.partial.reset();
-      slot.filled = 0;
+      EndFillLocked(slot);
       if (filled) {
         slot.failures = 0;
       } else if (!std::atomic_load(&slot.local) && !directory_->HasEntry(slot.source)) {
@@ -145,8 +146,8 @@ bool NodeCache::FillNow(size_t index) {
   Slot& slot = *slots_[index];
   {
     std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
+    EndFillLocked(slot);
     slot.state = FillState::kFilling;
-    slot.filled = 0;
   }
   slot.fill_changed.notify_all();
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -203,16 +204,80 @@ Status NodeCache::CopyOnce(size_t index, FillResult* result) {
     int duplicate = ::fcntl(temp_fd, F_DUPFD_CLOEXEC, 0);
     if (duplicate < 0) return;
     std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
+    EndFillLocked(slot);  // a new copy: nothing of it is written yet
+    slot.state = FillState::kFilling;
     slot.partial = std::make_shared<const UniqueFd>(duplicate);
+  };
+  // Readers may fetch parts of it meanwhile (FetchIntoCopy): the fill
+  // waits for those in flight and reads the rest.
+  request.claim = [&slot](uint64_t begin, uint64_t end) {
+    std::unique_lock<std::mutex> slot_lock(slot.fill_mutex);
+    slot.fill_changed.wait(slot_lock, [&] { return !slot.fetching.Overlaps(begin, end); });
+    std::vector<ByteRange> gaps = slot.written.Gaps(begin, end);
+    for (const ByteRange& gap : gaps) slot.fetching.Add(gap.first, gap.second);
+    return gaps;
   };
   request.progress = [&slot](uint64_t done, uint64_t) {
     {
       std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);
       slot.filled = done;
+      slot.fetching.Remove(0, done);  // the fill's claims
+      slot.written.Remove(0, done);   // now below `filled`
     }
     slot.fill_changed.notify_all();
   };
   return directory_->Fill(slot.source, request, result);
+}
+
+void NodeCache::EndFillLocked(Slot& slot) {
+  slot.state = FillState::kIdle;
+  slot.partial.reset();
+  slot.filled = 0;
+  slot.written.Clear();
+  slot.fetching.Clear();
+  slot.generation += 1;
+}
+
+bool NodeCache::FetchIntoCopy(Slot& slot, uint64_t offset, uint64_t end,
+                              std::unique_lock<std::mutex>& lock, FileView* view) {
+  slot.fetching.Add(offset, end);
+  std::shared_ptr<const UniqueFd> copy = slot.partial;
+  const uint64_t generation = slot.generation;
+  lock.unlock();
+  thread_local std::string buffer;
+  const size_t length = static_cast<size_t>(end - offset);
+  buffer.resize(length);
+  FileView source;
+  size_t got = 0;
+  Status status = slot.file->SourceView(&source);
+  if (status.ok()) status = PreadFull(source.fd, buffer.data(), length, offset, source.shown, &got);
+  if (got > 0) slot.file->Count(source, got);
+  bool written = status.ok() && got == length;
+  while (written && got > 0) {
+    ssize_t n = ::pwrite(copy->get(), buffer.data() + (length - got), got,
+                         static_cast<off_t>(end - got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) written = false;
+    if (n > 0) got -= static_cast<size_t>(n);
+  }
+  misses_.fetch_add(1, std::memory_order_relaxed);
+  lock.lock();
+  const bool current = slot.generation == generation;
+  if (current) {
+    slot.fetching.Remove(offset, end);
+    if (written) slot.written.Add(offset, end);
+  }
+  lock.unlock();
+  slot.fill_changed.notify_all();
+  lock.lock();
+  if (!written || !current) return false;
+  FileView local;
+  local.fd = copy->get();
+  local.local = true;
+  local.shown = slot.source.path + " (node-cache copy being filled)";
+  local.hold = std::move(copy);
+  *view = std::move(local);
+  return true;
 }
 
 void NodeCache::NoteSourceChanged(Slot& slot, const Status& status) {
