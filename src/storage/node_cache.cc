@@ -285,11 +285,7 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
   if (!options_.wait_for_fill) {
     // The copy is made in the background; this read goes to the source,
     // unless the part it needs is already written.
-    if (slot.state == FillState::kFilling && Written(slot, offset, end)) {
-      hits_.fetch_add(1, std::memory_order_relaxed);
-      *view = PartialView(slot);
-      return Status::OK();
-    }
+    if (ServeWritten(slot, offset, end, view)) return Status::OK();
     bool fetch = slot.state == FillState::kFilling && slot.partial &&
                  !slot.fetching.Overlaps(offset, end);
     if (fetch && FetchIntoCopy(slot, offset, end, lock, view)) return Status::OK();
@@ -298,11 +294,7 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
   }
   uint64_t attempts = slot.attempts;
   while (true) {
-    if (slot.state == FillState::kFilling && Written(slot, offset, end)) {
-      hits_.fetch_add(1, std::memory_order_relaxed);
-      *view = PartialView(slot);
-      return Status::OK();
-    }
+    if (ServeWritten(slot, offset, end, view)) return Status::OK();
     // Not written, nor being fetched (else wait): this read fetches it into
     // the copy; after a fault, the source's own read reports it.
     if (slot.state == FillState::kFilling && slot.partial && !slot.fetching.Overlaps(offset, end)) {
@@ -334,6 +326,13 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
   }
   lock.unlock();
   return from_source();
+}
+
+bool NodeCache::ServeWritten(const Slot& slot, uint64_t offset, uint64_t end, FileView* view) {
+  if (slot.state != FillState::kFilling || !Written(slot, offset, end)) return false;
+  hits_.fetch_add(1, std::memory_order_relaxed);
+  *view = PartialView(slot);
+  return true;
 }
 
 std::shared_ptr<const CacheLease> NodeCache::OpenLocal(size_t index) {

@@ -165,6 +165,9 @@ class NodeCache {
   FileView LocalView(const Slot& slot, std::shared_ptr<const CacheLease> local) const;
   // The written part of the copy this process is filling.
   FileView PartialView(const Slot& slot) const;
+  // A fill in progress has written [offset, end): *view is its copy (a
+  // hit). REQUIRES: slot.fill_mutex.
+  bool ServeWritten(const Slot& slot, uint64_t offset, uint64_t end, FileView* view);
   // Whether [offset, end) of the copy being filled is written.
   // REQUIRES: slot.fill_mutex held.
   static bool Written(const Slot& slot, uint64_t offset, uint64_t end) {
