@@ -166,10 +166,13 @@ class FaultMount:
             json.dump(rules, handle)
         os.replace(temporary, self.control)  # a new inode: the daemon sees the change
 
-    def set_faults(self, rules):
+    def set_faults(self, rules, drop_pages=True):
         """Replaces the fault rules (see faultfs.py). A rule may give "for_ms"
         instead of "until": it applies for that long from now. Cached pages
-        of every file are dropped so that no earlier read hides the faults."""
+        of every file are dropped so that no earlier read hides the faults --
+        unless drop_pages=False, which a test must give when it sets a hang
+        while reads are in flight: dropping opens every file, and an open
+        waits for the pages a hung read holds locked (forever)."""
         resolved = []
         for rule in rules:
             rule = dict(rule)
@@ -179,7 +182,7 @@ class FaultMount:
                 raise ValueError(f"unknown errno name {rule['error']!r}")
             resolved.append(rule)
         self._write_control(resolved)
-        if self.process.poll() is None:
+        if drop_pages and self.process.poll() is None:
             drop_cached_pages(self.path)
 
     def clear_faults(self):

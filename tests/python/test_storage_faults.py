@@ -229,14 +229,15 @@ def test_the_filesystem_client_killed_mid_epoch_is_a_clear_error(faultfs, packed
     data.close()
 
 
+@pytest.mark.parametrize("io", BACKENDS)
 def test_the_node_cache_keeps_nothing_from_a_fault_and_a_new_process_reads_right(
-        faultfs, packed, tmp_path):
+        faultfs, packed, tmp_path, io):
     mount = faultfs(packed)
     cache = tmp_path / "cache"
     start, end, hit = fault_range(packed)
     mount.set_faults([{"path": SHARD, "start": start, "end": end, "error": "EIO"}])
     data = loader(mount.path, cache_dir=str(cache), on_error="skip", max_skipped=0.5,
-                  io_retries=0)
+                  io_retries=0, **io)
     ids = run_epoch(data, [])
     assert set(ids) == set(range(RECORDS)) - hit
     data.close()
@@ -245,7 +246,7 @@ def test_the_node_cache_keeps_nothing_from_a_fault_and_a_new_process_reads_right
         import sys
         sys.path.insert(0, {os.path.dirname(__file__)!r})
         import test_storage_faults as t
-        data = t.loader({str(mount.path)!r}, cache_dir={str(cache)!r}, cache_wait=True)
+        data = t.loader({str(mount.path)!r}, cache_dir={str(cache)!r}, cache_wait=True, **{io!r})
         for epoch in range(2):
             data.set_epoch(epoch)
             ids = t.run_epoch(data, [])
@@ -282,3 +283,88 @@ def test_a_direct_io_mount_never_hands_on_bytes_past_a_failed_part(faultfs, big_
     assert [entry["sample"] for entry in skipping.skipped_samples()] == [1]
     data.close()
     skipping.close()
+
+
+def write_other_paths(root):
+    """A token corpus (an llm.c shard), WebDataset tars and an embedding
+    table under root; returns the relative paths."""
+    root.mkdir(parents=True, exist_ok=True)
+    header = np.zeros(256, dtype=np.int32)
+    header[0], header[1], header[2] = 20240520, 1, 40000
+    tokens = (np.arange(40000) % 50000).astype(np.uint16)
+    (root / "tokens").mkdir()
+    (root / "tokens" / "shard_000.bin").write_bytes(header.tobytes() + tokens.tobytes())
+    import io as bytes_io
+    import tarfile
+    rng = np.random.default_rng(3)
+    from PIL import Image
+    for shard in range(2):
+        with tarfile.open(root / f"wds-{shard}.tar", "w") as tar:
+            for k in range(8):
+                buffer = bytes_io.BytesIO()
+                Image.fromarray(rng.integers(0, 255, (24, 32, 3), dtype=np.uint8)).save(
+                    buffer, format="JPEG")
+                for suffix, data in ((".jpg", buffer.getvalue()), (".cls", b"1")):
+                    info = tarfile.TarInfo(f"s{shard}_{k:03d}{suffix}")
+                    info.size = len(data)
+                    tar.addfile(info, bytes_io.BytesIO(data))
+    np.save(root / "table.npy", np.arange(4000 * 16, dtype=np.float32).reshape(4000, 16))
+    return root
+
+
+def open_path(kind, mount, **io):
+    if kind == "tokens":
+        return gpufeed.DataLoader(os.path.join(mount.path, "tokens"), batch_size=8, prefetch=1,
+                                  transform=gpufeed.TokenWindows(seq_len=512), **io)
+    if kind == "webdataset":
+        tars = sorted(os.path.join(mount.path, name) for name in os.listdir(mount.path)
+                      if name.endswith(".tar"))
+        return gpufeed.DataLoader(tars, batch_size=4, prefetch=1,
+                                  transform=gpufeed.ImageTransform(16, train=False), **io)
+    io.pop("on_error", None)
+    return gpufeed.EmbeddingTable(os.path.join(mount.path, "table.npy"), cache_bytes="64KiB",
+                                  **{k: v for k, v in io.items() if k != "max_skipped"})
+
+
+def drain(kind, reader):
+    """Reads everything; returns the OSErrors raised."""
+    errors = []
+    if kind == "embedding":
+        for start in range(0, 4000, 500):
+            try:
+                reader.lookup(np.arange(start, start + 500))
+            except OSError as error:
+                errors.append(error)
+        return errors
+    iterator = iter(reader)
+    while True:
+        try:
+            next(iterator)
+        except StopIteration:
+            return errors
+        except OSError as error:
+            errors.append(error)
+
+
+@pytest.mark.parametrize("io", BACKENDS[:2])
+@pytest.mark.parametrize("kind", ["tokens", "webdataset", "embedding"])
+def test_token_webdataset_and_embedding_reads_raise_and_time_out_too(
+        faultfs, tmp_path_factory, kind, io):
+    mount = faultfs(write_other_paths(tmp_path_factory.mktemp("paths") / "src"))
+    reader = open_path(kind, mount, io_retries=1, **io)
+    mount.set_faults([{"path": "*", "start": 4096, "error": "EIO"}])
+    errors = drain(kind, reader)
+    assert errors and all(error.errno == errno.EIO for error in errors), errors
+    if kind != "embedding":
+        reader.close()
+    mount.clear_faults()
+    reader = open_path(kind, mount, io_timeout=1.0, **io)
+    # Reads are in flight already: no page dropping (see set_faults).
+    mount.set_faults([{"path": "*", "start": 4096, "hang": True}], drop_pages=False)
+    started = time.monotonic()
+    errors = drain(kind, reader)
+    assert errors and all(error.errno == errno.ETIMEDOUT for error in errors), errors
+    assert time.monotonic() - started < HANG_GUARD_SECONDS
+    if kind != "embedding":
+        reader.close()
+    mount.clear_faults()
