@@ -148,18 +148,28 @@ Status TransformImage(const uint8_t* data, size_t size, const ImageTransformOpti
                                                           seed, epoch, sample_id)
                             : CenterCropParameters(header.width, header.height, options);
   if (parameters != nullptr) *parameters = crop;
-  // Decode the crop plus the filter's margin, DCT-scaled when the crop is
-  // at least twice the output in both directions.
+  // Decode the crop plus the filter's margin. options.exact: at full
+  // resolution, so that the resampler sees PIL's pixels. Otherwise DCT-scaled
+  // (1/2, 1/4, 1/8) while the scaled crop stays at least the output size,
+  // i.e. when the crop is at least twice the output; the margin then also
+  // covers the filter's reach in scaled pixels (up to 3 at 1/8).
   int margin_x = Margin(crop.width, options.size), margin_y = Margin(crop.height, options.size);
+  if (!options.exact) {
+    margin_x += 16;
+    margin_y += 16;
+  }
   CropRect region;
   region.x = std::max(0, static_cast<int>(std::floor(crop.x)) - margin_x);
   region.y = std::max(0, static_cast<int>(std::floor(crop.y)) - margin_y);
   region.width = std::min(header.width, static_cast<int>(std::ceil(crop.x + crop.width)) + margin_x) - region.x;
   region.height = std::min(header.height, static_cast<int>(std::ceil(crop.y + crop.height)) + margin_y) - region.y;
-  // Scale in the DCT domain only while the rest of the way is still at least a
-  // 2x antialiased downscale: keeps results close to PIL (mean error < 2 levels).
-  int wanted_w = static_cast<int>(std::ceil(2.0 * options.size * region.width / crop.width));
-  int wanted_h = static_cast<int>(std::ceil(2.0 * options.size * region.height / crop.height));
+  // The smallest region (margin included) whose crop part is still
+  // size x size; 0 x 0 asks for no scaling.
+  int wanted_w = 0, wanted_h = 0;
+  if (!options.exact) {
+    wanted_w = static_cast<int>(std::ceil(options.size * region.width / crop.width));
+    wanted_h = static_cast<int>(std::ceil(options.size * region.height / crop.height));
+  }
   int denominator = 1;
   DecodedColumns columns;
   if (jpeg) {
