@@ -192,3 +192,24 @@ def test_bad_images_raise():
     data = encode(photo(200, 150, 1))
     with pytest.raises(Exception, match="truncated|JPEG"):
         ours(data[: len(data) // 2])
+
+
+def test_the_loader_takes_exact_from_image_transform(large_jpegs, tmp_path):
+    # DataLoader(transform=ImageTransform(exact=...)) reaches the decode
+    # threads: its batches equal the single-image hook's, exact or not.
+    import gpufeed
+    kind, images = large_jpegs
+    folder = tmp_path / "folder" / "c0"
+    folder.mkdir(parents=True)
+    for index, (_, data) in enumerate(images[:2]):
+        (folder / f"{index}.jpg").write_bytes(data)
+    dataset = gpufeed.open_dataset(str(tmp_path / "folder"))
+    for exact in (True, False):
+        loader = gpufeed.DataLoader(str(tmp_path / "folder"), batch_size=2, shuffle=False,
+                                    transform=gpufeed.ImageTransform(224, train=False, dtype="uint8",
+                                                                     layout="NHWC", exact=exact))
+        batch, _ = next(iter(loader))
+        for index in range(2):
+            expected, _ = ours(dataset[index].data, train=False, exact=exact)
+            np.testing.assert_array_equal(np.asarray(batch[index]), expected,
+                                          err_msg=f"{kind}: image {index}, exact={exact}")
