@@ -12,7 +12,8 @@ loader.json and loader_photos.json (the C++ loader vs a decode-only
 ceiling, demo and photo sets), torch.json and torch_photos.json
 (gpufeed.DataLoader vs torch's, demo and photos), io.json (read engine vs fio), tokens.json
 and tabular.json (token corpora and tabular rows vs fio, pandas and np.load), embedding.json
-(embedding tables behind a throttled disk vs memmap, index_select and fio), and, when their
+(embedding tables behind a throttled disk vs memmap, index_select and fio), highres.json
+(ImageTransform exact=False vs exact on 2-12 MP photographs), and, when their
 steps ran, cache.json and gpu.json. With --since, a file older than that moment is left out (it is
 from an earlier run, not this one) and the table says so.
 
@@ -29,7 +30,8 @@ import sys
 import time
 
 STEPS = ("read", "webdataset", "formats", "transform", "loader", "loader_photos", "torch",
-         "torch_photos", "io", "cache", "verdict", "gpu", "tokens", "tabular", "embedding")
+         "torch_photos", "io", "cache", "verdict", "gpu", "tokens", "tabular", "embedding",
+         "highres")
 
 
 def machine():
@@ -122,6 +124,32 @@ def tabular_rows(tabular):
                          f"{day['rss_np_load_mb']:.0f} MB]", day["rss_epochs_mb"][0], "MB"))
             rows.append(("tabular", f"{what}: DataLoader RSS after epoch "
                          f"{len(day['rss_epochs_mb'])}", day["rss_epochs_mb"][-1], "MB"))
+    return rows
+
+
+def highres_rows(highres):
+    """benchmarks/highres_compare.py: exact=False vs exact on one thread."""
+    if not highres:
+        return []
+    rows = []
+    for label, entry in (("as shipped", highres), ("quality 75", highres.get("quality75"))):
+        if not entry:
+            continue
+        section = (f"high-res photos, {label} ({entry['images']}, {entry['megapixels_min']:g}-"
+                   f"{entry['megapixels_max']:g} MP, {entry['bits_per_pixel']:g} bits/pixel), 1 thread")
+        for kind in ("train", "eval"):
+            exact_us = entry["us_per_image"][f"{kind}_uint8"]
+            rows.append((section, f"{kind} uint8, exact (PIL's bytes)", 1e6 / exact_us, "images/s"))
+            rows.append((section, f"{kind} uint8, exact=False / exact (target >= "
+                         f"{highres['targets']['speedup']:g}x; a decode at 1/8 takes "
+                         f"{entry[kind + '_floor_share']:.0%} of the exact time)",
+                         entry[f"{kind}_speedup"], "x"))
+            rows.append((section, f"{kind} uint8, exact=False mean PSNR vs exact (target >= "
+                         f"{highres['targets']['psnr_db']:g} dB)", entry[f"{kind}_mean_psnr_db"],
+                         "dB"))
+        if "exact_equals_torchvision" in entry:
+            rows.append((section, "exact eval output == torchvision's, images",
+                         entry["exact_equals_torchvision"], "images"))
     return rows
 
 
@@ -283,6 +311,7 @@ def headline_rows(data):
                          tokens["rss_last_mb"], "MB"))
     rows += tabular_rows(data.get("tabular"))
     rows += embedding_rows(data.get("embedding"))
+    rows += highres_rows(data.get("highres"))
     cache = data.get("cache")
     if isinstance(cache, dict) and "runs" in cache:
         # benchmarks/cache_bench (gpufeed_cache_bench --json): epoch by epoch.

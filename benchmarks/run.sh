@@ -27,6 +27,9 @@
 #      rows with --quick) behind a loop device throttled to 500 read IOPS:
 #      cold vs warm lookups, the RAM tier's hit rate vs an ideal cache,
 #      vs torch.index_select, fio, numpy memmap; RSS over a long run
+#   highres: 20 photographs of 2-12 megapixels (plasma-workspace-wallpapers):
+#      ImageTransform exact=False (DCT-scaled decode) vs the exact default,
+#      images/s on one thread and PSNR against the exact output
 # then one results table on stdout, benchmarks/results/summary.json and the
 # chart benchmarks/results/summary.png (per-step JSON files beside them).
 #
@@ -35,7 +38,7 @@
 #                                  once built and the demo dataset exists)
 #   ./benchmarks/run.sh --only=embedding,tabular   these steps only (any of read, formats,
 #                                  transform, loader, torch, io, cache, verdict, tokens, tabular,
-#                                  embedding, gpu), then the report of this run's files
+#                                  embedding, highres, gpu), then the report of this run's files
 #
 # GPUFEED_BENCH_BUILD_DIR (default build/release) and GPUFEED_BENCH_DATA
 # (default benchmarks/data) move the build and the data.
@@ -63,7 +66,7 @@ done
 
 for step in ${only//,/ }; do
   case "$step" in
-    read|formats|transform|loader|torch|io|cache|verdict|tokens|tabular|embedding|gpu) ;;
+    read|formats|transform|loader|torch|io|cache|verdict|tokens|tabular|embedding|highres|gpu) ;;
     *) echo "--only: unknown step '$step' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -333,6 +336,16 @@ if want embedding; then
   "$PY" "$ROOT/benchmarks/embedding_compare.py" --work "$DATA/embedding" \
     --json "$RESULTS/embedding.json" "${quick[@]}" 2> >(drop_info_logs) \
     || echo "embedding benchmark failed (exit $?)"
+fi
+
+# High-resolution photographs (issue 33): the opt-in fast path
+# (ImageTransform exact=False) vs the exact default on one thread.
+if want highres; then
+  echo
+  heading "[highres] 2-12 MP photographs: exact=False (DCT-scaled decode) vs exact, 1 thread, and its PSNR"
+  "$PY" "$ROOT/benchmarks/highres_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_transform_bench" \
+    --out "$DATA/highres-photos" --rounds "$([ ${#quick[@]} -gt 0 ] && echo 3 || echo 5)" \
+    --json "$RESULTS/highres.json" 2> >(drop_info_logs) || echo "highres benchmark failed (exit $?)"
 fi
 
 if want gpu; then

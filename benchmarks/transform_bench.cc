@@ -4,10 +4,14 @@
 // no resize).
 //
 //   gpufeed_transform_bench PATH [--rounds 5] [--size 224] [--path auto|scalar|sse41|avx2]
+//                           [--highres]
 //
 // Each round times, over every record (read into memory first): the full
 // decode, then the train transform (RandomResizedCrop + flip, NCHW) in uint8
-// and float32, then the eval transform in uint8. Rounds interleave the cases
+// and float32, then the eval transform in uint8 (--highres: train and eval in
+// uint8, each exact and with exact=false, the DCT-scaled fast path, and a
+// full decode at 1/8 scale, about the entropy decoding alone: the floor of any
+// DCT-domain shortcut; for benchmarks/highres_compare.py). Rounds interleave the cases
 // so a busy machine slows them alike; the figures are medians over rounds
 // of this thread's CPU time (not wall time, which counts waits for a core).
 // Prints one RESULT line per case with µs per image, its breakdown (decode:
@@ -38,6 +42,8 @@ struct Case {
   bool full_decode = false;
   bool train = true;
   OutputDtype dtype = OutputDtype::kUint8;
+  bool exact = true;
+  int min_side = 0;  // full_decode: DCT-scaled while both sides stay >= this
 };
 
 struct Figures {
@@ -62,18 +68,20 @@ double Median(std::vector<double> values) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s PATH [--rounds R] [--size S] [--path auto|scalar|sse41|avx2]\n",
+    std::fprintf(stderr, "usage: %s PATH [--rounds R] [--size S] [--path auto|scalar|sse41|avx2] [--highres]\n",
                  argv[0]);
     return 2;
   }
   int rounds = 5, size = 224;
   std::string path_name = "auto";
+  bool highres = false;
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
     auto value = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
     if (flag == "--rounds") rounds = std::max(1, std::atoi(value().c_str()));
     else if (flag == "--size") size = std::atoi(value().c_str());
     else if (flag == "--path") path_name = value();
+    else if (flag == "--highres") highres = true;
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
@@ -103,10 +111,17 @@ int main(int argc, char** argv) {
     }
     records[i] = record.data;
   }
-  const std::vector<Case> cases = {{"full_decode", true},
-                                   {"train_uint8", false, true, OutputDtype::kUint8},
-                                   {"train_float32", false, true, OutputDtype::kFloat32},
-                                   {"eval_uint8", false, false, OutputDtype::kUint8}};
+  const std::vector<Case> cases =
+      highres ? std::vector<Case>{{"full_decode", true},
+                                  {"full_decode_1_8", true, true, OutputDtype::kUint8, true, 1},
+                                  {"train_uint8", false, true, OutputDtype::kUint8},
+                                  {"train_uint8_fast", false, true, OutputDtype::kUint8, false},
+                                  {"eval_uint8", false, false, OutputDtype::kUint8},
+                                  {"eval_uint8_fast", false, false, OutputDtype::kUint8, false}}
+              : std::vector<Case>{{"full_decode", true},
+                                  {"train_uint8", false, true, OutputDtype::kUint8},
+                                  {"train_float32", false, true, OutputDtype::kFloat32},
+                                  {"eval_uint8", false, false, OutputDtype::kUint8}};
   std::map<std::string, Figures> figures;
   std::vector<uint8_t> output(static_cast<size_t>(size) * size * 3 * 4);
   Image image;
@@ -119,10 +134,12 @@ int main(int argc, char** argv) {
       options.size = size;
       options.train = c.train;
       options.dtype = c.dtype;
+      options.exact = c.exact;
       const double started = ThreadCpuMicroseconds();
       for (size_t i = 0; i < records.size(); ++i) {
         const auto* data = reinterpret_cast<const uint8_t*>(records[i].data());
-        status = c.full_decode ? DecodeRegion(data, records[i].size(), {}, 0, 0, &image)
+        status = c.full_decode ? DecodeRegion(data, records[i].size(), {}, c.min_side,
+                                                              c.min_side, &image)
                                : TransformImage(data, records[i].size(), options, 0, round, i,
                                                 output.data(), &scratch);
         if (!status.ok()) {

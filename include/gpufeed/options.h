@@ -108,6 +108,11 @@ struct ImageTransformOptions {
   OutputLayout layout = OutputLayout::kNCHW;
   // Images whose header declares more pixels are refused (PIL's default).
   uint64_t max_pixels = 178956970;
+  // true: PIL / torchvision's bytes at every image size (full-resolution
+  // decode of the crop). false: crops at least twice the output are decoded
+  // with libjpeg-turbo's DCT scaling (1/2, 1/4, 1/8) first, faster on
+  // large photographs and close to, not equal to, PIL (docs/tuning.md).
+  bool exact = true;
 };
 
 // Record bytes -> a fixed-length vector (e.g. int32 tokens), padded with

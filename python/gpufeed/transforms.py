@@ -25,6 +25,12 @@ class ImageTransform:
     train=False: Resize(round(size / 0.875)) + CenterCrop(size).
     Float outputs are x / 255 normalized by mean/std (ToTensor + Normalize);
     uint8 outputs are the pixels (4x fewer bytes; normalize on the GPU).
+
+    exact=True (default): PIL / torchvision's bytes at every image size.
+    exact=False: crops at least twice the output are decoded with
+    libjpeg-turbo's DCT scaling (1/2, 1/4, 1/8) first, then resampled: several
+    times faster on multi-megapixel photographs, close to but not equal to
+    PIL's output (docs/tuning.md states by how much).
     """
     size: int = 224
     train: bool = True
@@ -39,6 +45,7 @@ class ImageTransform:
     # Images whose header declares more pixels are refused before decoding
     # (a decompression bomb): PIL's default limit.
     max_pixels: int = 178_956_970
+    exact: bool = True
 
     def __post_init__(self):
         if self.dtype not in ("uint8", "float32", "float16", "bfloat16"):
@@ -62,6 +69,7 @@ class ImageTransform:
         image.dtype = _core.TensorDtype(self.dtype)
         image.layout = _core.OutputLayout(self.layout)
         image.max_pixels = int(self.max_pixels)
+        image.exact = bool(self.exact)
 
 
 @dataclasses.dataclass(frozen=True)

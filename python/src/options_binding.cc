@@ -54,7 +54,8 @@ void BindTransformOptions(py::module_& module) {
   DefChannels(image, "std", &ImageTransformOptions::std);
   image.def_readwrite("dtype", &ImageTransformOptions::dtype)
       .def_readwrite("layout", &ImageTransformOptions::layout)
-      .def_readwrite("max_pixels", &ImageTransformOptions::max_pixels);
+      .def_readwrite("max_pixels", &ImageTransformOptions::max_pixels)
+      .def_readwrite("exact", &ImageTransformOptions::exact);
   DefValueMethods(image);
 
   py::class_<RawTransformOptions> raw(module, "RawTransformOptions");

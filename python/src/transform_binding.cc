@@ -26,8 +26,9 @@ py::tuple TransformImageBinding(py::bytes data, int size, bool train, uint64_t s
                                 uint64_t epoch, uint64_t sample_id, const std::string& dtype,
                                 const std::string& layout, bool flip,
                                 std::vector<double> scale, std::vector<double> ratio,
-                                std::vector<float> mean, std::vector<float> std) {
+                                std::vector<float> mean, std::vector<float> std, bool exact) {
   ImageTransformOptions options;
+  options.exact = exact;
   if (size <= 0 || size > 16384) ThrowIfError(Status::InvalidArgument("size must be in 1..16384"));
   options.size = size;
   options.train = train;
@@ -71,7 +72,7 @@ void BindTransform(py::module_& module) {
   module.def("_transform_image", &TransformImageBinding, py::arg("data"), py::arg("size"),
              py::arg("train"), py::arg("seed"), py::arg("epoch"), py::arg("sample_id"),
              py::arg("dtype"), py::arg("layout"), py::arg("flip"), py::arg("scale"),
-             py::arg("ratio"), py::arg("mean"), py::arg("std"));
+             py::arg("ratio"), py::arg("mean"), py::arg("std"), py::arg("exact") = true);
 }
 
 }  // namespace gpufeed::python

@@ -37,6 +37,36 @@ int Margin(double crop_extent, int out_size) {
   return static_cast<int>(std::ceil(std::max(crop_extent / out_size, 1.0))) + 2;
 }
 
+// The part of the image to decode for `crop`: the crop plus the filter's
+// margin. options.exact: at full resolution (*wanted_w = *wanted_h = 0), so
+// that the resampler sees PIL's pixels. Otherwise DCT-scaled (1/2, 1/4, 1/8)
+// while the scaled crop stays at least the output size, i.e. when the crop
+// is at least twice the output: *wanted_w x *wanted_h is the smallest region
+// whose crop part is still size x size; the margin then also covers the
+// filter's reach in scaled pixels (up to 3 at 1/8).
+CropRect RegionToDecode(const CropParameters& crop, const ImageHeader& header,
+                        const ImageTransformOptions& options, int* wanted_w, int* wanted_h) {
+  int margin_x = Margin(crop.width, options.size), margin_y = Margin(crop.height, options.size);
+  if (!options.exact) {
+    margin_x += 16;
+    margin_y += 16;
+  }
+  CropRect region;
+  region.x = std::max(0, static_cast<int>(std::floor(crop.x)) - margin_x);
+  region.y = std::max(0, static_cast<int>(std::floor(crop.y)) - margin_y);
+  if (!options.exact) {
+    // A multiple of 8 starts at a whole scaled pixel at every DCT scale, so
+    // that the box maps source to scaled coordinates exactly.
+    region.x &= ~7;
+    region.y &= ~7;
+  }
+  region.width = std::min(header.width, static_cast<int>(std::ceil(crop.x + crop.width)) + margin_x) - region.x;
+  region.height = std::min(header.height, static_cast<int>(std::ceil(crop.y + crop.height)) + margin_y) - region.y;
+  *wanted_w = options.exact ? 0 : static_cast<int>(std::ceil(options.size * region.width / crop.width));
+  *wanted_h = options.exact ? 0 : static_cast<int>(std::ceil(options.size * region.height / crop.height));
+  return region;
+}
+
 Status Finish(const Image& region, double box_x0, double box_y0, double box_x1, double box_y1,
               const ImageTransformOptions& options, bool flip, void* destination,
               TransformScratch* scratch) {
@@ -148,18 +178,8 @@ Status TransformImage(const uint8_t* data, size_t size, const ImageTransformOpti
                                                           seed, epoch, sample_id)
                             : CenterCropParameters(header.width, header.height, options);
   if (parameters != nullptr) *parameters = crop;
-  // Decode the crop plus the filter's margin, DCT-scaled when the crop is
-  // at least twice the output in both directions.
-  int margin_x = Margin(crop.width, options.size), margin_y = Margin(crop.height, options.size);
-  CropRect region;
-  region.x = std::max(0, static_cast<int>(std::floor(crop.x)) - margin_x);
-  region.y = std::max(0, static_cast<int>(std::floor(crop.y)) - margin_y);
-  region.width = std::min(header.width, static_cast<int>(std::ceil(crop.x + crop.width)) + margin_x) - region.x;
-  region.height = std::min(header.height, static_cast<int>(std::ceil(crop.y + crop.height)) + margin_y) - region.y;
-  // Scale in the DCT domain only while the rest of the way is still at least a
-  // 2x antialiased downscale: keeps results close to PIL (mean error < 2 levels).
-  int wanted_w = static_cast<int>(std::ceil(2.0 * options.size * region.width / crop.width));
-  int wanted_h = static_cast<int>(std::ceil(2.0 * options.size * region.height / crop.height));
+  int wanted_w = 0, wanted_h = 0;
+  const CropRect region = RegionToDecode(crop, header, options, &wanted_w, &wanted_h);
   int denominator = 1;
   DecodedColumns columns;
   if (jpeg) {

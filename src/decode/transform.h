@@ -7,10 +7,13 @@
 //
 // Random parameters come from (seed, epoch, sample id) only, so a sample's
 // output does not depend on thread count or timing. The crop is decoded as
-// a region (DCT-scaled when much larger than the output, image_decoder.h),
-// resampled with PIL's antialiased bilinear filter over the exact,
-// fractional source box (resample.h; the flip folded into its horizontal
-// pass) and written in the batch's layout and dtype (output.h).
+// a region at full resolution, resampled with PIL's antialiased bilinear
+// filter over the exact, fractional source box (resample.h; the flip folded
+// into its horizontal pass) and written in the batch's layout and dtype
+// (output.h): PIL / torchvision's bytes at every image size. With
+// options.exact false, a crop at least twice the output is decoded with
+// libjpeg-turbo's DCT scaling first (image_decoder.h), to no less than the
+// output size: faster on large photographs, no longer PIL's bytes.
 #ifndef GPUFEED_DECODE_TRANSFORM_H_
 #define GPUFEED_DECODE_TRANSFORM_H_
 
