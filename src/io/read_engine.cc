@@ -297,8 +297,16 @@ void ReadEngine::Complete(PendingRequest& pending, Status status, ReadBuffer buf
     // Never bytes past the size the file had when the engine took it: a
     // FUSE direct_io client reports the whole requested length for a read
     // that crossed the end of the file, the tail garbage.
+    // A file may also have grown since (a node-cache copy being filled
+    // without preallocation): the size is looked at again before cutting.
     const uint64_t start = pending.request.offset - slice_offset;
-    const uint64_t size = pending.file->size;
+    uint64_t size = pending.file->size;
+    if (bytes_read > (size > start ? size - start : 0)) {
+      struct stat st;
+      if (::fstat(pending.file->buffered_fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        size = std::max<uint64_t>(size, static_cast<uint64_t>(st.st_size));
+      }
+    }
     const uint64_t within = size > start ? size - start : 0;
     if (bytes_read > within) {
       bytes_read = static_cast<size_t>(within);

@@ -48,8 +48,8 @@ using FileId = uint32_t;
 
 struct ReadRequest {
   FileId file = 0;
-  // Bytes past the file's size when the engine took it (OpenFile,
-  // AdoptFile) are never returned, whatever the kernel says it read.
+  // Bytes past the file's size (when the engine took it, or now, if it has
+  // grown since) are never returned, whatever the kernel says it read.
   uint64_t offset = 0;
   // Bytes wanted. Fewer come back only at end of file.
   uint64_t length = 0;
@@ -208,7 +208,8 @@ class ReadEngine {
     int buffered_fd = -1;  // always buffered: retries, unaligned tails
     bool direct = false;
     uint32_t alignment = 1;  // O_DIRECT offset/length alignment
-    // The file's size when it was opened (fstat); reads are cut to it.
+    // The file's size when it was opened (fstat); reads are cut to it, or
+    // to its size now when it has grown since.
     uint64_t size = UINT64_MAX;
     // Registered with io_uring rings (which then hold the file until the
     // engine goes): only files opened by path, never adopted ones (a

@@ -133,6 +133,25 @@ TEST_P(ReadEngineRetryTest, OptionsAreChecked) {
   }
 }
 
+// Reads are cut to the file's size, but a file that grew since the engine
+// took it (a node-cache copy filled without preallocation) is not cut to
+// its old size.
+TEST_P(ReadEngineRetryTest, AFileThatGrewSinceItWasOpenedIsReadToItsNewEnd) {
+  auto engine = Make(nullptr);
+  if (!engine) GTEST_SKIP() << "backend unavailable";
+  const std::string grown = JoinPath(dir_.path(), "grown");
+  WriteBytes(grown, bytes_.substr(0, 1000));
+  FileId file;
+  ASSERT_TRUE(engine->OpenFile(grown, &file).ok());
+  WriteBytes(grown, bytes_.substr(0, 50000));
+  std::vector<ReadCompletion> completions;
+  ASSERT_TRUE(engine->ReadAll({{file, 500, 40000}}, &completions).ok());
+  ASSERT_TRUE(completions[0].status.ok()) << completions[0].status.ToString();
+  EXPECT_EQ(std::string(completions[0].buffer.data(), completions[0].buffer.size()),
+            bytes_.substr(500, 40000));
+  EXPECT_EQ(engine->stats().clamped_reads, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, ReadEngineRetryTest,
                          ::testing::Values(IoBackend::kIoUring, IoBackend::kPread),
                          [](const auto& info) {
