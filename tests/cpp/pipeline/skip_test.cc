@@ -294,6 +294,12 @@ INSTANTIATE_TEST_SUITE_P(ReadPaths, SkipTest, ::testing::Bool(),
 // raised again 250 ms later, between the second (100 ms) and the third
 // (300 ms) retry. Without retries the batch's samples are skipped.
 TEST(DirectReadRetryTest, AnIOErrorThatClearsWithinTheRetriesIsRiddenOut) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The sanitizers' runtime needs descriptors of its own while the limit is
+  // down: UBSan's vptr check probes memory through a pipe and reports a valid
+  // object as "invalid vptr" when pipe() fails with EMFILE.
+  GTEST_SKIP() << "the sanitizer runtime needs descriptors while the limit is lowered";
+#endif
   TempDir dir;
   const std::string folder = JoinPath(dir.path(), "folder");
   ASSERT_NO_FATAL_FAILURE(
