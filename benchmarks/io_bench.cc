@@ -2,11 +2,15 @@
 //
 //   gpufeed_io_bench --file F [--backend io_uring|pread] [--direct 0|1]
 //                    [--pattern seq|rand] [--bs 1048576] [--qd 32] [--threads N]
-//                    [--seconds 3] [--seed 1]
+//                    [--seconds 3] [--seed 1] [--backlog 0]
 //
 // Keeps `qd` requests of `bs` bytes outstanding (for pread: `threads`
 // workers, one read each), time-based like fio --time_based; random offsets
-// are multiples of bs, as fio's randread. Prints one line:
+// are multiples of bs, as fio's randread. `backlog` more requests wait in
+// the engine's queue (io_uring), as a loader's read-ahead keeps them: the
+// engine still holds at most `qd` in the kernel, and starts a queued one as
+// soon as one completes instead of waiting for this thread to submit it.
+// Prints one line:
 //   RESULT backend=... mb_per_s=... iops=... mean_inflight=... requests=...
 #include <chrono>
 #include <cstdio>
@@ -24,7 +28,7 @@ int main(int argc, char** argv) {
   std::string file, backend = "io_uring", pattern = "seq";
   bool direct = false;
   uint64_t block = 1 << 20;
-  int queue_depth = 32, threads = 0;
+  int queue_depth = 32, threads = 0, backlog = 0;
   double seconds = 3;
   uint32_t seed = 1;
   bool register_buffers = true;
@@ -37,6 +41,7 @@ int main(int argc, char** argv) {
     else if (flag == "--bs") block = std::strtoull(value.c_str(), nullptr, 10);
     else if (flag == "--qd") queue_depth = std::atoi(value.c_str());
     else if (flag == "--threads") threads = std::atoi(value.c_str());
+    else if (flag == "--backlog") backlog = std::atoi(value.c_str());
     else if (flag == "--seconds") seconds = std::atof(value.c_str());
     else if (flag == "--register") register_buffers = value == "1";
     else if (flag == "--seed") seed = static_cast<uint32_t>(std::atoi(value.c_str()));
@@ -47,7 +52,7 @@ int main(int argc, char** argv) {
   }
   if (file.empty() || block == 0) {
     std::fprintf(stderr, "usage: %s --file F [--backend io_uring|pread] [--direct 0|1] "
-                 "[--pattern seq|rand] [--bs BYTES] [--qd N] [--threads N] [--seconds S]\n", argv[0]);
+                 "[--pattern seq|rand] [--bs BYTES] [--qd N] [--threads N] [--seconds S] [--backlog N]\n", argv[0]);
     return 2;
   }
   IoOptions options;
@@ -82,7 +87,8 @@ int main(int argc, char** argv) {
   // pread: one outstanding read per worker thread.
   int outstanding = options.backend == IoBackend::kPread
                         ? (threads > 0 ? threads : std::min(queue_depth, 64))
-                        : queue_depth;
+                        : queue_depth + backlog;
+  if (options.backend == IoBackend::kPread) backlog = 0;
   CompletionQueue queue;
   std::vector<ReadRequest> initial;
   for (int i = 0; i < outstanding; ++i) initial.push_back(next_request(i));
@@ -116,11 +122,12 @@ int main(int argc, char** argv) {
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   IoStats stats = engine->stats();
   std::printf("RESULT backend=%s direct=%d pattern=%s bs=%llu qd=%d seconds=%.3f requests=%llu "
-              "mb_per_s=%.1f iops=%.0f mean_inflight=%.1f submit_calls=%llu wait_s=%.3f\n",
+              "mb_per_s=%.1f iops=%.0f mean_inflight=%.1f submit_calls=%llu wait_s=%.3f backlog=%d\n",
               engine->backend_name(), direct ? 1 : 0, pattern.c_str(),
-              static_cast<unsigned long long>(block), outstanding, elapsed,
+              static_cast<unsigned long long>(block), outstanding - backlog, elapsed,
               static_cast<unsigned long long>(completed), bytes / elapsed / 1e6,
               completed / elapsed, stats.mean_inflight,
-              static_cast<unsigned long long>(stats.submit_calls), stats.wait_seconds);
+              static_cast<unsigned long long>(stats.submit_calls), stats.wait_seconds,
+              backlog);
   return 0;
 }

@@ -24,41 +24,6 @@ const char* IoBackendName(IoBackend backend) {
   return "unknown";
 }
 
-// ---------------------------------------------------------------- queue
-
-// Push and Close notify while holding the mutex: a waiter that sees the
-// completion may return and destroy the queue (ReadAll keeps it on its
-// stack), so the condition variable must not be touched after the unlock
-// (else notify_all races with ~CompletionQueue; ./tests/run.sh
-// --sanitize=thread checks it).
-void CompletionQueue::Push(ReadCompletion completion) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  completions_.push_back(std::move(completion));
-  available_.notify_all();
-}
-
-void CompletionQueue::Wait(size_t min_count, std::vector<ReadCompletion>* out, size_t max_count) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  available_.wait(lock, [&] { return closed_ || completions_.size() >= min_count; });
-  size_t take = completions_.size();
-  if (max_count != 0) take = std::min(take, std::max(max_count, min_count));
-  for (size_t i = 0; i < take; ++i) {
-    out->push_back(std::move(completions_.front()));
-    completions_.pop_front();
-  }
-}
-
-void CompletionQueue::Close() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  closed_ = true;
-  available_.notify_all();
-}
-
-size_t CompletionQueue::ready() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return completions_.size();
-}
-
 // ---------------------------------------------------------------- engine
 
 namespace {
@@ -321,15 +286,20 @@ void ReadEngine::Complete(PendingRequest& pending, Status status, ReadBuffer buf
   } else {
     buffer.reset();
   }
+  const bool failed = !status.ok();
+  completion.status = std::move(status);
+  pending.file.reset();
+  if (CompletionBatch* batch = OpenBatch(this)) {
+    batch->Add(pending.queue, std::move(completion), failed, clamped);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     stats_.requests += 1;
     stats_.bytes += completion.buffer.size();
-    if (!status.ok()) stats_.errors += 1;
+    if (failed) stats_.errors += 1;
     if (clamped) stats_.clamped_reads += 1;
   }
-  completion.status = std::move(status);
-  pending.file.reset();
   pending.queue->Push(std::move(completion));
 }
 
@@ -341,6 +311,14 @@ void ReadEngine::SampleInflight(size_t inflight, bool submitted) {
 }
 
 void ReadEngine::NoteInflight(int delta) {
+  if (CompletionBatch* batch = OpenBatch(this)) {
+    batch->inflight_delta_ += delta;
+    return;
+  }
+  AddInflight(delta);
+}
+
+void ReadEngine::AddInflight(int64_t delta) {
   auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(stats_mutex_);
   double since = std::chrono::duration<double>(now - inflight_changed_).count();

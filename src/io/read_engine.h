@@ -75,6 +75,9 @@ class CompletionQueue {
   // and no more than `max_count` when it is nonzero), waiting as needed.
   void Wait(size_t min_count, std::vector<ReadCompletion>* out, size_t max_count = 0);
   void Push(ReadCompletion completion);
+  // Moves every completion of *completions in, in order, with one lock and
+  // one wake-up; *completions is left empty.
+  void PushAll(std::vector<ReadCompletion>* completions);
   size_t ready() const;
   // Wakes every waiter; from then on Wait returns at once with what is
   // there (possibly nothing).
@@ -136,6 +139,10 @@ struct ReadEngineTestHooks {
   // errno replaces the read's result, as if the kernel had returned it
   // (EAGAIN, EINTR, EIO, ...).
   std::function<int(uint64_t tag)> inject_read_error;
+  // The io_uring engine sets its rings up without SINGLE_ISSUER,
+  // DEFER_TASKRUN and COOP_TASKRUN and waits for one completion at a time,
+  // as on a kernel older than 5.19.
+  bool plain_io_uring_setup = false;
 };
 
 // Engines created while it lives (also by a Loader) take `hooks`; the
@@ -241,6 +248,34 @@ class ReadEngine {
   explicit ReadEngine(const IoOptions& options);
   virtual void Enqueue(std::vector<PendingRequest> requests) = 0;
 
+  // The completions an engine thread makes between two of its waits,
+  // delivered together when it is flushed (before the thread waits, and
+  // when it is destroyed): one lock and one wake-up per completion queue,
+  // and the statistics added once, instead of per read. While it lives,
+  // Complete and NoteInflight on its thread for its engine go through it.
+  // The statistics are added before the completions are pushed, so a
+  // requester that sees a completion sees it counted.
+  class CompletionBatch {
+   public:
+    explicit CompletionBatch(ReadEngine* engine);
+    ~CompletionBatch();
+    CompletionBatch(const CompletionBatch&) = delete;
+    CompletionBatch& operator=(const CompletionBatch&) = delete;
+    void Flush();
+    // Flushes the batch this thread has open for `engine`, if any.
+    static void FlushOpen(ReadEngine* engine);
+
+   private:
+    friend class ReadEngine;
+    void Add(CompletionQueue* queue, ReadCompletion completion, bool failed, bool clamped);
+    ReadEngine* engine_;
+    CompletionBatch* outer_;  // the batch this one hides (another engine's)
+    std::vector<std::pair<CompletionQueue*, std::vector<ReadCompletion>>> queues_;
+    size_t used_ = 0;  // entries of queues_ holding completions
+    uint64_t requests_ = 0, bytes_ = 0, errors_ = 0, clamped_ = 0;
+    int64_t inflight_delta_ = 0;
+  };
+
   // Shared by the backends: complete a request with a buffer sliced to what
   // was asked for, or with an error naming everything.
   // `bytes_read`: bytes that landed in the buffer from its start.
@@ -250,6 +285,11 @@ class ReadEngine {
   // A read handed to the kernel or a pool thread (+1) or finished (-1):
   // keeps IoStats::inflight_seconds and busy_seconds.
   void NoteInflight(int delta);
+  void AddInflight(int64_t delta);  // NoteInflight without a batch
+  // The batch this thread has open for `engine`, or null.
+  static CompletionBatch* OpenBatch(const ReadEngine* engine);
+  // The innermost batch open on this thread (for any engine).
+  static thread_local CompletionBatch* open_batch_;
   static Status ErrorFor(const PendingRequest& pending, int error_number, const char* what);
   // The error of a request past its deadline (ETIMEDOUT, never retried).
   Status TimeoutError(const PendingRequest& pending) const;

@@ -51,12 +51,13 @@ void UringEngine::Enqueue(std::vector<PendingRequest> requests) {
     std::lock_guard<std::mutex> lock(queue_mutex_);
     for (PendingRequest& request : requests) queue_.push_back(std::move(request));
   }
-  WakeAll();
+  WakeAll(/*only_sleeping=*/true);
 }
 
-void UringEngine::WakeAll() {
+void UringEngine::WakeAll(bool only_sleeping) {
   uint64_t one = 1;
   for (auto& ring : rings_) {
+    if (only_sleeping && !ring->sleeping.load()) continue;
     if (ring->event_fd >= 0) {
       ssize_t ignored = ::write(ring->event_fd, &one, sizeof(one));
       (void)ignored;
@@ -86,13 +87,17 @@ Status UringEngine::RingThread::Setup() {
       0,
   };
   int rc = -EINVAL;
+  io_uring_params params;
   for (unsigned flags : flag_sets) {
-    io_uring_params params;
+    // A test may ask for the oldest setup, as on a kernel before 5.19.
+    if (engine->hooks_.plain_io_uring_setup && flags != 0) continue;
     std::memset(&params, 0, sizeof(params));
     params.flags = flags;
     rc = io_uring_queue_init_params(entries, &ring, &params);
     if (rc != -EINVAL) break;
   }
+  min_timeout = rc == 0 && (params.features & kFeatureMinTimeout) != 0 &&
+                !engine->hooks_.plain_io_uring_setup;
   if (rc < 0) {
     std::string reason = "io_uring_setup: " + std::string(std::strerror(-rc));
     if (rc == -ENOSYS) reason += " (kernel without io_uring)";
@@ -156,6 +161,9 @@ io_uring_sqe* UringEngine::RingThread::NextSqe() {
 }
 
 void UringEngine::RingThread::Loop() {
+  // Completions are delivered in batches, before each wait (WaitAndReap)
+  // and when the loop ends.
+  CompletionBatch batch(engine);
   while (true) {
     bool was_waiting = waiting_registered;
     const bool stopping = engine->stopping_;

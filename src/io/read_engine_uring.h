@@ -47,6 +47,27 @@ using Clock = std::chrono::steady_clock;
 constexpr unsigned kRegisteredFiles = 1024;
 // -EAGAIN / -EINTR resubmissions of one request before it is served by pread.
 constexpr int kMaxRetries = 3;
+// Gathered waits: with kReapWindowMinReads or more reads in flight, and
+// the last wait having reaped several completions, a ring thread's wait asks
+// the kernel for all of them, returns once kReapWindowMicros have passed
+// and a completion is there (IORING_FEAT_MIN_TIMEOUT, Linux 6.12), and at
+// the latest after kReapLimitMicros (a completion waits no longer for the
+// others). One wake-up of the ring thread and of each requester per
+// several reads instead of per read. Otherwise (few reads, a slow device
+// completing one at a time, an older kernel) it waits for one completion.
+// The choice of figures: docs/tuning.md.
+constexpr unsigned kReapWindowMicros = 10;
+constexpr long kReapLimitMicros = 200;
+constexpr size_t kReapWindowMinReads = 8;
+// From Linux 6.12's uapi (newer than the liburing headers this builds with).
+constexpr uint32_t kFeatureMinTimeout = 1u << 15;  // IORING_FEAT_MIN_TIMEOUT
+// struct io_uring_getevents_arg as of Linux 6.12: `pad` became min_wait_usec.
+struct GeteventsArg {
+  uint64_t sigmask;
+  uint32_t sigmask_sz;
+  uint32_t min_wait_usec;
+  uint64_t ts;
+};
 
 // user_data = generation << 32 | slot << 8 | kind; closes carry the fd
 // instead of a slot. The generation (the slot's request count) keeps a
@@ -121,6 +142,15 @@ class UringEngine final : public ReadEngine {
     size_t active = 0;
     size_t abandoned = 0;  // of `active`: past their deadline, still in the kernel
     size_t prepared = 0;  // SQEs prepared since the last submit
+    // The kernel can wait for several completions and return after a
+    // short window once one is there (IORING_FEAT_MIN_TIMEOUT, Linux 6.12).
+    bool min_timeout = false;
+    bool dense = false;  // the last wait reaped two completions or more
+    // In (or about to enter) its wait for completions: only then does
+    // Enqueue write event_fd. Set before the ring looks at the queue a last
+    // time, read by Enqueue after it queued (both sequentially consistent),
+    // so a request is either seen by that look or wakes the wait.
+    std::atomic<bool> sleeping{false};
     Clock::time_point stop_seen;  // when the loop first saw the engine stopping
     // Deadlines are looked at once per tick (ReadEngine::DeadlineTick; zero:
     // no timeout), not on every pass of the loop.
@@ -185,8 +215,15 @@ class UringEngine final : public ReadEngine {
     void KeepAbandonedMemory();
 
     // ---- read_engine_uring_reap.cc: completions.
-    // Waits for a completion (or the next retry), then handles all ready.
+    // Delivers the completions made so far, waits for completions (or the
+    // next retry), then handles all ready. With many reads in flight it
+    // lets completions gather (kReapWindowMicros).
     void WaitAndReap();
+    // Requests are queued and this ring could start one now.
+    bool CanStartQueued();
+    // io_uring_enter waiting for `wait_nr` completions, returning after
+    // `window_us` once there is one, and by `timeout` (null: none).
+    int WaitCompletions(unsigned wait_nr, unsigned window_us, const __kernel_timespec* timeout);
     void Handle(uint64_t user_data, int result, unsigned flags);
     void HandleMetadata(OpKind kind, size_t slot, int result);
     void HandleRead(size_t slot, int result);
@@ -197,7 +234,8 @@ class UringEngine final : public ReadEngine {
     bool RetryTransient(size_t slot, int error);
   };
 
-  void WakeAll();
+  // Writes every ring's event_fd (`only_sleeping`: of the rings waiting).
+  void WakeAll(bool only_sleeping = false);
 
   std::vector<std::unique_ptr<RingThread>> rings_;
   std::mutex queue_mutex_;

@@ -1,6 +1,8 @@
 // A ring thread's completions: waiting for them, and what each one means
 // for its slot (read_engine_uring.h). A read is finished, resubmitted for
 // its remainder, retried after a backoff, or served by pread.
+#include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,18 +16,39 @@ namespace gpufeed {
 namespace uring {
 
 void UringEngine::RingThread::WaitAndReap() {
-  io_uring_cqe* cqe = nullptr;
+  // The requesters get what is done before this thread sleeps.
+  CompletionBatch::FlushOpen(engine);
   auto started = Clock::now();
   Clock::time_point retry = NextWake();
-  int rc;
+  __kernel_timespec timeout{};
   if (retry != Clock::time_point::max()) {
     auto wait = std::max<Clock::duration>(retry - started, std::chrono::microseconds(1));
     auto nanoseconds = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
-    __kernel_timespec timeout{nanoseconds / 1000000000, nanoseconds % 1000000000};
-    rc = io_uring_wait_cqe_timeout(&ring, &cqe, &timeout);
-  } else {
-    rc = io_uring_wait_cqe(&ring, &cqe);
+    timeout = {nanoseconds / 1000000000, nanoseconds % 1000000000};
   }
+  const __kernel_timespec* limit = retry != Clock::time_point::max() ? &timeout : nullptr;
+  int rc = 0;
+  sleeping.store(true);
+  if (!CanStartQueued()) {
+    // Reads the kernel holds for live requests: their completions may gather.
+    const size_t reads = active - abandoned;
+    if (min_timeout && dense && reads >= kReapWindowMinReads) {
+      // Bounded: a straggler holds back the others' delivery at most
+      // kReapLimitMicros (and a retry or deadline check is never late).
+      __kernel_timespec bound{0, kReapLimitMicros * 1000};
+      if (limit != nullptr && (limit->tv_sec < bound.tv_sec ||
+                               (limit->tv_sec == bound.tv_sec && limit->tv_nsec < bound.tv_nsec))) {
+        bound = *limit;
+      }
+      rc = WaitCompletions(static_cast<unsigned>(reads), kReapWindowMicros, &bound);
+    } else {
+      io_uring_cqe* cqe = nullptr;
+      rc = limit != nullptr
+               ? io_uring_wait_cqe_timeout(&ring, &cqe, const_cast<__kernel_timespec*>(limit))
+               : io_uring_wait_cqe(&ring, &cqe);
+    }
+  }
+  sleeping.store(false);
   double waited = std::chrono::duration<double>(Clock::now() - started).count();
   {
     std::lock_guard<std::mutex> lock(engine->stats_mutex_);
@@ -34,6 +57,7 @@ void UringEngine::RingThread::WaitAndReap() {
   if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EAGAIN) {
     Log().error("io_uring_wait_cqe: {}", std::strerror(-rc));
   }
+  io_uring_cqe* cqe = nullptr;
   unsigned head;
   unsigned seen = 0;
   io_uring_for_each_cqe(&ring, head, cqe) {
@@ -41,6 +65,27 @@ void UringEngine::RingThread::WaitAndReap() {
     seen += 1;
   }
   io_uring_cq_advance(&ring, seen);
+  // Completions come several per wait: worth gathering them next time.
+  dense = seen >= 2;
+}
+
+bool UringEngine::RingThread::CanStartQueued() {
+  if (free_slots.empty() || waiting_registered) return false;  // a completion or a release wakes it
+  return !QueueEmpty();
+}
+
+int UringEngine::RingThread::WaitCompletions(unsigned wait_nr, unsigned window_us,
+                                             const __kernel_timespec* timeout) {
+  GeteventsArg arg{};
+  arg.sigmask_sz = _NSIG / 8;
+  arg.min_wait_usec = window_us;
+  arg.ts = reinterpret_cast<uint64_t>(timeout);
+  // Completions already in the CQ (or deferred task work) end the wait at
+  // once only when there are wait_nr of them; the window bounds the rest.
+  int rc = static_cast<int>(::syscall(__NR_io_uring_enter, ring.ring_fd, 0, wait_nr,
+                                      IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, &arg,
+                                      sizeof(arg)));
+  return rc < 0 ? -errno : rc;
 }
 
 void UringEngine::RingThread::Handle(uint64_t user_data, int result, unsigned flags) {

@@ -7,6 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <future>
 #include <random>
 #include <set>
 #include <thread>
@@ -21,11 +24,14 @@ namespace {
 struct EngineParam {
   IoBackend backend;
   bool direct;
+  // io_uring as on a kernel before 5.19: no SINGLE_ISSUER, DEFER_TASKRUN or
+  // COOP_TASKRUN, one completion per wait (the feature probe's fallback).
+  bool plain_setup = false;
 };
 
 std::string ParamName(const ::testing::TestParamInfo<EngineParam>& info) {
   return std::string(info.param.backend == IoBackend::kIoUring ? "IoUring" : "Pread") +
-         (info.param.direct ? "Direct" : "Buffered");
+         (info.param.direct ? "Direct" : "Buffered") + (info.param.plain_setup ? "PlainSetup" : "");
 }
 
 std::string RandomBytes(size_t size, uint32_t seed) {
@@ -51,6 +57,9 @@ class ReadEngineTest : public ::testing::TestWithParam<EngineParam> {
     options_.direct_io = GetParam().direct;
     options_.queue_depth = 32;
     options_.inflight_bytes = 64 << 20;
+    ReadEngineTestHooks hooks;
+    hooks.plain_io_uring_setup = GetParam().plain_setup;
+    ScopedReadEngineTestHooks scoped(std::move(hooks));  // taken at creation
     Status status = ReadEngine::Create(options_, &engine_);
     if (status.IsNotSupported() && GetParam().backend == IoBackend::kIoUring) {
       GTEST_SKIP() << "io_uring unavailable here: " << status.ToString();
@@ -289,9 +298,63 @@ TEST_P(ReadEngineTest, ManyConcurrentRequestersEachCompletionExactlyOnce) {
   EXPECT_EQ(engine_->pool()->buffers_outstanding(), 0u);
 }
 
+// Requesters that keep one read outstanding each, resubmitting as soon as
+// it completes, while another submits bursts: the engine thread sleeps and
+// wakes between reads all the time, so a wake-up lost between a Submit and
+// the engine's wait (Enqueue writes the ring's eventfd only while it
+// waits) would stall a requester; the watchdog turns that into a failure.
+TEST_P(ReadEngineTest, RequestersWaitingForEachReadAreNeverStalled) {
+  FileId file;
+  ASSERT_TRUE(engine_->OpenFile(path_, &file).ok());
+  std::atomic<int> failures{0};
+  auto one_at_a_time = [&](int seed) {
+    CompletionQueue queue;
+    std::mt19937 generator(seed);
+    for (uint64_t i = 0; i < 1500; ++i) {
+      ReadRequest request{file, generator() % (contents_.size() - 8192), 1 + generator() % 8192, i};
+      if (!engine_->Submit({request}, &queue).ok()) failures++;
+      std::vector<ReadCompletion> done;
+      queue.Wait(1, &done);
+      if (done.size() != 1 || done[0].tag != i || !done[0].status.ok() ||
+          std::string(done[0].buffer.data(), done[0].buffer.size()) !=
+              contents_.substr(request.offset, request.length)) {
+        failures++;
+      }
+    }
+  };
+  auto bursts = [&] {
+    CompletionQueue queue;
+    std::mt19937 generator(99);
+    for (int round = 0; round < 40; ++round) {
+      std::vector<ReadRequest> burst;
+      for (uint64_t i = 0; i < 64; ++i) {
+        burst.push_back({file, generator() % (contents_.size() - 4096), 4096, i});
+      }
+      if (!engine_->Submit(burst, &queue).ok()) failures++;
+      std::vector<ReadCompletion> done;
+      queue.Wait(burst.size(), &done);
+      for (const ReadCompletion& completion : done) failures += !completion.status.ok();
+    }
+  };
+  auto finished = std::async(std::launch::async, [&] {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 3; ++t) threads.emplace_back(one_at_a_time, 7 + t);
+    threads.emplace_back(bursts);
+    for (std::thread& thread : threads) thread.join();
+  });
+  if (finished.wait_for(std::chrono::seconds(120)) != std::future_status::ready) {
+    std::fprintf(stderr, "a requester stalled: a lost wake-up\n");
+    std::abort();  // the threads cannot be joined
+  }
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(engine_->pool()->buffers_outstanding(), 0u);
+  EXPECT_EQ(engine_->stats().requests, 3u * 1500 + 40 * 64);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, ReadEngineTest,
                          ::testing::Values(EngineParam{IoBackend::kIoUring, false},
                                            EngineParam{IoBackend::kIoUring, true},
+                                           EngineParam{IoBackend::kIoUring, true, true},
                                            EngineParam{IoBackend::kPread, false},
                                            EngineParam{IoBackend::kPread, true}),
                          ParamName);
