@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <list>
 #include <mutex>
 #include <new>
@@ -107,6 +108,7 @@ class PosixFile final : public StoreFile {
   std::shared_ptr<const PosixStore> store_;  // the file keeps the store alive
   // Guarded by the store's mutex.
   mutable std::shared_ptr<const UniqueFd> fd_;
+  mutable bool opening_ = false;  // a thread is opening it (PosixStore::Acquire)
   mutable std::list<const PosixFile*>::iterator lru_;
   mutable bool in_lru_ = false;
   // A lazy file that is missing or of the wrong size stays so for this
@@ -185,15 +187,21 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
 
   // The file's descriptor, opened at the first read of a lazy file and
   // reopened when it was evicted.
+  // One open at a time per file: a thread that finds another opening it
+  // waits for that open instead of opening the file a second time (a
+  // node-cache fill and a reader of the copy in progress often want the
+  // same lazy file at once; the source sees one open per file and node).
   Status Acquire(const PosixFile& file, std::shared_ptr<const UniqueFd>* fd) const {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::unique_lock<std::mutex> lock(mutex_);
+      opened_.wait(lock, [&] { return !file.opening_; });
       if (file.fd_) {
         Touch(file);
         *fd = file.fd_;
         return Status::OK();
       }
       if (!file.failed_.ok()) return file.failed_;
+      file.opening_ = true;
     }
     UniqueFd reopened;
     uint64_t size = 0;
@@ -203,17 +211,16 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
     stats_.fetch_add(1, std::memory_order_relaxed);  // OpenForRead refuses what is not a file
     if (file.lazy() && (!status.ok() || size != file.size())) {
       status = file.Explain(status, size);
-      if (status.IsNotFound() || status.IsCorruption()) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        file.failed_ = status;
-      }
     }
-    if (!status.ok()) return status;
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!file.fd_) {  // another thread may have reopened it meanwhile
-      file.fd_ = std::make_shared<const UniqueFd>(std::move(reopened));
-      InsertLocked(&file);
+    file.opening_ = false;
+    opened_.notify_all();
+    if (!status.ok()) {
+      if (file.lazy() && (status.IsNotFound() || status.IsCorruption())) file.failed_ = status;
+      return status;
     }
+    file.fd_ = std::make_shared<const UniqueFd>(std::move(reopened));
+    InsertLocked(&file);
     *fd = file.fd_;
     return Status::OK();
   }
@@ -250,6 +257,7 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
 
   size_t max_open_;
   mutable std::mutex mutex_;
+  mutable std::condition_variable opened_;  // a file's opening_ went false
   mutable std::list<const PosixFile*> lru_;
   mutable std::atomic<uint64_t> opens_{0}, stats_{0}, reads_{0}, bytes_{0};
 };

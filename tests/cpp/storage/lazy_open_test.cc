@@ -8,7 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -267,6 +269,43 @@ TEST_F(LazyOpenTest, ASourceOfAnotherSizeIsNotCachedAndFailsNamingTheManifest) {
   EXPECT_NE(status.message().find(rec), std::string::npos) << status.ToString();
   EXPECT_NE(status.message().find("manifest"), std::string::npos) << status.ToString();
   EXPECT_EQ(CheckSamples(*dataset, 0, 3 * kPerShard), 0);
+}
+
+// Threads reading a lazy file at once open it once: the first opens it,
+// the others wait for that open (a node-cache fill and the readers of its
+// copy in progress want the same source file at the same moment, and the
+// source must see one open per file and node).
+TEST(LazyFileTest, ThreadsReadingALazyFileAtOnceOpenItOnce) {
+  TempDir dir;
+  const std::string path = JoinPath(dir.path(), "data.bin");
+  const std::string contents(1 << 20, 'x');
+  WriteBytes(path, contents);
+  for (int round = 0; round < 20; ++round) {
+    std::shared_ptr<Store> store = NewPosixStore();
+    FileIdentity identity;
+    identity.size = contents.size();
+    std::shared_ptr<const StoreFile> file;
+    ASSERT_TRUE(store->OpenLazily(path, identity, &file).ok());
+    std::atomic<int> ready{0};
+    std::atomic<int> failures{0};
+    std::vector<std::thread> readers;
+    for (int t = 0; t < 8; ++t) {
+      readers.emplace_back([&, t] {
+        ready.fetch_add(1);
+        while (ready.load() < 8) {
+        }
+        char buffer[4096];
+        size_t done = 0;
+        if (!file->ReadAt(static_cast<uint64_t>(t) * 4096, sizeof(buffer), buffer, &done).ok() ||
+            done != sizeof(buffer)) {
+          failures++;
+        }
+      });
+    }
+    for (std::thread& reader : readers) reader.join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_EQ(store->stats().source_opens, 1u) << "round " << round;
+  }
 }
 
 }  // namespace
