@@ -97,6 +97,7 @@ void ReadEngine::CompletionBatch::Flush() {
     inflight_delta_ = 0;
   }
   if (used_ == 0) return;
+  // The statistics first: a requester that sees a completion sees it counted.
   {
     std::lock_guard<std::mutex> lock(engine_->stats_mutex_);
     engine_->stats_.requests += requests_;
@@ -105,7 +106,6 @@ void ReadEngine::CompletionBatch::Flush() {
     engine_->stats_.clamped_reads += clamped_;
   }
   requests_ = bytes_ = errors_ = clamped_ = 0;
-  // The statistics first: a requester that sees a completion sees it counted.
   for (size_t i = 0; i < used_; ++i) {
     queues_[i].first->PushAll(&queues_[i].second);
     queues_[i].first = nullptr;

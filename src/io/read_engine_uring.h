@@ -222,7 +222,7 @@ class UringEngine final : public ReadEngine {
     // Requests are queued and this ring could start one now.
     bool CanStartQueued();
     // io_uring_enter waiting for `wait_nr` completions, returning after
-    // `window_us` once there is one, and by `timeout` (null: none).
+    // `window_us` once there is one, and by `timeout` (always given).
     int WaitCompletions(unsigned wait_nr, unsigned window_us, const __kernel_timespec* timeout);
     void Handle(uint64_t user_data, int result, unsigned flags);
     void HandleMetadata(OpKind kind, size_t slot, int result);

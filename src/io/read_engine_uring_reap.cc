@@ -20,13 +20,15 @@ void UringEngine::RingThread::WaitAndReap() {
   CompletionBatch::FlushOpen(engine);
   auto started = Clock::now();
   Clock::time_point retry = NextWake();
-  __kernel_timespec timeout{};
+  // How long the wait may last (max(): until a completion).
+  Clock::duration wait = Clock::duration::max();
   if (retry != Clock::time_point::max()) {
-    auto wait = std::max<Clock::duration>(retry - started, std::chrono::microseconds(1));
-    auto nanoseconds = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
-    timeout = {nanoseconds / 1000000000, nanoseconds % 1000000000};
+    wait = std::max<Clock::duration>(retry - started, std::chrono::microseconds(1));
   }
-  const __kernel_timespec* limit = retry != Clock::time_point::max() ? &timeout : nullptr;
+  auto timespec_of = [](Clock::duration d) {
+    auto nanoseconds = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+    return __kernel_timespec{nanoseconds / 1000000000, nanoseconds % 1000000000};
+  };
   int rc = 0;
   sleeping.store(true);
   if (!CanStartQueued()) {
@@ -35,17 +37,16 @@ void UringEngine::RingThread::WaitAndReap() {
     if (min_timeout && dense && reads >= kReapWindowMinReads) {
       // Bounded: a straggler holds back the others' delivery at most
       // kReapLimitMicros (and a retry or deadline check is never late).
-      __kernel_timespec bound{0, kReapLimitMicros * 1000};
-      if (limit != nullptr && (limit->tv_sec < bound.tv_sec ||
-                               (limit->tv_sec == bound.tv_sec && limit->tv_nsec < bound.tv_nsec))) {
-        bound = *limit;
-      }
+      __kernel_timespec bound =
+          timespec_of(std::min<Clock::duration>(wait, std::chrono::microseconds(kReapLimitMicros)));
       rc = WaitCompletions(static_cast<unsigned>(reads), kReapWindowMicros, &bound);
+    } else if (wait != Clock::duration::max()) {
+      io_uring_cqe* cqe = nullptr;
+      __kernel_timespec limit = timespec_of(wait);
+      rc = io_uring_wait_cqe_timeout(&ring, &cqe, &limit);
     } else {
       io_uring_cqe* cqe = nullptr;
-      rc = limit != nullptr
-               ? io_uring_wait_cqe_timeout(&ring, &cqe, const_cast<__kernel_timespec*>(limit))
-               : io_uring_wait_cqe(&ring, &cqe);
+      rc = io_uring_wait_cqe(&ring, &cqe);
     }
   }
   sleeping.store(false);
