@@ -146,10 +146,13 @@ class UringEngine final : public ReadEngine {
     // short window once one is there (IORING_FEAT_MIN_TIMEOUT, Linux 6.12).
     bool min_timeout = false;
     bool dense = false;  // the last wait reaped two completions or more
-    // In (or about to enter) its wait for completions: only then does
-    // Enqueue write event_fd. Set before the ring looks at the queue a last
-    // time, read by Enqueue after it queued (both sequentially consistent),
-    // so a request is either seen by that look or wakes the wait.
+    // In (or about to enter) its wait for completions with a slot free and
+    // buffer budget to start a request: only then does Enqueue write
+    // event_fd. With every slot busy a completion ends the wait, and a ring
+    // waiting for budget is woken by the release (SetBufferWake), so a new
+    // request has nothing to wake it for. Set before the ring looks at the
+    // queue a last time, read by Enqueue after it queued (both sequentially
+    // consistent), so a request is either seen by that look or wakes the wait.
     std::atomic<bool> sleeping{false};
     Clock::time_point stop_seen;  // when the loop first saw the engine stopping
     // Deadlines are looked at once per tick (ReadEngine::DeadlineTick; zero:

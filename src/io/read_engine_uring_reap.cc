@@ -30,7 +30,8 @@ void UringEngine::RingThread::WaitAndReap() {
     return __kernel_timespec{nanoseconds / 1000000000, nanoseconds % 1000000000};
   };
   int rc = 0;
-  sleeping.store(true);
+  // Free slots change only on this thread, so this holds through the wait.
+  sleeping.store(!free_slots.empty() && !waiting_registered);
   if (!CanStartQueued()) {
     // Reads the kernel holds for live requests: their completions may gather.
     const size_t reads = active - abandoned;
