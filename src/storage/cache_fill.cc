@@ -39,11 +39,19 @@ using cache_internal::MtimeNs;
 namespace {
 
 // Large sequential reads for the copy, a few in flight: the source is a
-// parallel filesystem that serves big requests best.
+// parallel filesystem that serves big requests best. The unit of claims and
+// progress is what one batch of reads covers (a region): a region the fill
+// claimed is read by nobody else, so a reader needing a part of it waits
+// for the fill. While readers use the file the fill claims small regions
+// (kSharedChunk x kSharedChunksInFlight), so that such a wait is one short
+// read rather than a batch of large ones.
 constexpr size_t kFillChunk = 4 << 20;
 constexpr size_t kFillChunksInFlight = 4;
-// The unit of claims, progress and writeback: what one batch of reads covers.
-constexpr uint64_t kFillRegion = uint64_t{kFillChunk} * kFillChunksInFlight;
+constexpr size_t kSharedChunk = 512 << 10;
+constexpr size_t kSharedChunksInFlight = 2;
+// Writeback is started per window and a fill holds at most two windows of
+// unwritten pages (StartWriteback), whatever its regions.
+constexpr uint64_t kWritebackWindow = uint64_t{kFillChunk} * kFillChunksInFlight;
 // Room for a read's alignment in the engine's in-flight budget.
 constexpr uint64_t kReadSlack = 8 << 10;
 
@@ -55,7 +63,7 @@ void PaceWrite(uint64_t bytes) {
   static std::mutex mutex;
   static Clock::time_point next{};
   const auto burst = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(kFillRegion / kRate));
+      std::chrono::duration<double>(kWritebackWindow / kRate));
   Clock::time_point until;
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -86,11 +94,13 @@ class FileFill : public FillSteps {
  private:
   void Count(uint64_t bytes) const;
   // Reads `gaps` from the source and writes them in the copy.
-  bool CopyGaps(FileId file, bool use_engine, const std::vector<ByteRange>& gaps);
+  bool CopyGaps(FileId file, bool use_engine, const std::vector<ByteRange>& gaps, size_t chunk,
+                size_t in_flight);
   // Hashes [begin, end) of the copy (a region readers wrote parts of).
   bool HashFromCopy(uint64_t begin, uint64_t end);
-  // Bounds the fill's unwritten pages (see kFillRegion).
-  bool StartWriteback(uint64_t begin, uint64_t end);
+  // Starts the writeback of every whole window below `end` (and of the
+  // rest at the end of the file); bounds the fill's unwritten pages.
+  bool StartWriteback(uint64_t end);
   // The source's size and mtime still those of its key (checked after each
   // batch of reads, before its progress is reported).
   bool SourceUnchanged();
@@ -98,6 +108,9 @@ class FileFill : public FillSteps {
   bool CopyWithPread(const std::vector<ReadRequest>& requests);
   // Hashes and writes one chunk read for `request`.
   bool Store(const ReadRequest& request, const char* data, size_t size);
+  // After Store: the source still unchanged, readers of the copy in
+  // progress may read everything below the end of `request`.
+  bool Publish(const ReadRequest& request);
 
   const FillRequest& request_;
   UniqueFd input_;
@@ -105,6 +118,7 @@ class FileFill : public FillSteps {
   Xxh64 digest_;
   std::string scratch_;  // pread's buffer
   bool hash_reads_ = true;  // the region being copied is hashed from its reads
+  uint64_t writeback_started_ = 0;  // below it, the copy's writeback was started
 };
 
 void FileFill::Count(uint64_t bytes) const {
@@ -153,7 +167,10 @@ bool FileFill::Copy() {
   bool going = true;
   uint64_t offset = 0;
   while (going && offset < source_.size) {
-    const uint64_t end = std::min<uint64_t>(source_.size, offset + kFillRegion);
+    const bool shared = request_.readers && request_.readers();
+    const size_t chunk = shared ? kSharedChunk : kFillChunk;
+    const size_t in_flight = shared ? kSharedChunksInFlight : kFillChunksInFlight;
+    const uint64_t end = std::min<uint64_t>(source_.size, offset + uint64_t{chunk} * in_flight);
     std::vector<ByteRange> gaps;
     if (request_.claim) {
       gaps = request_.claim(offset, end);
@@ -164,21 +181,22 @@ bool FileFill::Copy() {
     // readers wrote, from the copy once complete.
     const bool whole = gaps.size() == 1 && gaps[0] == ByteRange(offset, end);
     hash_reads_ = whole;
-    going = CopyGaps(file, use_engine, gaps);
+    going = CopyGaps(file, use_engine, gaps, chunk, in_flight);
     if (going && !whole) going = HashFromCopy(offset, end);
     going = going && SourceUnchanged();
     if (going && request_.progress) request_.progress(end, source_.size);
     // After the progress: readers of the region do not wait for its writeback.
-    going = going && StartWriteback(offset, end);
+    going = going && StartWriteback(end);
     offset = end;
   }
   if (use_engine) (void)engine->CloseFile(file);
   return going;
 }
 
-bool FileFill::CopyGaps(FileId file, bool use_engine, const std::vector<ByteRange>& gaps) {
+bool FileFill::CopyGaps(FileId file, bool use_engine, const std::vector<ByteRange>& gaps,
+                        size_t chunk, size_t in_flight) {
   // Requests of at most a chunk, read in batches that fit the engine's
-  // in-flight budget (kFillChunksInFlight chunks, a little slack per read).
+  // in-flight budget (in_flight chunks, a little slack per read).
   std::vector<ReadRequest> batch;
   uint64_t batch_bytes = 0;
   auto flush = [&] {
@@ -192,12 +210,12 @@ bool FileFill::CopyGaps(FileId file, bool use_engine, const std::vector<ByteRang
       ReadRequest request;
       request.file = file;
       request.offset = at;
-      request.length = std::min<uint64_t>(kFillChunk, gap.second - at);
-      // The chunk's number in the file: a test's injected fault names it.
-      request.tag = at / kFillChunk;
+      request.length = std::min<uint64_t>(chunk, gap.second - at);
+      // The read's offset in the file: unique within a batch, and what a
+      // test's injected fault names.
+      request.tag = at;
       at += request.length;
-      if (batch_bytes + request.length + kReadSlack > kFillChunk * kFillChunksInFlight &&
-          !flush()) {
+      if (batch_bytes + request.length + kReadSlack > uint64_t{chunk} * in_flight && !flush()) {
         return false;
       }
       batch_bytes += request.length + kReadSlack;
@@ -224,19 +242,25 @@ bool FileFill::HashFromCopy(uint64_t begin, uint64_t end) {
   return true;
 }
 
-bool FileFill::StartWriteback(uint64_t begin, uint64_t end) {
-  // The region two back is waited for: a fill holds at most two regions of
-  // unwritten pages, so its fsync is short and the page cache is not filled
-  // with its dirty pages at the readers' expense.
-  if (begin >= 2 * kFillRegion) {
-    (void)::sync_file_range(fill_.temp.get(), static_cast<off_t>(begin - 2 * kFillRegion),
-                            static_cast<off_t>(kFillRegion),
-                            SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-                                SYNC_FILE_RANGE_WAIT_AFTER);
+bool FileFill::StartWriteback(uint64_t end) {
+  while (writeback_started_ < end &&
+         (end - writeback_started_ >= kWritebackWindow || end == source_.size)) {
+    const uint64_t begin = writeback_started_;
+    const uint64_t stop = std::min<uint64_t>(end, begin + kWritebackWindow);
+    // The window two back is waited for: a fill holds at most two windows
+    // of unwritten pages, so its fsync is short and the page cache is not
+    // filled with its dirty pages at the readers' expense.
+    if (begin >= 2 * kWritebackWindow) {
+      (void)::sync_file_range(fill_.temp.get(), static_cast<off_t>(begin - 2 * kWritebackWindow),
+                              static_cast<off_t>(kWritebackWindow),
+                              SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                  SYNC_FILE_RANGE_WAIT_AFTER);
+    }
+    // Only a hint to start writing: errors show at fsync.
+    (void)::sync_file_range(fill_.temp.get(), static_cast<off_t>(begin),
+                            static_cast<off_t>(stop - begin), SYNC_FILE_RANGE_WRITE);
+    writeback_started_ = stop;
   }
-  // Only a hint to start writing: errors show at fsync.
-  (void)::sync_file_range(fill_.temp.get(), static_cast<off_t>(begin),
-                          static_cast<off_t>(end - begin), SYNC_FILE_RANGE_WRITE);
   return true;
 }
 
@@ -256,17 +280,44 @@ bool FileFill::SourceUnchanged() {
 }
 
 bool FileFill::CopyThroughEngine(const std::vector<ReadRequest>& requests) {
-  std::vector<ReadCompletion> completions;
-  Status status = request_.engine->ReadAll(requests, &completions);
-  for (const ReadCompletion& completion : completions) {
-    if (status.ok() && !completion.status.ok()) status = completion.status;
-  }
+  // The reads are in flight together; each is stored and published as soon
+  // as it and every read before it are done, so readers waiting for the
+  // front of the batch do not wait for the rest of it.
+  CompletionQueue queue;
+  Status status = request_.engine->Submit(requests, &queue);
   if (!status.ok()) return Stop(status, FillOutcome::kSourceChanged);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const auto& buffer = completions[i].buffer;
-    if (!Store(requests[i], buffer.data(), buffer.size())) return false;
+  std::vector<ReadCompletion> done(requests.size());
+  std::vector<bool> arrived(requests.size(), false);
+  size_t received = 0, next = 0;
+  bool going = true;
+  std::vector<ReadCompletion> batch;
+  // Every completion is received, also after a failure: the queue must
+  // outlive the reads delivered to it.
+  while (received < requests.size()) {
+    batch.clear();
+    queue.Wait(1, &batch);
+    for (ReadCompletion& completion : batch) {
+      // Tags are the reads' offsets, increasing within a batch.
+      auto found = std::lower_bound(requests.begin(), requests.end(), completion.tag,
+                                    [](const ReadRequest& r, uint64_t tag) { return r.offset < tag; });
+      const size_t i = static_cast<size_t>(found - requests.begin());
+      arrived[i] = true;
+      done[i] = std::move(completion);
+      received += 1;
+    }
+    while (going && next < requests.size() && arrived[next]) {
+      ReadCompletion& completion = done[next];
+      if (!completion.status.ok()) {
+        going = Stop(completion.status, FillOutcome::kSourceChanged);
+      } else {
+        going = Store(requests[next], completion.buffer.data(), completion.buffer.size()) &&
+                Publish(requests[next]);
+      }
+      completion.buffer = ReadBuffer();  // back to the engine's budget
+      next += 1;
+    }
   }
-  return true;
+  return going;
 }
 
 bool FileFill::CopyWithPread(const std::vector<ReadRequest>& requests) {
@@ -276,8 +327,16 @@ bool FileFill::CopyWithPread(const std::vector<ReadRequest>& requests) {
     Status status = PreadFull(input_.get(), scratch_.data(), request.length, request.offset,
                               source_.path, &size);
     if (!status.ok()) return Stop(status, FillOutcome::kSourceChanged);
-    if (!Store(request, scratch_.data(), size)) return false;
+    if (!Store(request, scratch_.data(), size) || !Publish(request)) return false;
   }
+  return true;
+}
+
+bool FileFill::Publish(const ReadRequest& request) {
+  // Every byte below the read's end is final: the reads before it are
+  // stored, and readers' parts of the region were written before the claim.
+  if (!SourceUnchanged()) return false;
+  if (request_.progress) request_.progress(request.offset + request.length, source_.size);
   return true;
 }
 

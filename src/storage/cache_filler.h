@@ -76,9 +76,15 @@ struct FillRequest {
   // The engine the copy reads through (CacheFiller::NewReadEngine makes
   // one); nullptr: pread on the calling thread. Must outlive the call.
   ReadEngine* engine = nullptr;
-  FillProgress progress;  // may be empty; `done`: every byte below it is written
+  // May be empty. `done`: every byte below it is written, read whole from an
+  // unchanged source; called after each read of the copy, in order.
+  FillProgress progress;
   FillStarted started;    // may be empty
   ClaimRanges claim;      // may be empty: the fill reads every byte
+  // May be empty (no readers). True while readers use the copy in progress:
+  // the fill then claims and reads small regions, so that a reader needing
+  // a part the fill claimed waits for one short read (cache_fill.cc).
+  std::function<bool()> readers;
 };
 
 // How to fill a bundle's entry.

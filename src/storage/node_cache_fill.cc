@@ -217,6 +217,7 @@ Status NodeCache::CopyOnce(size_t index, FillResult* result) {
     for (const ByteRange& gap : gaps) slot.fetching.Add(gap.first, gap.second);
     return gaps;
   };
+  request.readers = [&slot] { return slot.read.load(std::memory_order_relaxed); };
   request.progress = [&slot](uint64_t done, uint64_t) {
     {
       std::lock_guard<std::mutex> slot_lock(slot.fill_mutex);

@@ -16,9 +16,13 @@
 #include "gpufeed/cache.h"
 #include "gpufeed/dataset.h"
 #include "gpufeed/writer.h"
+#include "io/read_engine.h"
 #include "storage/byte_ranges.h"
+#include "storage/cache_directory.h"
+#include "storage/cache_filler.h"
 #include "storage/source_throttle.h"
 #include "test_util.h"
+#include "util/file.h"
 #include "util/path.h"
 
 namespace gpufeed {
@@ -124,6 +128,59 @@ TEST_F(CacheEpochTest, ReadersRacingTheFillsReadTheSourceOnce) {
   std::shuffle(order.begin(), order.end(), std::mt19937_64(4));
   EXPECT_EQ(ReadAll(*again, order, 4), 0);
   EXPECT_EQ(SourceBytesRead() - opened, 0u);
+}
+
+// What a fill claims at a time (a reader needing a claimed part waits for
+// the fill) and how often it publishes: large regions for a file nobody
+// reads yet, small ones while readers use the copy, and progress after
+// every read, so that a waiting reader is released by the read it needs.
+TEST(CacheFillRegionsTest, WithReadersTheFillClaimsAndPublishesSmallRegions) {
+  TempDir dir;
+  std::shared_ptr<CacheDirectory> directory;
+  ASSERT_TRUE(CacheDirectory::Open(JoinPath(dir.path(), "cache"), "", true, &directory).ok());
+  const uint64_t size = (20 << 20) + 12345;
+  for (bool readers : {false, true}) {
+    SCOPED_TRACE(readers);
+    const std::string path = JoinPath(dir.path(), readers ? "read.rec" : "idle.rec");
+    std::string bytes(size, '\0');
+    for (uint64_t i = 0; i < size; ++i) bytes[i] = static_cast<char>((i * 131) ^ (i >> 9));
+    ASSERT_TRUE(WriteFileAtomically(path, bytes).ok());
+    CacheSource source;
+    ASSERT_TRUE(StatCacheSource(path, &source).ok());
+    source.dataset = dir.path();
+    std::unique_ptr<ReadEngine> engine = CacheFiller::NewReadEngine();
+    ASSERT_NE(engine, nullptr);
+    std::vector<ByteRange> claims;
+    std::vector<uint64_t> progress;
+    FillRequest request;
+    request.engine = engine.get();
+    request.claim = [&](uint64_t begin, uint64_t end) {
+      claims.emplace_back(begin, end);
+      return std::vector<ByteRange>{{begin, end}};
+    };
+    request.progress = [&](uint64_t done, uint64_t) { progress.push_back(done); };
+    if (readers) request.readers = [] { return true; };
+    FillResult result;
+    ASSERT_TRUE(directory->Fill(source, request, &result).ok());
+    EXPECT_EQ(result.outcome, FillOutcome::kFilled);
+    CacheLease lease;
+    ASSERT_TRUE(directory->OpenEntry(source, &lease).ok());
+    std::string copy;
+    ASSERT_TRUE(ReadFileToString(lease.path, &copy).ok());
+    EXPECT_TRUE(copy == bytes);
+    uint64_t largest = 0;
+    for (const ByteRange& claim : claims) largest = std::max(largest, claim.second - claim.first);
+    EXPECT_EQ(largest, readers ? uint64_t{1} << 20 : uint64_t{16} << 20);
+    ASSERT_FALSE(progress.empty());
+    EXPECT_EQ(progress.back(), size);
+    uint64_t step = 0, last = 0;
+    for (uint64_t done : progress) {
+      EXPECT_GE(done, last);
+      step = std::max(step, done - last);
+      last = done;
+    }
+    EXPECT_EQ(step, readers ? uint64_t{512} << 10 : uint64_t{4} << 20);
+  }
 }
 
 TEST(ByteRangesTest, AddRemoveCoverAndGaps) {

@@ -33,7 +33,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr size_t kChunk = 4 << 20;  // cache_fill.cc's read size: tag = offset / kChunk
+constexpr size_t kChunk = 4 << 20;  // cache_fill.cc's read size without readers; tag = offset
 
 std::string Pattern(uint64_t seed, size_t size) {
   std::string bytes(size, '\0');
@@ -56,8 +56,8 @@ size_t CountSuffix(const std::string& directory, const std::string& suffix) {
   return count;
 }
 
-// A switchable EIO on the fill reads whose tag (chunk number) is `tag`
-// (any tag: kAnyTag), counted.
+// A switchable EIO on the fill reads of chunk `tag` (offset / kChunk; any
+// chunk: kAnyTag), counted.
 struct Fault {
   static constexpr uint64_t kAnyTag = ~0ull;
   std::atomic<bool> on{true};
@@ -69,7 +69,7 @@ ReadEngineTestHooks EioHooks(std::shared_ptr<Fault> fault) {
   ReadEngineTestHooks hooks;
   hooks.inject_read_error = [fault](uint64_t tag) {
     if (!fault->on.load()) return 0;
-    if (fault->tag.load() != Fault::kAnyTag && fault->tag.load() != tag) return 0;
+    if (fault->tag.load() != Fault::kAnyTag && fault->tag.load() != tag / kChunk) return 0;
     fault->injected.fetch_add(1);
     return EIO;
   };
@@ -161,10 +161,10 @@ void FillWhileResizing(CacheDirectory& directory, const CacheSource& source, uin
 TEST_F(CacheFaultTest, ASourceThatShrinksOrGrowsDuringAFillIsNotPublished) {
   std::shared_ptr<CacheDirectory> directory;
   ASSERT_TRUE(CacheDirectory::Open(cache_dir_, "", true, &directory).ok());
-  // 40 MiB, copied in batches of 16 MiB; after the first, it shrinks to 30
-  // MiB (the second batch reads short), or to 36 MiB (every read of the
-  // second batch is whole: the size check between batches sees it), or
-  // grows by 1 MiB.
+  // 40 MiB, copied in reads of 4 MiB (batches of 16 MiB); after the first
+  // read's progress it shrinks to 30 MiB (the second batch reads short), or
+  // to 36 MiB (every read is whole: the size check after each read sees
+  // it), or grows by 1 MiB.
   const uint64_t size = 40 << 20;
   for (uint64_t new_size : {uint64_t{30} << 20, uint64_t{36} << 20, size + (1 << 20)}) {
     SCOPED_TRACE(new_size);
@@ -175,7 +175,7 @@ TEST_F(CacheFaultTest, ASourceThatShrinksOrGrowsDuringAFillIsNotPublished) {
     FillWhileResizing(*directory, source, new_size, &status, &result, &progress);
     EXPECT_NE(result.outcome, FillOutcome::kFilled) << status.ToString();
     EXPECT_EQ(result.outcome, FillOutcome::kSourceChanged);
-    EXPECT_EQ(progress, 16u << 20);  // never reported past the first batch
+    EXPECT_EQ(progress, kChunk);  // never reported past the first read
     ExpectNothingKept(*directory, source);
   }
 }
@@ -196,10 +196,13 @@ std::string ReadThrough(NodeCache& cache, size_t index, uint64_t size, bool* loc
 }
 
 TEST_F(CacheFaultTest, AReaderOfAFailedFillGetsTheSourceAndTheFillIsRetriedAfterItsDelay) {
-  CacheSource source = MakeFile("shard.rec", 6 << 20);  // chunks 0 and 1; EIO on 1
+  // EIO on the fill's first read: the fill claimed it before the reader
+  // looks, so the reader waits for the fill rather than fetching the range
+  // itself (a reader's own fetch is a pread, which the hook does not see).
+  CacheSource source = MakeFile("shard.rec", 6 << 20);
   const std::string expected = ReadBytes(source.path);
   auto fault = std::make_shared<Fault>();
-  fault->tag = 1;
+  fault->tag = 0;
   ScopedReadEngineTestHooks scoped(EioHooks(fault));
   CacheOptions options;
   options.cache_dir = cache_dir_;
