@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -171,15 +172,19 @@ class NodeCache {
   // Whether [offset, end) of the copy being filled is written.
   // REQUIRES: slot.fill_mutex held.
   static bool Written(const Slot& slot, uint64_t offset, uint64_t end) {
-    return slot.partial && (slot.filled >= end || slot.written.Covers(offset, end));
+    return slot.partial &&
+           (slot.filled >= end || slot.written.Covers(std::max(offset, slot.filled), end));
   }
-  // A read of [offset, end) of a file being filled, a part nobody has or is
-  // fetching: reads it from the source (counted and throttled as the
-  // source's reads) into the copy, so that the fill skips it, and gives the
-  // view of the copy. False (nothing written; the caller reads the source,
-  // whose error the reader then sees) when the read or the write fails or
-  // the fill ended meanwhile. REQUIRES: `lock` holds slot.fill_mutex, the
-  // slot filling with `partial` set; it is released during the fetch.
+  // A read of [offset, end) of a file being filled, a part nobody is
+  // fetching: reads its parts not written yet, widened to whole blocks of
+  // kFetchAlignment bytes, from the source (counted and throttled as the
+  // source's reads) into the copy, so that the fill skips them, and gives
+  // the view of the copy. False when a read or a write fails (the parts
+  // fetched whole before it are kept; the caller reads the source, whose
+  // error the reader then sees) or the fill ended meanwhile. REQUIRES:
+  // `lock` holds slot.fill_mutex, the slot filling with `partial` set; it is
+  // released during the fetch.
+  static constexpr uint64_t kFetchAlignment = 4096;
   bool FetchIntoCopy(Slot& slot, uint64_t offset, uint64_t end,
                      std::unique_lock<std::mutex>& lock, FileView* view);
   // Ends the slot's fill in progress (state kIdle), under slot.fill_mutex.

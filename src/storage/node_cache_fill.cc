@@ -241,37 +241,57 @@ void NodeCache::EndFillLocked(Slot& slot) {
 
 bool NodeCache::FetchIntoCopy(Slot& slot, uint64_t offset, uint64_t end,
                               std::unique_lock<std::mutex>& lock, FileView* view) {
-  slot.fetching.Add(offset, end);
+  // Only the parts not written yet (no byte is read from the source twice)
+  // and nobody fetches, widened to whole kFetchAlignment blocks: what lies
+  // between records (headers, index pages) is fetched with them, or the
+  // fill would read each such sliver as a request of its own.
+  const uint64_t from = std::max(offset / kFetchAlignment * kFetchAlignment, slot.filled);
+  const uint64_t to = std::min(slot.source.size, (end + kFetchAlignment - 1) / kFetchAlignment *
+                                                     kFetchAlignment);
+  std::vector<ByteRange> gaps;
+  for (const ByteRange& unwritten : slot.written.Gaps(from, to)) {
+    for (const ByteRange& gap : slot.fetching.Gaps(unwritten.first, unwritten.second)) {
+      gaps.push_back(gap);
+    }
+  }
+  for (const ByteRange& gap : gaps) slot.fetching.Add(gap.first, gap.second);
   std::shared_ptr<const UniqueFd> copy = slot.partial;
   const uint64_t generation = slot.generation;
   lock.unlock();
   thread_local std::string buffer;
-  const size_t length = static_cast<size_t>(end - offset);
-  buffer.resize(length);
   FileView source;
-  size_t got = 0;
   Status status = slot.file->SourceView(&source);
-  if (status.ok()) status = PreadFull(source.fd, buffer.data(), length, offset, source.shown, &got);
-  if (got > 0) slot.file->Count(source, got);
-  bool written = status.ok() && got == length;
-  while (written && got > 0) {
-    ssize_t n = ::pwrite(copy->get(), buffer.data() + (length - got), got,
-                         static_cast<off_t>(end - got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) written = false;
-    if (n > 0) got -= static_cast<size_t>(n);
+  size_t fetched = 0;  // gaps read and written whole
+  for (; status.ok() && fetched < gaps.size(); ++fetched) {
+    const size_t length = static_cast<size_t>(gaps[fetched].second - gaps[fetched].first);
+    const uint64_t at = gaps[fetched].first;
+    buffer.resize(length);
+    size_t got = 0;
+    status = PreadFull(source.fd, buffer.data(), length, at, source.shown, &got);
+    if (got > 0) slot.file->Count(source, got);
+    if (status.ok() && got != length) status = Status::IOError(source.shown + ": short read");
+    for (size_t put = 0; status.ok() && put < length;) {
+      ssize_t n = ::pwrite(copy->get(), buffer.data() + put, length - put,
+                           static_cast<off_t>(at + put));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) status = Status::IOError(source.shown + ": cannot write the copy");
+      if (n > 0) put += static_cast<size_t>(n);
+    }
+    if (!status.ok()) break;
   }
   misses_.fetch_add(1, std::memory_order_relaxed);
   lock.lock();
   const bool current = slot.generation == generation;
   if (current) {
-    slot.fetching.Remove(offset, end);
-    if (written) slot.written.Add(offset, end);
+    for (size_t i = 0; i < gaps.size(); ++i) {
+      slot.fetching.Remove(gaps[i].first, gaps[i].second);
+      if (i < fetched) slot.written.Add(gaps[i].first, gaps[i].second);
+    }
   }
   lock.unlock();
   slot.fill_changed.notify_all();
   lock.lock();
-  if (!written || !current) return false;
+  if (fetched < gaps.size() || !current) return false;
   FileView local;
   local.fd = copy->get();
   local.local = true;
