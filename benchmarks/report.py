@@ -322,6 +322,10 @@ def headline_rows(data):
                 rows.append(("cache", f"{run['config']}, epoch {epoch['epoch']} "
                              f"(source read {epoch['source_mb']:.1f} MB{ratio})",
                              epoch["records_per_s"], "records/s"))
+            if "epoch1_ratio" in run:
+                rows.append(("cache", f"{run['format']}: epoch 1 with the cache / without, median "
+                             f"of {len(run['epoch1_ratios'])} rounds (target >= 0.9x)",
+                             run["epoch1_ratio"], "x"))
     elif cache:
         for key, value in flat_numbers(cache):
             rows.append(("cache", key, value, ""))

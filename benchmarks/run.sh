@@ -271,19 +271,30 @@ if want cache; then
   echo
   heading "[4/5] node-local cache over a simulated busy parallel filesystem (2 ms/request, 200 MB/s shared), epoch 2 in a new process"
   cache_runs=$(mktemp -d)
+  # One run of gpufeed_cache_bench: FORMAT CACHE(cache|none) EPOCH OUTPUT.json.
+  cache_bench() {
+    local flags
+    if [ "$2" = none ]; then flags=(--no-cache)
+    elif [ "$3" = 1 ]; then flags=(--cold --keep-cache)
+    else flags=()  # the copies epoch 1 left; removed at exit
+    fi
+    "$BUILD_DIR/benchmarks/gpufeed_cache_bench" "$DATA/demo-$1-$images" \
+      --cache-dir "$DATA/cache-bench" --latency-ms 2 --mbps 200 --threads 8 \
+      --epoch "$3" "${flags[@]}" --json "$4" \
+      2> >(drop_info_logs) | grep -v '^RESULT' \
+      || echo "cache benchmark failed: $1, $2, epoch $3"
+  }
   for fmt in recordio lmdb caffe_lmdb; do
-    for cache in cache none; do
-      for epoch in 1 2; do
-        if [ "$cache" = none ]; then flags=(--no-cache)
-        elif [ "$epoch" = 1 ]; then flags=(--cold --keep-cache)
-        else flags=()  # the copies epoch 1 left; removed at exit
-        fi
-        "$BUILD_DIR/benchmarks/gpufeed_cache_bench" "$DATA/demo-$fmt-$images" \
-          --cache-dir "$DATA/cache-bench" --latency-ms 2 --mbps 200 --threads 8 \
-          --epoch "$epoch" "${flags[@]}" --json "$cache_runs/$fmt-$cache-$epoch.json" \
-          2> >(drop_info_logs) | grep -v '^RESULT' \
-          || echo "cache benchmark failed: $fmt, $cache, epoch $epoch"
+    # Epoch 1, with and without the cache alternating, $passes rounds (the
+    # table takes the median of the rounds' ratios); then epoch 2 of each in
+    # a new process, the cache's from the copies the last round left.
+    for round in $(seq "$passes"); do
+      for cache in cache none; do
+        cache_bench "$fmt" "$cache" 1 "$cache_runs/$fmt-$cache-1-r$round.json"
       done
+    done
+    for cache in cache none; do
+      cache_bench "$fmt" "$cache" 2 "$cache_runs/$fmt-$cache-2.json"
     done
   done
   "$PY" "$ROOT/benchmarks/cache_table.py" "$cache_runs" "$RESULTS/cache.json" || echo "cache table failed (exit $?)"
