@@ -296,6 +296,11 @@ def headline_rows(data):
                          "windows/s"))
             rows.append(("tokens", "global windows/s / fio IOPS (target >= 0.9x)",
                          tokens["global_ratio"], "x"))
+        if "global_same_ratio" in tokens:
+            rows.append(("tokens", f"global windows/s / fio reading the windows' "
+                         f"{tokens['global_read_bytes']:,}-byte reads "
+                         f"[{tokens['global_fio_same_iops']:,} IOPS]",
+                         tokens["global_same_ratio"], "x"))
         if "warm_ratio" in tokens:
             rows.append(("tokens", f"warm, global shuffle: gpufeed.DataLoader [memmap + torch "
                          f"{tokens['warm_reference_mb_per_s']:,.0f} MB/s]",
