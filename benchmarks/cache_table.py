@@ -2,7 +2,8 @@
 """Step 4 of benchmarks/run.sh: gathers the per-process JSON files of
 gpufeed_cache_bench --epoch N --json (named FORMAT-{cache,none}-EPOCH.json,
 or FORMAT-{cache,none}-1-rROUND.json for rounds of epoch 1 run alternately
-with and without the cache) into one cache.json and prints the table: per
+with and without the cache, and physical.json of cache_physical.py) into one
+cache.json and prints the table: per
 format and epoch, each epoch in a new process, records/s and source bytes /
 dataset bytes with the cache and without it. With rounds, the table shows
 the median round and the epoch-1 ratio is the median of the rounds' ratios
@@ -95,8 +96,12 @@ def main(argv):
                 if run["format"] == fmt and run["cache"]:
                     run["epoch1_ratio"] = rate
                     run["epoch1_ratios"] = ratios
+    physical = None  # benchmarks/cache_physical.py: epoch 1 over a throttled loop device
+    if os.path.exists(os.path.join(runs_dir, "physical.json")):
+        physical = load(os.path.join(runs_dir, "physical.json"))
     result = {"latency_ms": header["latency_ms"], "source_mbps": header["source_mbps"],
               "threads": header["threads"], "process_per_epoch": True, "runs": runs,
+              "physical": physical,
               "chart": {"title": "node cache, simulated busy source, new process per epoch",
                         "unit": "records/s", "labels": chart_labels, "values": chart_values}}
     with open(out, "w") as file:

@@ -15,7 +15,9 @@
 #      plasma-workspace-wallpapers)
 #   3. the read engine vs fio
 #   4. the node-local cache over a simulated busy filesystem, for RecordIO,
-#      LMDB and Caffe LMDB: epoch 1 from a cold cache, epoch 2 in a new process
+#      LMDB and Caffe LMDB: epoch 1 from a cold cache (with and without the
+#      cache alternating, medians), epoch 2 in a new process; then epoch 1
+#      over a physically throttled loop device (root only)
 #   5. the GPU stage (benchmarks/gpu_check.sh) when nvidia-smi finds a GPU;
 #      skipped with a note otherwise
 #   tokens: a Megatron token corpus (1 GiB; 256 MiB with --quick) read by
@@ -297,6 +299,13 @@ if want cache; then
       cache_bench "$fmt" "$cache" 2 "$cache_runs/$fmt-$cache-2.json"
     done
   done
+  # Epoch 1 again over a physically throttled source (a loop device and a
+  # cgroup read limit; root only, else it says why and skips).
+  echo "epoch 1 over a physically throttled disk (ext4 on a loop device, 150 MB/s and 2000 read IOPS):"
+  "$PY" "$ROOT/benchmarks/cache_physical.py" --bench "$BUILD_DIR/benchmarks/gpufeed_cache_bench" \
+    --data "$DATA" --images "$images" --work "$DATA/cache-physical" --rounds "$passes" \
+    --json "$cache_runs/physical.json" 2> >(drop_info_logs) \
+    || echo "cache over a throttled disk failed (exit $?)"
   "$PY" "$ROOT/benchmarks/cache_table.py" "$cache_runs" "$RESULTS/cache.json" || echo "cache table failed (exit $?)"
   rm -rf "$cache_runs"
 fi
