@@ -139,6 +139,19 @@ class UringEngine final : public ReadEngine {
     std::vector<ReadBuffer> buffers;
     std::vector<ReadPlan> plans;
     std::vector<size_t> free_slots;
+    // Requests taken off the engine's queue in one lock, with their buffers
+    // and plans (StartRequests; kept to reuse its memory).
+    struct Taken {
+      PendingRequest pending;
+      ReadBuffer buffer;
+      ReadPlan plan;
+    };
+    std::vector<Taken> taken;
+    // A slot may have a retry_at set / may wait for buffer budget (small
+    // files): set with them, recomputed by the scans that look for them, so
+    // that a pass of the loop scans the slots only when one may be there.
+    bool retry_pending = false;
+    bool small_pending = false;
     size_t active = 0;
     size_t abandoned = 0;  // of `active`: past their deadline, still in the kernel
     size_t prepared = 0;  // SQEs prepared since the last submit
@@ -185,6 +198,8 @@ class UringEngine final : public ReadEngine {
     // Moves requests from the shared queue into free slots while the buffer
     // budget allows, preparing their first SQEs.
     void StartRequests();
+    // Puts a request StartRequests took in a free slot and prepares its SQEs.
+    void StartTaken(Taken& next);
     void SetWaitingForBuffers(bool blocked);
     // The registered-file index of `id` in this ring, or -1 (use `fd`).
     int FixedFileFor(FileId id, int fd);

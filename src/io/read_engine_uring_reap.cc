@@ -199,6 +199,7 @@ bool UringEngine::RingThread::RetryTransient(size_t slot, int error) {
   if (at >= pending.deadline) return false;  // it would time out first: fail now
   // Tried again from where it stopped (op.done bytes are good).
   ops[slot].retry_at = at;
+  retry_pending = true;
   return true;
 }
 
@@ -207,6 +208,7 @@ void UringEngine::RingThread::HandleRetryable(size_t slot) {
   if (++op.retries <= kMaxRetries) {
     // Back off 50 us, 100 us, 200 us before trying the ring again.
     op.retry_at = Clock::now() + std::chrono::microseconds(50 << (op.retries - 1));
+    retry_pending = true;
     std::lock_guard<std::mutex> lock(engine->stats_mutex_);
     engine->stats_.retries += 1;
     return;

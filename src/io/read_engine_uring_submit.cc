@@ -12,58 +12,66 @@ namespace uring {
 
 void UringEngine::RingThread::StartRequests() {
   // Small files that were sized earlier and wait for buffer budget.
-  for (size_t slot = 0; slot < ops.size(); ++slot) {
-    if (ops[slot].busy && ops[slot].waiting_for_buffer) StartSmallFileRead(slot);
+  if (small_pending) {
+    for (size_t slot = 0; slot < ops.size(); ++slot) {
+      if (ops[slot].busy && ops[slot].waiting_for_buffer) StartSmallFileRead(slot);
+    }
   }
+  // As many requests as there are free slots, in one lock.
   bool blocked = false;
-  while (!free_slots.empty()) {
-    PendingRequest pending;
-    ReadBuffer buffer;
-    ReadPlan plan;
-    {
-      std::lock_guard<std::mutex> lock(engine->queue_mutex_);
-      if (engine->queue_.empty()) break;
+  taken.clear();
+  {
+    std::lock_guard<std::mutex> lock(engine->queue_mutex_);
+    while (taken.size() < free_slots.size() && !engine->queue_.empty()) {
       PendingRequest& front = engine->queue_.front();
+      Taken next;
       if (front.request.path.empty()) {
-        plan = PlanFor(front);
+        next.plan = PlanFor(front);
         BufferPool::Allocation allocation;
-        if (!engine->pool_->TryAcquire(plan.length, &allocation)) {
+        if (!engine->pool_->TryAcquire(next.plan.length, &allocation)) {
           blocked = true;
           break;
         }
-        buffer = ReadBuffer(engine->pool_, allocation);
+        next.buffer = ReadBuffer(engine->pool_, allocation);
       }
-      pending = std::move(front);
+      next.pending = std::move(front);
       engine->queue_.pop_front();
-    }
-    size_t slot = free_slots.back();
-    free_slots.pop_back();
-    active += 1;
-    engine->NoteInflight(1);
-    Op& op = ops[slot];
-    const uint32_t generation = op.generation + 1;
-    op = Op();
-    op.busy = true;
-    op.generation = generation;
-    pendings[slot] = std::move(pending);
-    buffers[slot] = std::move(buffer);
-    plans[slot] = plan;
-    if (pendings[slot].request.path.empty()) {
-      if (plan.length == 0) {
-        FinishRange(slot, Status::OK());
-      } else {
-        PrepareRead(slot);
-      }
-    } else {
-      PrepareSmallFileOpen(slot);
+      taken.push_back(std::move(next));
     }
   }
+  for (Taken& next : taken) StartTaken(next);
+  taken.clear();
   SetWaitingForBuffers(blocked);
+}
+
+void UringEngine::RingThread::StartTaken(Taken& next) {
+  size_t slot = free_slots.back();
+  free_slots.pop_back();
+  active += 1;
+  engine->NoteInflight(1);
+  Op& op = ops[slot];
+  const uint32_t generation = op.generation + 1;
+  op = Op();
+  op.busy = true;
+  op.generation = generation;
+  pendings[slot] = std::move(next.pending);
+  buffers[slot] = std::move(next.buffer);
+  plans[slot] = next.plan;
+  if (!pendings[slot].request.path.empty()) {
+    PrepareSmallFileOpen(slot);
+  } else if (next.plan.length == 0) {
+    FinishRange(slot, Status::OK());
+  } else {
+    PrepareRead(slot);
+  }
 }
 
 void UringEngine::RingThread::SetWaitingForBuffers(bool blocked) {
   bool small_waiting = false;
-  for (const Op& op : ops) small_waiting |= op.busy && op.waiting_for_buffer;
+  if (small_pending) {
+    for (const Op& op : ops) small_waiting |= op.busy && op.waiting_for_buffer;
+    small_pending = small_waiting;
+  }
   bool now = blocked || small_waiting;
   if (now != waiting_registered) {
     engine->waiters_->waiting.fetch_add(now ? 1 : -1, std::memory_order_acq_rel);
@@ -127,6 +135,7 @@ void UringEngine::RingThread::StartSmallFileRead(size_t slot) {
   BufferPool::Allocation allocation;
   if (!engine->pool_->TryAcquire(op.file_size, &allocation)) {
     op.waiting_for_buffer = true;
+    small_pending = true;
     return;
   }
   op.waiting_for_buffer = false;
@@ -184,25 +193,33 @@ void UringEngine::RingThread::FinishSmallFile(size_t slot, Status status) {
 }
 
 void UringEngine::RingThread::RetryDue() {
+  if (!retry_pending) return;
   auto now = Clock::now();
+  bool still = false;
   for (size_t slot = 0; slot < ops.size(); ++slot) {
     Op& op = ops[slot];
-    if (op.busy && op.retry_at != Clock::time_point() && op.retry_at <= now) {
-      op.retry_at = Clock::time_point();
-      if (pendings[slot].request.path.empty()) {
-        PrepareRead(slot);
-      } else {
-        PrepareSmallRead(slot);
-      }
+    if (!op.busy || op.retry_at == Clock::time_point()) continue;
+    if (op.retry_at > now) {
+      still = true;
+      continue;
+    }
+    op.retry_at = Clock::time_point();
+    if (pendings[slot].request.path.empty()) {
+      PrepareRead(slot);
+    } else {
+      PrepareSmallRead(slot);
     }
   }
+  retry_pending = still;
 }
 
 Clock::time_point UringEngine::RingThread::NextWake() {
   Clock::time_point next = Clock::time_point::max();
-  for (const Op& op : ops) {
-    if (op.busy && !op.abandoned && op.retry_at != Clock::time_point()) {
-      next = std::min(next, op.retry_at);
+  if (retry_pending) {
+    for (const Op& op : ops) {
+      if (op.busy && !op.abandoned && op.retry_at != Clock::time_point()) {
+        next = std::min(next, op.retry_at);
+      }
     }
   }
   if (expiry_tick != Clock::duration::zero()) next = std::min(next, next_expiry_check);
