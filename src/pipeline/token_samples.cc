@@ -79,6 +79,14 @@ class TokenSamples final : public SampleKind {
                                   : 4;
       schedule.read_ahead_tasks = block_sizes.front() * blocks;
       if (schedule.read_ahead_tasks > 0) schedule.submit_chunk = kTokenSubmitChunk;
+    } else if (read_engine && options_.shuffle == ShuffleMode::kGlobal) {
+      // One read per window: without reads queued beyond the prefetch
+      // window, the engine drains while a batch waits for its last reads
+      // (the window moves only when a batch is delivered). Twice the queue
+      // depth more keeps every slot busy; a window's read is ~4 KiB.
+      const uint64_t depth = static_cast<uint64_t>(std::max(1, options_.io.queue_depth));
+      schedule.read_ahead_tasks = 2 * depth;
+      schedule.submit_chunk = std::max<uint64_t>(1, depth / 4);
     }
     return schedule;
   }

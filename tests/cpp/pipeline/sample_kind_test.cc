@@ -149,6 +149,17 @@ TEST_F(SampleKindTest, TokenWindowsWriteXAndYAndGuardTheirState) {
   EXPECT_GT(schedule.run_tasks, 1u);
   EXPECT_EQ(schedule.read_ahead_tasks, 10u * options.shuffle_window_shards);
   EXPECT_EQ(kind->Schedule({10}, false).read_ahead_tasks, 0u);
+  // Global shuffle, one read per window: reads queued beyond the prefetch
+  // window (twice the engine's depth), so that the engine does not drain
+  // while a batch waits for its last reads.
+  LoaderOptions global = options;
+  global.shuffle = ShuffleMode::kGlobal;
+  global.io.queue_depth = 48;
+  WorkSchedule shuffled = KindFor(global)->Schedule({10, 10}, true);
+  EXPECT_EQ(shuffled.read_ahead_tasks, 96u);
+  EXPECT_GT(shuffled.submit_chunk, 0u);
+  EXPECT_LE(shuffled.submit_chunk, 48u);
+  EXPECT_EQ(KindFor(global)->Schedule({10, 10}, false).read_ahead_tasks, 0u);
 
   Record record;
   ASSERT_TRUE(windows->Read(3, &record).ok());
