@@ -160,10 +160,10 @@ class UringEngine final : public ReadEngine {
     bool min_timeout = false;
     bool dense = false;  // the last wait reaped two completions or more
     // In (or about to enter) its wait for completions with a slot free and
-    // buffer budget to start a request: only then does Enqueue write
-    // event_fd. With every slot busy a completion ends the wait, and a ring
-    // waiting for budget is woken by the release (SetBufferWake), so a new
-    // request has nothing to wake it for. Set before the ring looks at the
+    // the queue not blocked on budget: only then does Enqueue write
+    // event_fd. With every slot busy a completion ends the wait, and a
+    // queue blocked on budget is unblocked by a release, which wakes the ring
+    // (SetBufferWake), so a new request has nothing to wake it for. Set before the ring looks at the
     // queue a last time, read by Enqueue after it queued (both sequentially
     // consistent), so a request is either seen by that look or wakes the wait.
     std::atomic<bool> sleeping{false};
@@ -175,6 +175,11 @@ class UringEngine final : public ReadEngine {
     // This ring is counted in engine->waiters_->waiting (it waits for
     // buffer budget).
     bool waiting_registered = false;
+    // The front of the engine's queue waits for buffer budget (the queue is
+    // FIFO: nothing behind it starts before it). Only then does a new
+    // request have nothing to start; small files waiting for budget in
+    // their slots do not hold the queue.
+    bool queue_blocked = false;
 
     ~RingThread();
 

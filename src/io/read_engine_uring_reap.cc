@@ -31,7 +31,7 @@ void UringEngine::RingThread::WaitAndReap() {
   };
   int rc = 0;
   // Free slots change only on this thread, so this holds through the wait.
-  sleeping.store(!free_slots.empty() && !waiting_registered);
+  sleeping.store(!free_slots.empty() && !queue_blocked);
   if (!CanStartQueued()) {
     // Reads the kernel holds for live requests: their completions may gather.
     const size_t reads = active - abandoned;
@@ -72,7 +72,7 @@ void UringEngine::RingThread::WaitAndReap() {
 }
 
 bool UringEngine::RingThread::CanStartQueued() {
-  if (free_slots.empty() || waiting_registered) return false;  // a completion or a release wakes it
+  if (free_slots.empty() || queue_blocked) return false;  // a completion or a release wakes it
   return !QueueEmpty();
 }
 

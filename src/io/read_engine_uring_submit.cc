@@ -72,6 +72,7 @@ void UringEngine::RingThread::SetWaitingForBuffers(bool blocked) {
     for (const Op& op : ops) small_waiting |= op.busy && op.waiting_for_buffer;
     small_pending = small_waiting;
   }
+  queue_blocked = blocked;
   bool now = blocked || small_waiting;
   if (now != waiting_registered) {
     engine->waiters_->waiting.fetch_add(now ? 1 : -1, std::memory_order_acq_rel);

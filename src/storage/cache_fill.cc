@@ -7,10 +7,11 @@
 // (each request is clamped to the source's known size, so "more" is a
 // kernel or filesystem fault, such as a FUSE direct_io read returning its
 // full length past the end), stops the fill before anything of that read is
-// written; so does a source whose size or mtime changes between two batches
-// of reads. Progress is reported only after a whole batch was read, written
-// and the source found unchanged: readers of the copy in progress see only
-// bytes that were read successfully.
+// written; so does a source whose size or mtime changes (looked at after
+// every 16 MiB and at the end), and nothing of such a fill is published.
+// Progress is reported after each read was read whole and written: readers
+// of the copy in progress see only bytes that were read successfully (what
+// a read of the source would have returned at that time).
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -52,8 +53,6 @@ constexpr size_t kSharedChunksInFlight = 2;
 // Writeback is started per window and a fill holds at most two windows of
 // unwritten pages (StartWriteback), whatever its regions.
 constexpr uint64_t kWritebackWindow = uint64_t{kFillChunk} * kFillChunksInFlight;
-// Room for a read's alignment in the engine's in-flight budget.
-constexpr uint64_t kReadSlack = 8 << 10;
 
 // Holds the calling fill so that all fills of the process together write
 // at most CacheFiller::kFillWriteBytesPerSecond, with a burst of one region.
@@ -108,8 +107,8 @@ class FileFill : public FillSteps {
   bool CopyWithPread(const std::vector<ReadRequest>& requests);
   // Hashes and writes one chunk read for `request`.
   bool Store(const ReadRequest& request, const char* data, size_t size);
-  // After Store: the source still unchanged, readers of the copy in
-  // progress may read everything below the end of `request`.
+  // After Store: readers of the copy in progress may read everything below
+  // the end of `request`.
   bool Publish(const ReadRequest& request);
 
   const FillRequest& request_;
@@ -119,6 +118,7 @@ class FileFill : public FillSteps {
   std::string scratch_;  // pread's buffer
   bool hash_reads_ = true;  // the region being copied is hashed from its reads
   uint64_t writeback_started_ = 0;  // below it, the copy's writeback was started
+  uint64_t checked_ = 0;  // the source was last found unchanged with this much copied
 };
 
 void FileFill::Count(uint64_t bytes) const {
@@ -183,7 +183,12 @@ bool FileFill::Copy() {
     hash_reads_ = whole;
     going = CopyGaps(file, use_engine, gaps, chunk, in_flight);
     if (going && !whole) going = HashFromCopy(offset, end);
-    going = going && SourceUnchanged();
+    // The source's size and mtime once per writeback window (an fstat can
+    // be a round trip to a parallel filesystem's servers) and at its end.
+    if (going && (end - checked_ >= kWritebackWindow || end == source_.size)) {
+      going = SourceUnchanged();
+      checked_ = end;
+    }
     if (going && request_.progress) request_.progress(end, source_.size);
     // After the progress: readers of the region do not wait for its writeback.
     going = going && StartWriteback(end);
@@ -195,14 +200,12 @@ bool FileFill::Copy() {
 
 bool FileFill::CopyGaps(FileId file, bool use_engine, const std::vector<ByteRange>& gaps,
                         size_t chunk, size_t in_flight) {
-  // Requests of at most a chunk, read in batches that fit the engine's
-  // in-flight budget (in_flight chunks, a little slack per read).
+  // Requests of at most a chunk, in batches of in_flight (the engine's
+  // budget holds kFillChunksInFlight chunks and their alignment slack).
   std::vector<ReadRequest> batch;
-  uint64_t batch_bytes = 0;
   auto flush = [&] {
     bool ok = batch.empty() || (use_engine ? CopyThroughEngine(batch) : CopyWithPread(batch));
     batch.clear();
-    batch_bytes = 0;
     return ok;
   };
   for (const ByteRange& gap : gaps) {
@@ -215,10 +218,7 @@ bool FileFill::CopyGaps(FileId file, bool use_engine, const std::vector<ByteRang
       // test's injected fault names.
       request.tag = at;
       at += request.length;
-      if (batch_bytes + request.length + kReadSlack > uint64_t{chunk} * in_flight && !flush()) {
-        return false;
-      }
-      batch_bytes += request.length + kReadSlack;
+      if (batch.size() == in_flight && !flush()) return false;
       batch.push_back(request);
     }
   }
@@ -335,7 +335,6 @@ bool FileFill::CopyWithPread(const std::vector<ReadRequest>& requests) {
 bool FileFill::Publish(const ReadRequest& request) {
   // Every byte below the read's end is final: the reads before it are
   // stored, and readers' parts of the region were written before the claim.
-  if (!SourceUnchanged()) return false;
   if (request_.progress) request_.progress(request.offset + request.length, source_.size);
   return true;
 }
@@ -405,7 +404,8 @@ std::unique_ptr<ReadEngine> CacheFiller::NewReadEngine() {
   IoOptions options;
   options.queue_depth = static_cast<int>(kFillChunksInFlight);
   options.threads = 1;
-  options.inflight_bytes = kFillChunk * (kFillChunksInFlight + 1);  // + alignment slack
+  // A batch of reads and their alignment, with room to spare.
+  options.inflight_bytes = kFillChunk * (kFillChunksInFlight + 1);
   options.register_buffers = false;
   options.register_files = false;
   std::unique_ptr<ReadEngine> engine;

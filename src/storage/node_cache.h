@@ -179,8 +179,8 @@ class NodeCache {
   // fetching: reads its parts not written yet, widened to whole blocks of
   // kFetchAlignment bytes, from the source (counted and throttled as the
   // source's reads) into the copy, so that the fill skips them, and gives
-  // the view of the copy. False when a read or a write fails (the parts
-  // fetched whole before it are kept; the caller reads the source, whose
+  // the view of the copy. False when a read or a write of the range fails
+  // (the parts fetched whole are kept; the caller reads the source, whose
   // error the reader then sees) or the fill ended meanwhile. REQUIRES:
   // `lock` holds slot.fill_mutex, the slot filling with `partial` set; it is
   // released during the fetch.

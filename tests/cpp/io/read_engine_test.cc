@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
@@ -165,6 +166,50 @@ TEST_P(ReadEngineTest, BudgetSmallerThanTheWorkAndARequestLargerThanTheBudget) {
     }
   }
   EXPECT_EQ(engine->pool()->buffers_outstanding(), 0u);
+}
+
+// A small file sized and waiting for buffer budget does not hold back a
+// range request that fits the budget left: the range starts at once (no
+// completion or release would come to wake the engine for it; deadlines
+// are off, so no tick does either).
+TEST_P(ReadEngineTest, ARangeStartsWhileASmallFileWaitsForBudget) {
+  IoOptions small = options_;
+  small.inflight_bytes = 1 << 20;
+  small.timeout_seconds = 0;
+  std::unique_ptr<ReadEngine> engine;
+  ASSERT_TRUE(ReadEngine::Create(small, &engine).ok());
+  FileId file;
+  ASSERT_TRUE(engine->OpenFile(path_, &file).ok());
+  std::vector<ReadCompletion> held;  // 768 KiB of the 1 MiB budget
+  ASSERT_TRUE(engine->ReadAll({{file, 0, 768 << 10, 0}}, &held).ok());
+  ASSERT_TRUE(held[0].status.ok());
+  const std::string big = JoinPath(dir_.path(), "big.bin");
+  const std::string big_bytes = RandomBytes(512 << 10, 3);
+  WriteBytes(big, big_bytes);
+  CompletionQueue whole_queue;
+  ReadRequest whole;
+  whole.path = big;
+  whole.tag = 1;
+  ASSERT_TRUE(engine->Submit({whole}, &whole_queue).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // sized, waiting for budget
+  CompletionQueue queue;
+  ASSERT_TRUE(engine->Submit({{file, 1 << 20, 4096, 2}}, &queue).ok());
+  auto range = std::async(std::launch::async, [&] {
+    std::vector<ReadCompletion> done;
+    queue.Wait(1, &done);
+    return done.size() == 1 && done[0].status.ok() &&
+           std::string(done[0].buffer.data(), done[0].buffer.size()) ==
+               contents_.substr(1 << 20, 4096);
+  });
+  const bool started = range.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  EXPECT_TRUE(started) << "the range waited for the small file's budget";
+  held.clear();  // the budget comes back: the small file goes on
+  EXPECT_TRUE(range.get());
+  std::vector<ReadCompletion> done;
+  whole_queue.Wait(1, &done);
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_TRUE(done[0].status.ok()) << done[0].status.ToString();
+  EXPECT_TRUE(std::string(done[0].buffer.data(), done[0].buffer.size()) == big_bytes);
 }
 
 TEST_P(ReadEngineTest, SmallFileMode) {
