@@ -51,6 +51,17 @@ Status HostStage::Create(std::shared_ptr<const Dataset> dataset, const LoaderOpt
                                           &host->ring_->changed);
   }
   host->schedule_ = host->setup_.kind->Schedule(host->shard_sizes_, host->read_ahead_ != nullptr);
+  WorkSchedule& schedule = host->schedule_;
+  // Random reads, one per sample, and no read-ahead of the kind's own.
+  const bool random = options.shuffle == ShuffleMode::kGlobal || options.shuffle == ShuffleMode::kNode;
+  if (host->read_ahead_ && random && !schedule.whole_runs && schedule.read_ahead_tasks == 0) {
+    uint64_t bytes = 0;
+    for (const ShardInfo& shard : host->dataset_->shards()) bytes += shard.bytes;
+    const uint64_t samples = std::max<uint64_t>(1, host->dataset_->size());
+    schedule.read_ahead_tasks =
+        GlobalShuffleReadAhead(options.io, bytes > 0 ? bytes / samples : uint64_t{64} << 10);
+    schedule.submit_chunk = std::max<uint64_t>(1, static_cast<uint64_t>(options.io.queue_depth) / 4);
+  }
   host->stats_.started = Clock::now();
   {
     std::lock_guard<std::mutex> lock(host->ring_->mutex);

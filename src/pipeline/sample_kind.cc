@@ -1,5 +1,7 @@
 #include "pipeline/sample_kind.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <string>
 #include <utility>
@@ -56,6 +58,16 @@ Status SampleKind::WriteRun(const DatasetBase&, const uint64_t*, size_t, size_t,
 
 WorkSchedule SampleKind::Schedule(const std::vector<uint64_t>&, bool) const {
   return WorkSchedule();
+}
+
+uint64_t GlobalShuffleReadAhead(const IoOptions& io, uint64_t mean_sample_bytes) {
+  const uint64_t depth = static_cast<uint64_t>(std::max(1, io.queue_depth));
+  // io_uring: `threads` rings of `queue_depth` slots; pread: `threads`
+  // workers (at most queue_depth) of one read each.
+  const uint64_t rings =
+      io.backend == IoBackend::kPread ? 1 : static_cast<uint64_t>(std::max(1, io.threads));
+  const uint64_t by_budget = io.inflight_bytes / 2 / std::max<uint64_t>(1, mean_sample_bytes);
+  return std::max<uint64_t>(1, std::min<uint64_t>(2 * depth * rings, by_budget));
 }
 
 void SampleKind::DescribeState(LoaderState*) const {}

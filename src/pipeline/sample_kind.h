@@ -148,6 +148,14 @@ struct WorkSchedule {
   bool whole_runs = false;
 };
 
+// Global shuffle through the read engine, one read per sample: the reads
+// to queue beyond the prefetch window (WorkSchedule::read_ahead_tasks), so
+// that the engine does not drain while a batch waits for its last reads
+// (the window moves only when a batch is delivered). Twice every ring's
+// slots, and at most half the engine's buffer budget in samples of
+// `mean_sample_bytes` (at least one).
+uint64_t GlobalShuffleReadAhead(const IoOptions& io, uint64_t mean_sample_bytes);
+
 class SampleKind {
  public:
   virtual ~SampleKind() = default;

@@ -20,8 +20,6 @@ constexpr uint64_t kTokenRun = 128;
 // Block reads (block shuffle, no shuffle): tasks submitted to the
 // read-ahead at once, a small part of its window (thousands of windows).
 constexpr uint64_t kTokenSubmitChunk = 256;
-// Bytes of the widest token type a corpus holds (uint32).
-constexpr uint64_t kWidestToken = 4;
 
 class TokenSamples final : public SampleKind {
  public:
@@ -81,24 +79,6 @@ class TokenSamples final : public SampleKind {
                                   : 4;
       schedule.read_ahead_tasks = block_sizes.front() * blocks;
       if (schedule.read_ahead_tasks > 0) schedule.submit_chunk = kTokenSubmitChunk;
-    } else if (read_engine && options_.shuffle == ShuffleMode::kGlobal) {
-      // One read per window: without reads queued beyond the prefetch
-      // window, the engine drains while a batch waits for its last reads
-      // (the window moves only when a batch is delivered). Twice the slots
-      // of every ring more keeps them busy; their buffers (done, not yet
-      // taken) stay within half the engine's budget for long windows.
-      const IoOptions& io = options_.io;
-      const uint64_t depth = static_cast<uint64_t>(std::max(1, io.queue_depth));
-      // io_uring: `threads` rings of `queue_depth` slots; pread: `threads`
-      // workers (at most queue_depth) of one read each.
-      const uint64_t rings =
-          io.backend == IoBackend::kPread ? 1 : static_cast<uint64_t>(std::max(1, io.threads));
-      const uint64_t slots = depth * rings;
-      const uint64_t window_bytes =
-          (static_cast<uint64_t>(options_.tokens.seq_len) + 1) * kWidestToken + 4096;
-      schedule.read_ahead_tasks =
-          std::max<uint64_t>(depth, std::min<uint64_t>(2 * slots, io.inflight_bytes / 2 / window_bytes));
-      schedule.submit_chunk = std::max<uint64_t>(1, depth / 4);
     }
     return schedule;
   }

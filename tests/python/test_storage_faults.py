@@ -287,11 +287,14 @@ def test_a_direct_io_mount_never_hands_on_bytes_past_a_failed_part(faultfs, big_
 
 def write_other_paths(root):
     """A token corpus (an llm.c shard), WebDataset tars and an embedding
-    table under root; returns the relative paths."""
+    table under root; returns the relative paths. Each holds more samples
+    than a loader reads ahead at open (2 x 64 reads beyond its prefetch
+    window under global shuffle), so that reads remain to be made after a
+    test sets its faults."""
     root.mkdir(parents=True, exist_ok=True)
     header = np.zeros(256, dtype=np.int32)
-    header[0], header[1], header[2] = 20240520, 1, 40000
-    tokens = (np.arange(40000) % 50000).astype(np.uint16)
+    header[0], header[1], header[2] = 20240520, 1, 160000
+    tokens = (np.arange(160000) % 50000).astype(np.uint16)
     (root / "tokens").mkdir()
     (root / "tokens" / "shard_000.bin").write_bytes(header.tobytes() + tokens.tobytes())
     import io as bytes_io
@@ -300,7 +303,7 @@ def write_other_paths(root):
     from PIL import Image
     for shard in range(2):
         with tarfile.open(root / f"wds-{shard}.tar", "w") as tar:
-            for k in range(8):
+            for k in range(96):
                 buffer = bytes_io.BytesIO()
                 Image.fromarray(rng.integers(0, 255, (24, 32, 3), dtype=np.uint8)).save(
                     buffer, format="JPEG")

@@ -130,6 +130,23 @@ TEST_F(SampleKindTest, ImageKindChecksItsOutputAndMovesNormalisationToTheDevice)
   EXPECT_FALSE(uint8_stage.normalize);  // nothing to normalise
 }
 
+// Twice every ring's slots of reads beyond the prefetch window, within
+// half the read budget.
+TEST(GlobalShuffleReadAheadTest, TwiceTheSlotsWithinHalfTheBudget) {
+  IoOptions io;
+  io.queue_depth = 48;
+  io.inflight_bytes = 64u << 20;
+  EXPECT_EQ(GlobalShuffleReadAhead(io, 4098), 96u);  // token windows: the slots
+  io.threads = 2;
+  EXPECT_EQ(GlobalShuffleReadAhead(io, 4098), 192u);  // two rings
+  io.backend = IoBackend::kPread;
+  EXPECT_EQ(GlobalShuffleReadAhead(io, 4098), 96u);  // pread: threads are the slots
+  io.backend = IoBackend::kIoUring;
+  EXPECT_EQ(GlobalShuffleReadAhead(io, 1u << 20), 32u);  // 1 MiB records: half the budget
+  EXPECT_EQ(GlobalShuffleReadAhead(io, 1u << 30), 1u);   // at least one
+  EXPECT_EQ(GlobalShuffleReadAhead(io, 0), 192u);
+}
+
 TEST_F(SampleKindTest, TokenWindowsWriteXAndYAndGuardTheirState) {
   LoaderOptions options;
   options.transform = TransformKind::kTokenWindows;
@@ -149,17 +166,11 @@ TEST_F(SampleKindTest, TokenWindowsWriteXAndYAndGuardTheirState) {
   EXPECT_GT(schedule.run_tasks, 1u);
   EXPECT_EQ(schedule.read_ahead_tasks, 10u * options.shuffle_window_shards);
   EXPECT_EQ(kind->Schedule({10}, false).read_ahead_tasks, 0u);
-  // Global shuffle, one read per window: reads queued beyond the prefetch
-  // window (twice the engine's depth), so that the engine does not drain
-  // while a batch waits for its last reads.
+  // Global shuffle reads one window at a time: the host stage adds the
+  // read-ahead every kind gets then (GlobalShuffleReadAhead).
   LoaderOptions global = options;
   global.shuffle = ShuffleMode::kGlobal;
-  global.io.queue_depth = 48;
-  WorkSchedule shuffled = KindFor(global)->Schedule({10, 10}, true);
-  EXPECT_EQ(shuffled.read_ahead_tasks, 96u);
-  EXPECT_GT(shuffled.submit_chunk, 0u);
-  EXPECT_LE(shuffled.submit_chunk, 48u);
-  EXPECT_EQ(KindFor(global)->Schedule({10, 10}, false).read_ahead_tasks, 0u);
+  EXPECT_EQ(KindFor(global)->Schedule({10, 10}, true).read_ahead_tasks, 0u);
 
   Record record;
   ASSERT_TRUE(windows->Read(3, &record).ok());
