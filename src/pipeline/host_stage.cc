@@ -52,9 +52,10 @@ Status HostStage::Create(std::shared_ptr<const Dataset> dataset, const LoaderOpt
   }
   host->schedule_ = host->setup_.kind->Schedule(host->shard_sizes_, host->read_ahead_ != nullptr);
   WorkSchedule& schedule = host->schedule_;
-  // Random reads, one per sample, and no read-ahead of the kind's own.
+  // Random reads, one per sample, that are the work, and no read-ahead of the kind's own.
   const bool random = options.shuffle == ShuffleMode::kGlobal || options.shuffle == ShuffleMode::kNode;
-  if (host->read_ahead_ && random && !schedule.whole_runs && schedule.read_ahead_tasks == 0) {
+  if (host->read_ahead_ && random && schedule.random_read_ahead && !schedule.whole_runs &&
+      schedule.read_ahead_tasks == 0) {
     uint64_t bytes = 0;
     for (const ShardInfo& shard : host->dataset_->shards()) bytes += shard.bytes;
     const uint64_t samples = std::max<uint64_t>(1, host->dataset_->size());

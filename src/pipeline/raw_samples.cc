@@ -27,6 +27,12 @@ class RawSamples final : public SampleKind {
     return PrepareRecordDataset(std::move(opened), prepared);
   }
 
+  WorkSchedule Schedule(const std::vector<uint64_t>&, bool) const override {
+    WorkSchedule schedule;
+    schedule.random_read_ahead = true;  // a copy per sample: the reads are the work
+    return schedule;
+  }
+
   Status Layout(const Dataset& dataset, BatchLayout* layout) const override {
     using Element = RawTransformOptions::Element;
     const Element element = options_.raw.element;

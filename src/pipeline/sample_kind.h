@@ -136,6 +136,13 @@ struct WorkSchedule {
   size_t max_run_batches = 1;
   // Tasks submitted to the read engine beyond the prefetch window (0: none).
   uint64_t read_ahead_tasks = 0;
+  // true: a sample costs less to write than to read (token windows, raw
+  // records), so under global or node shuffle the reads, one per sample,
+  // are the work: the host stage queues GlobalShuffleReadAhead of them
+  // beyond the prefetch window. Kinds that decode (images) leave it false:
+  // their decode paces the reads, and reading further ahead only takes CPU
+  // and cache from it.
+  bool random_read_ahead = false;
   // Tasks the read-ahead may lag the window by before a worker submits
   // more (0: submit whenever there are any).
   uint64_t submit_chunk = 0;

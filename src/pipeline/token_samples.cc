@@ -71,6 +71,7 @@ class TokenSamples final : public SampleKind {
     schedule.run_tasks = kTokenRun;
     schedule.max_run_batches = static_cast<size_t>(std::max(1, options_.prefetch / 2));
     schedule.time_per_run = true;
+    schedule.random_read_ahead = true;
     if (read_engine && options_.shuffle != ShuffleMode::kGlobal && !block_sizes.empty()) {
       // Block reads: the next window of blocks is submitted while this one
       // is consumed, so the disk never waits for the consumer.

@@ -69,6 +69,8 @@ TEST_F(SampleKindTest, RawVectorsArePaddedAndCarryTheRecordsLabels) {
   options.label_type = LoaderOptions::LabelType::kFloat32;
   std::shared_ptr<SampleKind> kind = KindFor(options);
   ASSERT_TRUE(kind->Validate().ok());
+  // A copy per sample: under global shuffle the reads are the work.
+  EXPECT_TRUE(kind->Schedule({}, true).random_read_ahead);
   std::shared_ptr<const Dataset> prepared;
   ASSERT_TRUE(kind->Prepare(OpenDataset(folder_), &prepared).ok());
   BatchLayout layout;
@@ -107,6 +109,8 @@ TEST_F(SampleKindTest, ImageKindChecksItsOutputAndMovesNormalisationToTheDevice)
   options.image.size = 0;
   EXPECT_FALSE(KindFor(options)->Validate().ok());
   options.image.size = 16;
+  // The decode paces the reads: no read-ahead beyond the prefetch window.
+  EXPECT_FALSE(KindFor(options)->Schedule({}, true).random_read_ahead);
   options.label_count = 2;
   std::shared_ptr<SampleKind> kind = KindFor(options);
   ASSERT_TRUE(kind->Validate().ok());
@@ -171,6 +175,7 @@ TEST_F(SampleKindTest, TokenWindowsWriteXAndYAndGuardTheirState) {
   LoaderOptions global = options;
   global.shuffle = ShuffleMode::kGlobal;
   EXPECT_EQ(KindFor(global)->Schedule({10, 10}, true).read_ahead_tasks, 0u);
+  EXPECT_TRUE(KindFor(global)->Schedule({10, 10}, true).random_read_ahead);
 
   Record record;
   ASSERT_TRUE(windows->Read(3, &record).ok());
