@@ -242,8 +242,9 @@ class UringEngine final : public ReadEngine {
     // next retry), then handles all ready. With many reads in flight it
     // lets completions gather (kReapWindowMicros).
     void WaitAndReap();
-    // Requests are queued and this ring could start one now.
-    bool CanStartQueued();
+    // A slot is free and the queue's front does not wait for budget: a
+    // request queued now could start (`sleeping` publishes it to Enqueue).
+    bool AcceptsRequests() const;
     // io_uring_enter waiting for `wait_nr` completions, returning after
     // `window_us` once there is one, and by `timeout` (always given).
     int WaitCompletions(unsigned wait_nr, unsigned window_us, const __kernel_timespec* timeout);

@@ -31,8 +31,9 @@ void UringEngine::RingThread::WaitAndReap() {
   };
   int rc = 0;
   // Free slots change only on this thread, so this holds through the wait.
-  sleeping.store(!free_slots.empty() && !queue_blocked);
-  if (!CanStartQueued()) {
+  const bool accepts = AcceptsRequests();
+  sleeping.store(accepts);
+  if (!accepts || QueueEmpty()) {
     // Reads the kernel holds for live requests: their completions may gather.
     const size_t reads = active - abandoned;
     if (min_timeout && dense && reads >= kReapWindowMinReads) {
@@ -71,9 +72,8 @@ void UringEngine::RingThread::WaitAndReap() {
   dense = seen >= 2;
 }
 
-bool UringEngine::RingThread::CanStartQueued() {
-  if (free_slots.empty() || queue_blocked) return false;  // a completion or a release wakes it
-  return !QueueEmpty();
+bool UringEngine::RingThread::AcceptsRequests() const {
+  return !free_slots.empty() && !queue_blocked;  // else a completion or a release wakes it
 }
 
 int UringEngine::RingThread::WaitCompletions(unsigned wait_nr, unsigned window_us,

@@ -109,7 +109,7 @@ class FileFill : public FillSteps {
   bool Store(const ReadRequest& request, const char* data, size_t size);
   // After Store: readers of the copy in progress may read everything below
   // the end of `request`.
-  bool Publish(const ReadRequest& request);
+  void Publish(const ReadRequest& request);
 
   const FillRequest& request_;
   UniqueFd input_;
@@ -310,8 +310,8 @@ bool FileFill::CopyThroughEngine(const std::vector<ReadRequest>& requests) {
       if (!completion.status.ok()) {
         going = Stop(completion.status, FillOutcome::kSourceChanged);
       } else {
-        going = Store(requests[next], completion.buffer.data(), completion.buffer.size()) &&
-                Publish(requests[next]);
+        going = Store(requests[next], completion.buffer.data(), completion.buffer.size());
+        if (going) Publish(requests[next]);
       }
       completion.buffer = ReadBuffer();  // back to the engine's budget
       next += 1;
@@ -327,16 +327,16 @@ bool FileFill::CopyWithPread(const std::vector<ReadRequest>& requests) {
     Status status = PreadFull(input_.get(), scratch_.data(), request.length, request.offset,
                               source_.path, &size);
     if (!status.ok()) return Stop(status, FillOutcome::kSourceChanged);
-    if (!Store(request, scratch_.data(), size) || !Publish(request)) return false;
+    if (!Store(request, scratch_.data(), size)) return false;
+    Publish(request);
   }
   return true;
 }
 
-bool FileFill::Publish(const ReadRequest& request) {
+void FileFill::Publish(const ReadRequest& request) {
   // Every byte below the read's end is final: the reads before it are
   // stored, and readers' parts of the region were written before the claim.
   if (request_.progress) request_.progress(request.offset + request.length, source_.size);
-  return true;
 }
 
 bool FileFill::Store(const ReadRequest& request, const char* data, size_t size) {
