@@ -12,6 +12,8 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
+#include "decode/jpeg_scaled.h"
+
 namespace gpufeed {
 
 namespace {
@@ -155,6 +157,8 @@ struct JpegDecoder::State {
   JpegError error;
   bool created = false;
   bool started = false;       // a header parsed; its pixels not decoded yet
+  const uint8_t* data = nullptr;  // the JPEG Start parsed
+  size_t size = 0;
   std::vector<uint8_t> rows;  // kRowsPerRead decoded rows (cropped columns)
 };
 
@@ -185,6 +189,8 @@ Status JpegDecoder::Start(const uint8_t* data, size_t size, ImageHeader* header)
     return JpegFailure(s->error, "header");
   }
   jpeg_mem_src(&s->info, data, static_cast<unsigned long>(size));
+  s->data = data;
+  s->size = size;
   jpeg_read_header(&s->info, TRUE);
   header->format = ImageFormat::kJpeg;
   header->width = static_cast<int>(s->info.image_width);
@@ -195,7 +201,7 @@ Status JpegDecoder::Start(const uint8_t* data, size_t size, ImageHeader* header)
 
 Status JpegDecoder::DecodeRegion(const CropRect& requested, int min_width, int min_height,
                                  Image* out, int* scale_denominator, uint64_t max_pixels,
-                                 DecodedColumns* decoded_columns) {
+                                 DecodedColumns* decoded_columns, bool approximate) {
   State* s = state_.get();
   if (!s->started) return Status::Internal("JpegDecoder::DecodeRegion without a parsed header");
   s->started = false;
@@ -216,6 +222,12 @@ Status JpegDecoder::DecodeRegion(const CropRect& requested, int min_width, int m
   CropRect crop = ClampCrop(requested, static_cast<int>(info->image_width),
                             static_cast<int>(info->image_height));
   const int denominator = DctDenominator(crop, min_width, min_height);
+  if (approximate && denominator > 1 && decoded_columns != nullptr &&
+      DecodeScaledOwn(*info, s->data, s->size, crop, denominator, out, decoded_columns)) {
+    jpeg_abort_decompress(info);
+    if (scale_denominator != nullptr) *scale_denominator = denominator;
+    return Status::OK();
+  }
   const bool cmyk = info->jpeg_color_space == JCS_CMYK || info->jpeg_color_space == JCS_YCCK;
   const ScaledCrop scaled = StartScaledCrop(info, crop, denominator, cmyk);
   const int requested_width = scaled.x1 - scaled.x0;

@@ -185,7 +185,8 @@ Status TransformImage(const uint8_t* data, size_t size, const ImageTransformOpti
   if (jpeg) {
     GPUFEED_RETURN_IF_ERROR(scratch->jpeg->DecodeRegion(region, wanted_w, wanted_h,
                                                         &scratch->decoded, &denominator,
-                                                        options.max_pixels, &columns));
+                                                        options.max_pixels, &columns,
+                                                        /*approximate=*/!options.exact));
   } else {
     GPUFEED_RETURN_IF_ERROR(DecodeRegion(data, size, region, wanted_w, wanted_h, &scratch->decoded,
                                          &denominator, options.max_pixels));

@@ -1,8 +1,9 @@
 // Fuzz target: JPEG/PNG header reading, region decode and the full image
 // transform of the decode threads (random-resized crop, flip, resample,
 // normalize). The last byte picks the mode and the seed, so both the train
-// and the eval path, every output dtype/layout and every resampling path the
-// CPU has are reached. The transform's scratch (its JPEG decompressor
+// and the eval path, exact and not (exact=false: gpufeed's own entropy
+// decoder, jpeg_entropy.h, for DCT-scaled baseline JPEGs), every output
+// dtype/layout and every resampling path the CPU has are reached. The transform's scratch (its JPEG decompressor
 // included) lives across inputs, as in a decode thread: a decoder left by a
 // broken file must serve the next one.
 #include <cstdint>
@@ -43,6 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.max_pixels = max_pixels;
   options.dtype = static_cast<OutputDtype>((control >> 1) % 4);
   options.layout = (control & 0x20) ? OutputLayout::kNHWC : OutputLayout::kNCHW;
+  options.exact = (control & 0x40) == 0;
   std::vector<uint8_t> out(static_cast<size_t>(options.size) * options.size * 3 *
                            TensorDtypeSize(options.dtype));
   // Unsupported paths are refused and leave the last one in place.

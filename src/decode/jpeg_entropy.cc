@@ -1,0 +1,321 @@
+#include "decode/jpeg_entropy.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace gpufeed {
+namespace jpeg_entropy {
+
+namespace {
+
+// Natural (row-major) position of each zig-zag index; indices 64..79 map to
+// 63 as in libjpeg, so a corrupt run cannot index past a block.
+constexpr uint8_t kNatural[80] = {
+    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33,
+    40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36,
+    29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54,
+    47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
+
+// Lookup entry layout.
+constexpr uint32_t kLengthMask = 31;      // bits consumed
+constexpr int kRunShift = 5;              // zero run (4 bits)
+constexpr int kSizeShift = 9;             // magnitude bits (kCode entries; 4 bits)
+constexpr uint32_t kFull = 1u << 13;      // length covers the magnitude bits too
+constexpr uint32_t kEndOfBlock = 1u << 14;
+constexpr uint32_t kCode = 1u << 15;      // code only; the magnitude bits follow
+constexpr int kValueShift = 16;           // sign-extended value (kFull)
+
+inline int Extend(int bits, int size) {
+  return bits < (1 << (size - 1)) ? bits - (1 << size) + 1 : bits;
+}
+
+}  // namespace
+
+bool HuffmanTable::Build(const uint8_t counts[17], const uint8_t symbols_in[256], bool dc) {
+  std::memset(lookup, 0, sizeof(lookup));
+  int total = 0;
+  for (int length = 1; length <= 16; ++length) total += counts[length];
+  if (total > 256) return false;
+  // A DC symbol is a magnitude size; libjpeg refuses one over 15.
+  for (int i = 0; dc && i < total; ++i) {
+    if (symbols_in[i] > 15) return false;
+  }
+  std::memcpy(symbols, symbols_in, 256);
+  int32_t code = 0;
+  int index = 0;
+  for (int length = 1; length <= 16; ++length) {
+    value_offset[length] = index - code;
+    for (int i = 0; i < counts[length]; ++i, ++index, ++code) {
+      // Each code must fit in `length` bits, all-ones excluded (libjpeg's
+      // test): checked before it is entered in the lookup.
+      if (code >= (1 << length) - 1) return false;
+      if (length <= kLookupBits) {
+        const uint8_t symbol = symbols[index];
+        const int run = symbol >> 4, size = symbol & 15;
+        const int spare = kLookupBits - length;
+        for (int fill = 0; fill < (1 << spare); ++fill) {
+          const int peek = (code << spare) | fill;
+          uint32_t entry;
+          if (size == 0) {
+            // End of block, or (run 15) sixteen zeros: a zero value after 15.
+            entry = kFull | static_cast<uint32_t>(length) | (run << kRunShift) |
+                    (run == 15 ? 0 : kEndOfBlock);
+          } else if (length + size <= kLookupBits) {
+            const int bits = (fill >> (spare - size)) & ((1 << size) - 1);
+            const uint32_t value = static_cast<uint16_t>(Extend(bits, size));
+            entry = kFull | static_cast<uint32_t>(length + size) | (run << kRunShift) |
+                    (value << kValueShift);
+          } else {
+            entry = kCode | static_cast<uint32_t>(length) | (run << kRunShift) |
+                    (size << kSizeShift);
+          }
+          lookup[peek] = entry;
+        }
+      }
+    }
+    max_code[length] = counts[length] ? code - 1 : -1;
+    code <<= 1;
+  }
+  max_code[17] = 0x7fffffff;  // sentinel: ends the slow search
+  return true;
+}
+
+int ZigZagLimit(int rows, int cols) {
+  int limit = 1;
+  for (int k = 0; k < 64; ++k) {
+    if (kNatural[k] / 8 < rows && kNatural[k] % 8 < cols) limit = k + 1;
+  }
+  return limit;
+}
+
+namespace {
+
+// The bit buffer: the top `count` bits of `bits` are the next ones; bits
+// below may hold the following bytes (never a marker, never stuffing).
+// Kept in locals of the decoding loop (registers); Source holds the rest.
+struct Bits {
+  uint64_t bits;
+  int count;
+};
+
+// Where the entropy-coded bytes come from: undoes 0xFF 0x00 stuffing, stops
+// at a marker and then supplies zero bits, counted in `padding` so that
+// using them is detected as an error.
+struct Source {
+  const uint8_t* next;
+  const uint8_t* end;
+  int marker = 0;   // the marker the data stopped at (0x100: the data ended); 0 while none
+  int padding = 0;  // zero bits supplied after the data stopped, in the buffer or used
+};
+
+// Refills to at least 57 bits, byte by byte.
+__attribute__((noinline)) Bits FillSlow(Bits in, Source* source) {
+  uint64_t bits = in.count == 0 ? 0 : in.bits & (~0ull << (64 - in.count));  // drop read-ahead
+  int count = in.count;
+  while (count <= 56) {
+    unsigned byte = 0;
+    if (source->marker == 0 && source->next < source->end) {
+      byte = *source->next;
+      if (byte == 0xFF) {
+        // 0xFF 0x00 is a data byte 0xFF; fill bytes 0xFF may precede either.
+        const uint8_t* look = source->next + 1;
+        while (look < source->end && *look == 0xFF) ++look;
+        if (look < source->end && *look == 0) {
+          source->next = look + 1;
+        } else {
+          source->marker = look < source->end ? *look : 0x100;
+          source->next = look < source->end ? look + 1 : source->end;
+          byte = 0;
+          source->padding += 8;
+        }
+      } else {
+        ++source->next;
+      }
+    } else {
+      if (source->marker == 0) source->marker = 0x100;
+      source->padding += 8;
+    }
+    bits |= static_cast<uint64_t>(byte) << (56 - count);
+    count += 8;
+  }
+  return {bits, count};
+}
+
+// At least 32 bits in the buffer (some may be padding).
+__attribute__((always_inline)) inline void Fill(Bits* b, Source* source) {
+  if (b->count >= 32) return;
+  if (source->end - source->next >= 8 && source->marker == 0) {
+    uint64_t raw;
+    std::memcpy(&raw, source->next, 8);
+    // No 0xFF byte among the eight: take whole bytes without looking.
+    const uint64_t inverted = ~raw;
+    if (((inverted - 0x0101010101010101ull) & ~inverted & 0x8080808080808080ull) == 0) {
+      b->bits |= __builtin_bswap64(raw) >> b->count;
+      const int taken = (63 - b->count) >> 3;
+      source->next += taken;
+      b->count += taken * 8;
+      return;
+    }
+  }
+  *b = FillSlow(*b, source);
+}
+
+inline uint32_t Peek(const Bits& b, int n) { return static_cast<uint32_t>(b.bits >> (64 - n)); }
+inline void Skip(Bits* b, int n) {
+  b->bits <<= n;
+  b->count -= n;
+}
+// True while no padding bit has been used.
+inline bool Sound(const Bits& b, const Source& source) { return b.count >= source.padding; }
+
+// Discards the partial byte before a restart marker, and the marker, which
+// must be RST `expected` (0..7); false otherwise.
+bool Restart(int expected, Bits* b, Source* source) {
+  if (!Sound(*b, *source)) return false;
+  // Whole unread bytes before the marker mean the interval held more data
+  // than its MCUs: libjpeg skips it with a warning; leave that to libjpeg.
+  if (b->count - source->padding >= 8) return false;
+  if (source->marker == 0) {
+    const uint8_t* look = source->next;
+    while (look < source->end && *look == 0xFF) ++look;
+    if (look == source->next || look >= source->end) return false;
+    source->marker = *look;
+    source->next = look + 1;
+  }
+  if (source->marker != 0xD0 + expected) return false;
+  *b = {0, 0};
+  source->padding = 0;
+  source->marker = 0;
+  return true;
+}
+
+// A code longer than kLookupBits: canonical search by length. Returns the
+// symbol, or -1 for no such code. REQUIRES: 16 bits in the buffer.
+__attribute__((noinline)) int DecodeSlow(Bits* b, const HuffmanTable& table) {
+  for (int length = 1; length <= 16; ++length) {
+    const int32_t code = static_cast<int32_t>(Peek(*b, length));
+    if (table.max_code[length] >= 0 && code <= table.max_code[length]) {
+      Skip(b, length);
+      return table.symbols[(table.value_offset[length] + code) & 0xFF];
+    }
+  }
+  return -1;
+}
+
+// Decodes one block into `block` (natural order, zeroed by the caller; slot
+// 64 takes the coefficients past the limit); *dc is the component's DC
+// predictor. False for an invalid code.
+__attribute__((always_inline)) inline bool DecodeBlock(Bits* b, Source* source,
+                                                        const Component& component,
+                                                        const uint8_t* position, int* dc,
+                                                        int16_t* block) {
+  Fill(b, source);
+  uint32_t entry = component.dc->lookup[Peek(*b, kLookupBits)];
+  int diff;
+  if (entry & kFull) {
+    Skip(b, entry & kLengthMask);
+    diff = static_cast<int16_t>(entry >> kValueShift);
+  } else {
+    int size;
+    if (entry & kCode) {
+      Skip(b, entry & kLengthMask);
+      size = (entry >> kSizeShift) & 15;
+    } else {
+      size = DecodeSlow(b, *component.dc);
+      if (size < 0) return false;
+    }
+    diff = size == 0 ? 0 : Extend(static_cast<int>(Peek(*b, size)), size);
+    if (size) Skip(b, size);
+  }
+  *dc += diff;
+  block[0] = static_cast<int16_t>(*dc);
+  const uint32_t* lookup = component.ac->lookup;
+  for (int k = 1; k < 64; ++k) {
+    Fill(b, source);
+    entry = lookup[Peek(*b, kLookupBits)];
+    int value;
+    if (__builtin_expect((entry & kFull) != 0, 1)) {
+      Skip(b, entry & kLengthMask);
+      if (entry & kEndOfBlock) return true;
+      value = static_cast<int16_t>(entry >> kValueShift);
+      k += (entry >> kRunShift) & 15;
+    } else {
+      int symbol;
+      if (entry & kCode) {
+        Skip(b, entry & kLengthMask);
+        symbol = static_cast<int>((entry >> kRunShift) & 15) << 4 | ((entry >> kSizeShift) & 15);
+      } else {
+        symbol = DecodeSlow(b, *component.ac);
+        if (symbol < 0) return false;
+      }
+      const int size = symbol & 15;
+      if (size == 0) {
+        if ((symbol >> 4) != 15) return true;
+        k += 15;
+        continue;
+      }
+      Fill(b, source);
+      value = Extend(static_cast<int>(Peek(*b, size)), size);
+      Skip(b, size);
+      k += symbol >> 4;
+    }
+    block[position[k]] = static_cast<int16_t>(value);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool DecodeScan(const Scan& scan, int first_row, int last_row, BlockSink* sink) {
+  if (scan.components < 1 || scan.components > kMaxComponents) return false;
+  int blocks_per_mcu = 0;
+  for (int c = 0; c < scan.components; ++c) blocks_per_mcu += scan.component[c].h * scan.component[c].v;
+  if (blocks_per_mcu > kMaxBlocksPerMcu) return false;
+  alignas(64) int16_t storage[kMaxBlocksPerMcu * kBlockStride];
+  const int16_t* blocks[kMaxComponents];
+  int16_t* component_blocks[kMaxComponents];
+  // Per component, where zig-zag index k goes: its natural position below
+  // the limit, else the spare slot 64 (stores need no test).
+  uint8_t position[kMaxComponents][80];
+  for (int c = 0, used = 0; c < scan.components; ++c) {
+    component_blocks[c] = storage + used * kBlockStride;
+    blocks[c] = component_blocks[c];
+    used += scan.component[c].h * scan.component[c].v;
+    for (int k = 0; k < 80; ++k) position[c][k] = k < scan.component[c].limit ? kNatural[k] : 64;
+  }
+  Source source{scan.data, scan.end};
+  Bits b{0, 0};
+  int dc[kMaxComponents] = {0, 0, 0};
+  int until_restart = scan.restart_interval;
+  int next_restart = 0;
+  last_row = std::min(last_row, scan.mcu_rows - 1);
+  for (int y = 0; y <= last_row; ++y) {
+    for (int x = 0; x < scan.mcus_per_row; ++x) {
+      if (scan.restart_interval > 0) {
+        if (until_restart == 0) {
+          if (!Restart(next_restart, &b, &source)) return false;
+          next_restart = (next_restart + 1) & 7;
+          until_restart = scan.restart_interval;
+          dc[0] = dc[1] = dc[2] = 0;
+        }
+        --until_restart;
+      }
+      std::memset(storage, 0, sizeof(int16_t) * kBlockStride * blocks_per_mcu);
+      for (int c = 0; c < scan.components; ++c) {
+        const Component& component = scan.component[c];
+        for (int i = 0; i < component.h * component.v; ++i) {
+          if (!DecodeBlock(&b, &source, component, position[c], &dc[c],
+                           component_blocks[c] + kBlockStride * i)) {
+            return false;
+          }
+        }
+      }
+      if (y >= first_row) sink->Mcu(x, y, blocks);
+    }
+    if (!Sound(b, source)) return false;
+  }
+  return Sound(b, source);
+}
+
+}  // namespace jpeg_entropy
+}  // namespace gpufeed

@@ -1,0 +1,95 @@
+// Baseline JPEG entropy (Huffman) decoding that keeps only the coefficients
+// a DCT-scaled decode uses: the fast path of exact=False.
+//
+// A 1/2, 1/4 or 1/8 scaled decode needs only each block's low-frequency
+// coefficients, yet every coefficient's code must be read to find the next
+// block. libjpeg-turbo reads a code and then its magnitude bits in two
+// steps; here one table lookup of the next kLookupBits bits gives a common
+// symbol's code length, magnitude bits and value together (the approach of
+// stb_image's fast AC table), and coefficients past the block's limit are
+// skipped without being stored. On high-resolution photographs this is
+// where the scaled decode spends most of its time.
+//
+// Scope: 8-bit baseline sequential JPEGs whose one scan holds every
+// component (the JPEGs cameras and PIL write). Anything else, and any data
+// this decoder cannot follow exactly as libjpeg would (a bad code, a missing
+// or wrong restart marker, data that runs out), makes it return false: the
+// caller then decodes with libjpeg, whose errors name the problem. It never
+// reads outside [data, data + size).
+//
+// Thread safety: one thread at a time per JpegEntropyDecoder.
+#ifndef GPUFEED_DECODE_JPEG_ENTROPY_H_
+#define GPUFEED_DECODE_JPEG_ENTROPY_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gpufeed {
+namespace jpeg_entropy {
+
+constexpr int kLookupBits = 11;
+constexpr int kMaxComponents = 3;
+// JPEG's limit on the blocks of an MCU.
+constexpr int kMaxBlocksPerMcu = 10;
+// int16 slots per block handed to a BlockSink: 64 coefficients and spare.
+constexpr int kBlockStride = 72;
+
+// A Huffman table ready for decoding (Build), from a DHT segment's counts of
+// codes per length (bits[1..16]) and symbols.
+struct HuffmanTable {
+  // Indexed by the next kLookupBits bits: a code of at most kLookupBits bits
+  // with its magnitude bits (kFull: length = code + magnitude bits, value
+  // sign-extended), or the code alone (kCode: length, run, size), or 0: a
+  // longer code, decoded through max_code.
+  uint32_t lookup[1 << kLookupBits];
+  int32_t max_code[18];    // per length, the largest code; -1 when none
+  int32_t value_offset[17];
+  uint8_t symbols[256];
+  // False for a table libjpeg refuses too (codes that do not fit their
+  // lengths; a DC symbol over 15).
+  bool Build(const uint8_t counts[17], const uint8_t symbols_in[256], bool dc);
+};
+
+// One component of the scan.
+struct Component {
+  int h = 1, v = 1;  // sampling factors
+  const HuffmanTable* dc = nullptr;
+  const HuffmanTable* ac = nullptr;
+  // Coefficients kept per block: zig-zag positions [0, limit) (1..64).
+  int limit = 64;
+};
+
+// Receives each MCU's blocks: coefficients in natural (row-major) order,
+// quantized, DC predicted (the true DC); only positions below the
+// component's limit in zig-zag order are set, the rest are 0.
+class BlockSink {
+ public:
+  virtual ~BlockSink() = default;
+  // The blocks of MCU (mcu_x, mcu_y): block (bx, by) of component c at
+  // blocks[c] + kBlockStride * (by * h + bx). Called only for MCU rows the sink asked for (wanted rows).
+  virtual void Mcu(int mcu_x, int mcu_y, const int16_t* const* blocks) = 0;
+};
+
+struct Scan {
+  const uint8_t* data = nullptr;  // the entropy-coded data (after SOS)
+  const uint8_t* end = nullptr;   // the end of the file
+  int components = 0;             // 1 (a single-component image) or 3
+  Component component[kMaxComponents];
+  int mcus_per_row = 0;
+  int mcu_rows = 0;
+  int restart_interval = 0;  // in MCUs; 0 when none
+};
+
+// Decodes MCU rows [0, last_row] of `scan`, handing rows [first_row,
+// last_row] to `sink`. Returns false for data it does not follow (the
+// caller then uses libjpeg). REQUIRES: tables built, scan consistent.
+bool DecodeScan(const Scan& scan, int first_row, int last_row, BlockSink* sink);
+
+// The zig-zag index after the last natural position (r, c) with r < rows
+// and c < cols: the limit that keeps a rows x cols low-frequency corner.
+int ZigZagLimit(int rows, int cols);
+
+}  // namespace jpeg_entropy
+}  // namespace gpufeed
+
+#endif  // GPUFEED_DECODE_JPEG_ENTROPY_H_

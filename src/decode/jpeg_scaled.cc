@@ -1,0 +1,285 @@
+#include <cstdio>  // jpeglib.h needs FILE declared first
+
+#include "decode/jpeg_scaled.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "decode/jpeg_decoder.h"
+#include "decode/jpeg_entropy.h"
+
+namespace gpufeed {
+
+namespace {
+
+using jpeg_entropy::BlockSink;
+using jpeg_entropy::HuffmanTable;
+using jpeg_entropy::kBlockStride;
+using jpeg_entropy::kMaxComponents;
+using jpeg_entropy::Scan;
+
+// Inverse-transform basis at 1, 2 and 4 points: basis[i][x][u] =
+// C(u)/2 cos((2x+1) u pi / 2n) for n = 1 << i, C(0) = 1/sqrt(2). Applied to
+// an 8x8 block's n x n low-frequency corner it gives the block's pixels
+// averaged n per 8 (the 1/4 of the 2-D transform splits into 1/2 per axis).
+struct Basis {
+  float m[3][4][4] = {};
+  Basis() {
+    const double pi = std::acos(-1.0);
+    for (int i = 0; i < 3; ++i) {
+      const int n = 1 << i;
+      for (int x = 0; x < n; ++x) {
+        for (int u = 0; u < n; ++u) {
+          const double c = u == 0 ? std::sqrt(0.5) : 1.0;
+          m[i][x][u] = static_cast<float>(0.5 * c * std::cos((2 * x + 1) * u * pi / (2 * n)));
+        }
+      }
+    }
+  }
+};
+const Basis& TheBasis() {
+  static const Basis basis;
+  return basis;
+}
+
+constexpr int Log2(int n) { return n == 1 ? 0 : n == 2 ? 1 : 2; }
+
+inline uint8_t Clamp(int v) { return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v); }
+
+// Dequantizes and transforms the W x H corner of `coef` (quant: the
+// corner's steps, [v * W + u]), writing (W * RX) x (H * RY) pixels at dst.
+template <int W, int H, int RX, int RY>
+void TransformBlock(const float* quant, const int16_t* coef, uint8_t* dst, size_t stride) {
+  const Basis& basis = TheBasis();
+  const auto& mw = basis.m[Log2(W)];
+  const auto& mh = basis.m[Log2(H)];
+  float corner[H][W];
+  int ac = 0;
+  for (int v = 0; v < H; ++v) {
+    for (int u = 0; u < W; ++u) {
+      corner[v][u] = coef[v * 8 + u] * quant[v * W + u];
+      ac |= (u | v) != 0 ? coef[v * 8 + u] : 0;
+    }
+  }
+  uint8_t pixels[H][W];
+  if (ac == 0) {  // a flat block: its mean
+    std::memset(pixels, Clamp(static_cast<int>(corner[0][0] / 8.0f + 128.5f)), sizeof(pixels));
+  } else {
+    float rows[H][W];  // the horizontal pass
+    for (int v = 0; v < H; ++v) {
+      for (int x = 0; x < W; ++x) {
+        float sum = 0;
+        for (int u = 0; u < W; ++u) sum += mw[x][u] * corner[v][u];
+        rows[v][x] = sum;
+      }
+    }
+    for (int y = 0; y < H; ++y) {
+      for (int x = 0; x < W; ++x) {
+        float sum = 128.5f;  // + 0.5: rounds (a negative sum clamps to 0 anyway)
+        for (int v = 0; v < H; ++v) sum += mh[y][v] * rows[v][x];
+        pixels[y][x] = Clamp(static_cast<int>(sum));
+      }
+    }
+  }
+  for (int y = 0; y < H * RY; ++y) {
+    uint8_t* row = dst + y * stride;
+    for (int x = 0; x < W * RX; ++x) row[x] = pixels[y / RY][x / RX];
+  }
+}
+
+using TransformFunction = void (*)(const float*, const int16_t*, uint8_t*, size_t);
+
+template <int W, int H>
+TransformFunction PickRepeat(int repeat_x, int repeat_y) {
+  if (repeat_x == 1) return repeat_y == 1 ? TransformBlock<W, H, 1, 1> : TransformBlock<W, H, 1, 2>;
+  return repeat_y == 1 ? TransformBlock<W, H, 2, 1> : TransformBlock<W, H, 2, 2>;
+}
+
+template <int W>
+TransformFunction PickHeight(int h, int repeat_x, int repeat_y) {
+  if (h == 1) return PickRepeat<W, 1>(repeat_x, repeat_y);
+  return h == 2 ? PickRepeat<W, 2>(repeat_x, repeat_y) : PickRepeat<W, 4>(repeat_x, repeat_y);
+}
+
+// The transform for a w x h corner (1, 2 or 4 each) and replication 1 or 2.
+TransformFunction PickTransform(int w, int h, int repeat_x, int repeat_y) {
+  if (w == 1) return PickHeight<1>(h, repeat_x, repeat_y);
+  return w == 2 ? PickHeight<2>(h, repeat_x, repeat_y) : PickHeight<4>(h, repeat_x, repeat_y);
+}
+
+// How one component's blocks become pixels of the scaled image.
+struct Plan {
+  int idct_w = 1, idct_h = 1;        // transform size (1, 2 or 4)
+  int repeat_x = 1, repeat_y = 1;    // pixel replication after it (1 or 2)
+  int plane = 0;                     // 0 = Y (or gray), 1 = Cb, 2 = Cr
+  int h = 1, v = 1;                  // sampling factors
+  float quant[16];                   // the corner's steps, [v * idct_w + u]
+  TransformFunction transform = nullptr;
+};
+
+// Turns the MCUs of the wanted rows and columns into RGB rows of *out.
+class ScaledSink : public BlockSink {
+ public:
+  ScaledSink(const Plan* plans, int components, int mcus_per_row, int mcu_w, int mcu_h,
+             int first_col, int end_col, int y0, int y1, Image* out)
+      : plans_(plans), components_(components), mcus_per_row_(mcus_per_row), mcu_w_(mcu_w),
+        mcu_h_(mcu_h), first_col_(first_col), end_col_(end_col), y0_(y0), y1_(y1), out_(out),
+        stride_(static_cast<size_t>(end_col - first_col) * mcu_w) {
+    strip_.assign(stride_ * mcu_h * components, 128);
+  }
+
+  void Mcu(int mcu_x, int mcu_y, const int16_t* const* blocks) override {
+    if (mcu_x >= first_col_ && mcu_x < end_col_) {
+      for (int c = 0; c < components_; ++c) {
+        const Plan& plan = plans_[c];
+        const int block_w = plan.idct_w * plan.repeat_x, block_h = plan.idct_h * plan.repeat_y;
+        uint8_t* plane = strip_.data() + stride_ * mcu_h_ * plan.plane +
+                         static_cast<size_t>(mcu_x - first_col_) * mcu_w_;
+        for (int by = 0; by < plan.v; ++by) {
+          for (int bx = 0; bx < plan.h; ++bx) {
+            plan.transform(plan.quant, blocks[c] + kBlockStride * (by * plan.h + bx),
+                           plane + by * block_h * stride_ + bx * block_w, stride_);
+          }
+        }
+      }
+    }
+    if (mcu_x == mcus_per_row_ - 1) EmitRows(mcu_y);
+  }
+
+ private:
+  // Converts the strip's rows that lie in [y0, y1) to RGB rows of *out.
+  void EmitRows(int mcu_y) {
+    const int top = mcu_y * mcu_h_;
+    for (int r = std::max(top, y0_); r < std::min(top + mcu_h_, y1_); ++r) {
+      const uint8_t* luma = strip_.data() + (r - top) * stride_;
+      uint8_t* rgb = out_->row(r - y0_);
+      if (components_ == 1) {
+        for (int x = 0; x < out_->width; ++x) rgb[3 * x] = rgb[3 * x + 1] = rgb[3 * x + 2] = luma[x];
+        continue;
+      }
+      const uint8_t* cb = luma + stride_ * mcu_h_;
+      const uint8_t* cr = cb + stride_ * mcu_h_;
+      // JFIF's YCbCr to RGB in libjpeg's 16-bit fixed point (jdcolor.c:
+      // FIX(1.402), FIX(0.34414), FIX(0.71414), FIX(1.772)); arithmetic, not
+      // tables, so that the loop vectorizes.
+      for (int x = 0; x < out_->width; ++x) {
+        const int y = luma[x], u = cb[x] - 128, v = cr[x] - 128;
+        rgb[3 * x] = Clamp(y + ((91881 * v + 32768) >> 16));
+        rgb[3 * x + 1] = Clamp(y + ((-22554 * u - 46802 * v + 32768) >> 16));
+        rgb[3 * x + 2] = Clamp(y + ((116130 * u + 32768) >> 16));
+      }
+    }
+  }
+
+  const Plan* plans_;
+  int components_, mcus_per_row_, mcu_w_, mcu_h_, first_col_, end_col_, y0_, y1_;
+  Image* out_;
+  size_t stride_;
+  std::vector<uint8_t> strip_;  // per plane, mcu_h rows of the wanted columns
+};
+
+// The scan's layout and each component's plan at 1/denominator, or false
+// when this path does not decode the image.
+bool PlanScan(const jpeg_decompress_struct& info, int denominator, Scan* scan, Plan* plans,
+              std::vector<HuffmanTable>* tables) {
+  if (info.progressive_mode || info.arith_code || info.data_precision != 8) return false;
+  if (info.comps_in_scan != info.num_components) return false;  // one scan holds them all
+  const bool gray = info.num_components == 1 && info.jpeg_color_space == JCS_GRAYSCALE;
+  const bool ycc = info.num_components == 3 && info.jpeg_color_space == JCS_YCbCr;
+  if (!gray && !ycc) return false;
+  if (info.Ss != 0 || info.Se != 63 || info.Ah != 0 || info.Al != 0) return false;
+  const int hmax = info.max_h_samp_factor, vmax = info.max_v_samp_factor;
+  const int block = 8 / denominator;  // scaled pixels per block at full sampling
+  tables->resize(2 * info.comps_in_scan);
+  scan->components = info.comps_in_scan;
+  for (int c = 0; c < info.comps_in_scan; ++c) {
+    const jpeg_component_info* comp = info.cur_comp_info[c];
+    Plan& plan = plans[c];
+    plan.h = comp->h_samp_factor;
+    plan.v = comp->v_samp_factor;
+    if (hmax % plan.h != 0 || vmax % plan.v != 0) return false;
+    const int fx = hmax / plan.h, fy = vmax / plan.v;
+    if (fx > 2 || fy > 2) return false;
+    // Chroma is enlarged by the transform while that stays within 4 points.
+    plan.idct_w = block * fx <= 4 ? block * fx : block;
+    plan.idct_h = block * fy <= 4 ? block * fy : block;
+    plan.repeat_x = block * fx / plan.idct_w;
+    plan.repeat_y = block * fy / plan.idct_h;
+    plan.transform = PickTransform(plan.idct_w, plan.idct_h, plan.repeat_x, plan.repeat_y);
+    plan.plane = gray ? 0 : comp->component_index;
+    if (plan.plane < 0 || plan.plane >= kMaxComponents) return false;
+    const JQUANT_TBL* quant = comp->quant_tbl_no >= 0 && comp->quant_tbl_no < NUM_QUANT_TBLS
+                                  ? info.quant_tbl_ptrs[comp->quant_tbl_no] : nullptr;
+    const JHUFF_TBL* dc = comp->dc_tbl_no >= 0 && comp->dc_tbl_no < NUM_HUFF_TBLS
+                              ? info.dc_huff_tbl_ptrs[comp->dc_tbl_no] : nullptr;
+    const JHUFF_TBL* ac = comp->ac_tbl_no >= 0 && comp->ac_tbl_no < NUM_HUFF_TBLS
+                              ? info.ac_huff_tbl_ptrs[comp->ac_tbl_no] : nullptr;
+    if (quant == nullptr || dc == nullptr || ac == nullptr) return false;
+    for (int v = 0; v < plan.idct_h; ++v) {
+      for (int u = 0; u < plan.idct_w; ++u) plan.quant[v * plan.idct_w + u] = quant->quantval[v * 8 + u];
+    }
+    HuffmanTable& dc_table = (*tables)[2 * c];
+    HuffmanTable& ac_table = (*tables)[2 * c + 1];
+    if (!dc_table.Build(dc->bits, dc->huffval, true) || !ac_table.Build(ac->bits, ac->huffval, false)) {
+      return false;
+    }
+    scan->component[c] = {plan.h, plan.v, &dc_table, &ac_table,
+                          jpeg_entropy::ZigZagLimit(plan.idct_h, plan.idct_w)};
+  }
+  // A single-component scan has one block per MCU (its own block grid).
+  if (scan->components == 1) {
+    const Plan& plan = plans[0];
+    const long width = (static_cast<long>(info.image_width) * plan.h + hmax - 1) / hmax;
+    const long height = (static_cast<long>(info.image_height) * plan.v + vmax - 1) / vmax;
+    scan->mcus_per_row = static_cast<int>((width + 7) / 8);
+    scan->mcu_rows = static_cast<int>((height + 7) / 8);
+    scan->component[0].h = scan->component[0].v = 1;
+    plans[0].h = plans[0].v = 1;
+  } else {
+    scan->mcus_per_row = static_cast<int>((info.image_width + 8 * hmax - 1) / (8 * hmax));
+    scan->mcu_rows = static_cast<int>((info.image_height + 8 * vmax - 1) / (8 * vmax));
+  }
+  scan->restart_interval = static_cast<int>(info.restart_interval);
+  return true;
+}
+
+}  // namespace
+
+bool DecodeScaledOwn(const jpeg_decompress_struct& info, const uint8_t* data, size_t size,
+                     const CropRect& crop, int denominator, Image* out, DecodedColumns* columns) {
+  Scan scan;
+  Plan plans[kMaxComponents];
+  std::vector<HuffmanTable> tables;
+  if (!PlanScan(info, denominator, &scan, plans, &tables)) return false;
+  const uint8_t* start = info.src->next_input_byte;
+  if (start < data || start > data + size) return false;
+  scan.data = start;
+  scan.end = data + size;
+  // The MCU's size in scaled pixels: the plan of any component covers it.
+  const int mcu_w = plans[0].h * plans[0].idct_w * plans[0].repeat_x;
+  const int mcu_h = plans[0].v * plans[0].idct_h * plans[0].repeat_y;
+  // Output as libjpeg sizes it: ceil(size / denominator).
+  const int out_w = static_cast<int>((info.image_width + denominator - 1) / denominator);
+  const int out_h = static_cast<int>((info.image_height + denominator - 1) / denominator);
+  const int x0 = crop.x / denominator;
+  const int y0 = crop.y / denominator;
+  const int x1 = std::max(x0 + 1, std::min(out_w, (crop.x + crop.width + denominator - 1) / denominator));
+  const int y1 = std::max(y0 + 1, std::min(out_h, (crop.y + crop.height + denominator - 1) / denominator));
+  const int first_col = x0 / mcu_w;
+  const int end_col = std::min(scan.mcus_per_row, (x1 + mcu_w - 1) / mcu_w);
+  out->width = std::min(out_w, end_col * mcu_w) - first_col * mcu_w;
+  out->height = y1 - y0;
+  if (out->width <= 0 || out->height <= 0) return false;
+  if (!decode_internal::TryResize(&out->pixels, static_cast<size_t>(out->width) * out->height * 3)) {
+    return false;
+  }
+  *columns = {x0 - first_col * mcu_w, x1 - x0};
+  ScaledSink sink(plans, scan.components, scan.mcus_per_row, mcu_w, mcu_h, first_col, end_col, y0,
+                  y1, out);
+  return jpeg_entropy::DecodeScan(scan, y0 / mcu_h, (y1 - 1) / mcu_h, &sink);
+}
+
+}  // namespace gpufeed
