@@ -4,7 +4,7 @@
 // no resize).
 //
 //   gpufeed_transform_bench PATH [--rounds 5] [--size 224] [--path auto|scalar|sse41|avx2]
-//                           [--highres]
+//                           [--highres] [--only CASE]
 //
 // Each round times, over every record (read into memory first): the full
 // decode, then the train transform (RandomResizedCrop + flip, NCHW) in uint8
@@ -68,13 +68,14 @@ double Median(std::vector<double> values) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s PATH [--rounds R] [--size S] [--path auto|scalar|sse41|avx2] [--highres]\n",
+    std::fprintf(stderr, "usage: %s PATH [--rounds R] [--size S] [--path auto|scalar|sse41|avx2] [--highres] [--only CASE]\n",
                  argv[0]);
     return 2;
   }
   int rounds = 5, size = 224;
   std::string path_name = "auto";
   bool highres = false;
+  std::string only;  // run this case alone (for profiling)
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
     auto value = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -82,6 +83,7 @@ int main(int argc, char** argv) {
     else if (flag == "--size") size = std::atoi(value().c_str());
     else if (flag == "--path") path_name = value();
     else if (flag == "--highres") highres = true;
+    else if (flag == "--only") only = value();
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
@@ -128,6 +130,7 @@ int main(int argc, char** argv) {
   TransformScratch scratch;
   for (int round = 0; round < rounds; ++round) {
     for (const Case& c : cases) {
+      if (!only.empty() && only != c.name) continue;
       TransformStageTimes times;
       scratch.times = &times;
       ImageTransformOptions options;
@@ -156,11 +159,13 @@ int main(int argc, char** argv) {
       f.write.push_back(times.write_ns / 1e3 / n);
     }
   }
-  const double full = Median(figures["full_decode"].total);
+  const double full =
+      figures["full_decode"].total.empty() ? 0 : Median(figures["full_decode"].total);
   std::printf("%zu images, %d rounds, one thread, resample path %s; medians of thread CPU us per image\n",
               records.size(), rounds, ResamplePathName(ActiveResamplePath()));
   for (const Case& c : cases) {
     const Figures& f = figures[c.name];
+    if (f.total.empty()) continue;  // not run (--only)
     double total = Median(f.total);
     std::printf("RESULT case=%s us_per_image=%.1f decode_us=%.1f resample_us=%.1f write_us=%.1f "
                 "vs_full_decode=%.3f path=%s images=%zu rounds=%d\n",
