@@ -8,8 +8,10 @@ namespace jpeg_entropy {
 
 namespace {
 
-// Natural (row-major) position of each zig-zag index; indices 64..79 map to
-// 63 as in libjpeg, so a corrupt run cannot index past a block.
+// Natural (row-major) position of each zig-zag index; indices 64..79 (a
+// corrupt run) map to 63, so a lookup cannot index past a block. The
+// decoder's stores go through a position map that sends them to a spare
+// slot instead (libjpeg writes them to 63; no scaled transform reads 63).
 constexpr uint8_t kNatural[80] = {
     0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33,
     40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36,
@@ -189,6 +191,17 @@ bool Restart(int expected, Bits* b, Source* source) {
   return true;
 }
 
+// After the last MCU: whether the next marker (past fill bytes and any
+// stray bytes, which libjpeg skips with a warning) is EOI, as a decode to
+// the bottom through libjpeg requires (jpeg_finish_decompress).
+bool EndsWithEoi(const Source& source) {
+  if (source.marker != 0) return source.marker == 0xD9;
+  for (const uint8_t* look = source.next; look + 1 < source.end; ++look) {
+    if (look[0] == 0xFF && look[1] != 0 && look[1] != 0xFF) return look[1] == 0xD9;
+  }
+  return false;
+}
+
 // A code longer than kLookupBits: canonical search by length. Returns the
 // symbol, or -1 for no such code. REQUIRES: 16 bits in the buffer.
 __attribute__((noinline)) int DecodeSlow(Bits* b, const HuffmanTable& table) {
@@ -227,7 +240,9 @@ __attribute__((always_inline)) inline bool DecodeBlock(Bits* b, Source* source,
     diff = size == 0 ? 0 : Extend(static_cast<int>(Peek(*b, size)), size);
     if (size) Skip(b, size);
   }
-  *dc += diff;
+  // The predictor wraps as libjpeg's 16-bit coefficient does (a hostile
+  // file can push it past any int).
+  *dc = static_cast<int16_t>(static_cast<uint16_t>(*dc + diff));
   block[0] = static_cast<int16_t>(*dc);
   const uint32_t* lookup = component.ac->lookup;
   for (int k = 1; k < 64; ++k) {
@@ -314,7 +329,10 @@ bool DecodeScan(const Scan& scan, int first_row, int last_row, BlockSink* sink) 
     }
     if (!Sound(b, source)) return false;
   }
-  return Sound(b, source);
+  // Data that ran out without a marker (no EOI: a truncated file) is left
+  // to libjpeg, which reports it, even when the wanted rows were whole.
+  if (!Sound(b, source) || source.marker == 0x100) return false;
+  return last_row < scan.mcu_rows - 1 || EndsWithEoi(source);
 }
 
 }  // namespace jpeg_entropy

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "decode/jpeg_decoder.h"
@@ -48,6 +49,10 @@ const Basis& TheBasis() {
 constexpr int Log2(int n) { return n == 1 ? 0 : n == 2 ? 1 : 2; }
 
 inline uint8_t Clamp(int v) { return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v); }
+// A transform's sum (already + 128.5) as a pixel: clamped before the
+// conversion, which is undefined past int's range (16-bit quantization
+// steps times large coefficients reach it).
+inline uint8_t ToPixel(float sum) { return static_cast<uint8_t>(std::min(std::max(sum, 0.0f), 255.0f)); }
 
 // Dequantizes and transforms the W x H corner of `coef` (quant: the
 // corner's steps, [v * W + u]), writing (W * RX) x (H * RY) pixels at dst.
@@ -69,12 +74,12 @@ void TransformBlock(const float* quant, const int16_t* coef, uint8_t* dst, size_
     // The 2-point basis is +-sqrt(1/2)/2 on every term: sums and differences.
     const float s = 0.125f;
     const float a = corner[0][0], bx = corner[0][W - 1], by = corner[H - 1][0], c = corner[H - 1][W - 1];
-    pixels[0][0] = Clamp(static_cast<int>(s * (a + bx + by + c) + 128.5f));
-    pixels[0][W - 1] = Clamp(static_cast<int>(s * (a - bx + by - c) + 128.5f));
-    pixels[H - 1][0] = Clamp(static_cast<int>(s * (a + bx - by - c) + 128.5f));
-    pixels[H - 1][W - 1] = Clamp(static_cast<int>(s * (a - bx - by + c) + 128.5f));
+    pixels[0][0] = ToPixel(s * (a + bx + by + c) + 128.5f);
+    pixels[0][W - 1] = ToPixel(s * (a - bx + by - c) + 128.5f);
+    pixels[H - 1][0] = ToPixel(s * (a + bx - by - c) + 128.5f);
+    pixels[H - 1][W - 1] = ToPixel(s * (a - bx - by + c) + 128.5f);
   } else if (ac == 0) {  // a flat block: its mean
-    std::memset(pixels, Clamp(static_cast<int>(corner[0][0] / 8.0f + 128.5f)), sizeof(pixels));
+    std::memset(pixels, ToPixel(corner[0][0] / 8.0f + 128.5f), sizeof(pixels));
   } else {
     float rows[H][W];  // the horizontal pass
     for (int v = 0; v < H; ++v) {
@@ -88,7 +93,7 @@ void TransformBlock(const float* quant, const int16_t* coef, uint8_t* dst, size_
       for (int x = 0; x < W; ++x) {
         float sum = 128.5f;  // + 0.5: rounds (a negative sum clamps to 0 anyway)
         for (int v = 0; v < H; ++v) sum += mh[y][v] * rows[v][x];
-        pixels[y][x] = Clamp(static_cast<int>(sum));
+        pixels[y][x] = ToPixel(sum);
       }
     }
   }
@@ -269,10 +274,9 @@ bool PlanScan(const jpeg_decompress_struct& info, int denominator, Scan* scan, P
   return true;
 }
 
-}  // namespace
-
-bool DecodeScaledOwn(const jpeg_decompress_struct& info, const uint8_t* data, size_t size,
-                     const CropRect& crop, int denominator, Image* out, DecodedColumns* columns) {
+bool DecodeScaledUnchecked(const jpeg_decompress_struct& info, const uint8_t* data, size_t size,
+                           const CropRect& crop, int denominator, Image* out,
+                           DecodedColumns* columns) {
   Scan scan;
   Plan plans[kMaxComponents];
   std::vector<HuffmanTable> tables;
@@ -303,6 +307,19 @@ bool DecodeScaledOwn(const jpeg_decompress_struct& info, const uint8_t* data, si
   ScaledSink sink(plans, scan.components, scan.mcus_per_row, mcu_w, mcu_h, first_col, end_col, y0,
                   y1, out);
   return jpeg_entropy::DecodeScan(scan, y0 / mcu_h, (y1 - 1) / mcu_h, &sink);
+}
+
+}  // namespace
+
+bool DecodeScaledOwn(const jpeg_decompress_struct& info, const uint8_t* data, size_t size,
+                     const CropRect& crop, int denominator, Image* out, DecodedColumns* columns) {
+  // Out of memory for the tables or the strip: libjpeg's path then reports
+  // it as a Status, as it would without this path.
+  try {
+    return DecodeScaledUnchecked(info, data, size, crop, denominator, out, columns);
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
 }
 
 }  // namespace gpufeed

@@ -145,8 +145,10 @@ class CompareSink : public BlockSink {
   void Mcu(int mcu_x, int mcu_y, const int16_t* const* blocks) override {
     for (int c = 0; c < scan_.components; ++c) {
       const int h = scan_.component[c].h, v = scan_.component[c].v;
+      // libjpeg's arrays are indexed by the frame's component order.
+      const int index = info_->cur_comp_info[c]->component_index;
       JBLOCKARRAY rows = info_->mem->access_virt_barray(reinterpret_cast<j_common_ptr>(info_),
-                                                        arrays_[c], mcu_y * v, v, FALSE);
+                                                        arrays_[index], mcu_y * v, v, FALSE);
       for (int by = 0; by < v; ++by) {
         for (int bx = 0; bx < h; ++bx) {
           const JCOEF* expected = rows[by][mcu_x * h + bx];
@@ -425,6 +427,140 @@ TEST(JpegScaledTest, TruncatedFilesFailAsWithLibjpeg) {
     EXPECT_FALSE(own.status.ok()) << keep;
     EXPECT_EQ(own.status.ToString(), reference.status.ToString()) << keep;
   }
+}
+
+// ------------------------------------------------------------ crafted files
+
+// Writes bits MSB first with 0xFF stuffing, as an encoder does.
+class BitWriter {
+ public:
+  void Put(uint32_t value, int bits) {
+    for (int i = bits - 1; i >= 0; --i) {
+      byte_ = static_cast<uint8_t>(byte_ << 1 | ((value >> i) & 1));
+      if (++count_ == 8) {
+        out_.push_back(static_cast<char>(byte_));
+        if (byte_ == 0xFF) out_.push_back(0);
+        byte_ = 0;
+        count_ = 0;
+      }
+    }
+  }
+  std::string Finish() {
+    while (count_ != 0) Put(1, 1);
+    return out_;
+  }
+
+ private:
+  std::string out_;
+  uint8_t byte_ = 0;
+  int count_ = 0;
+};
+
+std::string Segment(int marker, const std::string& payload) {
+  const size_t length = payload.size() + 2;
+  return std::string{'\xFF', static_cast<char>(marker), static_cast<char>(length >> 8),
+                     static_cast<char>(length & 0xFF)} + payload;
+}
+
+// A grayscale baseline JPEG of w x h: one DC table with the single 1-bit
+// code for `dc_symbol`, one AC table with 1-bit codes for `ac_symbols` (one
+// or two), quantization steps `quant` (16-bit when over 255), and `data`.
+std::string CraftGray(int w, int h, int quant, int dc_symbol, const std::vector<int>& ac_symbols,
+                      const std::string& data) {
+  std::string out = "\xFF\xD8";
+  std::string dqt(1, quant > 255 ? '\x10' : '\x00');
+  for (int i = 0; i < 64; ++i) {
+    if (quant > 255) dqt += static_cast<char>(quant >> 8);
+    dqt += static_cast<char>(quant & 0xFF);
+  }
+  out += Segment(0xDB, dqt);
+  out += Segment(0xC0, std::string{8, static_cast<char>(h >> 8), static_cast<char>(h & 0xFF),
+                                   static_cast<char>(w >> 8), static_cast<char>(w & 0xFF), 1, 1,
+                                   0x11, 0});
+  auto dht = [](int table_class, const std::vector<int>& lengths_of_one, const std::vector<int>& symbols) {
+    std::string payload(1, static_cast<char>(table_class << 4));
+    for (int length = 1; length <= 16; ++length) {
+      payload += static_cast<char>(length <= static_cast<int>(lengths_of_one.size()) ? lengths_of_one[length - 1] : 0);
+    }
+    for (int symbol : symbols) payload += static_cast<char>(symbol);
+    return Segment(0xC4, payload);
+  };
+  out += dht(0, {1}, {dc_symbol});
+  out += dht(1, ac_symbols.size() == 1 ? std::vector<int>{1} : std::vector<int>{1, 1}, ac_symbols);
+  out += Segment(0xDA, std::string{1, 1, 0, 0, 63, 0});
+  return out + data + "\xFF\xD9";
+}
+
+// A DC predictor driven past INT_MAX (every block's difference +32767, no
+// restart): it wraps as libjpeg's 16-bit coefficient does, no overflow.
+TEST(JpegEntropyTest, TheDcPredictorWrapsAsLibjpegs) {
+  const int w = 2048, h = 2056;
+  BitWriter bits;
+  for (int block = 0; block < (w / 8) * (h / 8); ++block) {
+    bits.Put(0, 1);        // DC code: size 15
+    bits.Put(0x7FFF, 15);  // +32767
+    bits.Put(0, 1);        // AC code: end of block
+  }
+  const std::string jpeg = CraftGray(w, h, 1, 15, {0x00}, bits.Finish());
+  Header header(jpeg);
+  std::vector<HuffmanTable> tables;
+  const Scan scan = MakeScan(header.info, jpeg, 64, &tables);
+  jvirt_barray_ptr* arrays = jpeg_read_coefficients(&header.info);
+  CompareSink sink(&header.info, arrays, scan, 64);
+  EXPECT_TRUE(jpeg_entropy::DecodeScan(scan, 0, scan.mcu_rows - 1, &sink));
+  EXPECT_EQ(sink.mismatches, 0);
+}
+
+// 16-bit quantization steps of 65535 times coefficients of 32767: the
+// transform's sums pass int's range; the pixels clamp (no undefined
+// conversion).
+TEST(JpegScaledTest, SixteenBitQuantizationStepsClampNotOverflow) {
+  BitWriter bits;
+  bits.Put(0, 1);
+  bits.Put(0x7FFF, 15);
+  for (int k = 1; k < 25; ++k) {
+    bits.Put(0, 1);  // AC code: run 0, size 15 (the table's codes: 0, then 10)
+    bits.Put(0x7FFF, 15);
+  }
+  bits.Put(2, 2);  // AC code: end of block
+  const std::string data = bits.Finish();
+  const std::string jpeg = CraftGray(16, 16, 65535, 15, {0x0F, 0x00}, data);
+  Header header(jpeg);
+  Image image;
+  DecodedColumns columns;
+  ASSERT_FALSE(jpeg.empty());
+  // One block holds the data; the 16x16 image's other three blocks are
+  // missing, so the decode is refused (left to libjpeg) after the block that
+  // overflows; what matters is that transforming it is defined.
+  (void)DecodeScaledOwn(header.info, Bytes(jpeg), jpeg.size(), CropRect{0, 0, 16, 16}, 2, &image,
+                        &columns);
+  const std::string one_block = CraftGray(8, 8, 65535, 15, {0x0F, 0x00}, data);
+  Header one(one_block);
+  ASSERT_TRUE(DecodeScaledOwn(one.info, Bytes(one_block), one_block.size(), CropRect{0, 0, 8, 8},
+                              2, &image, &columns));
+  for (uint8_t pixel : image.pixels) EXPECT_TRUE(pixel == 0 || pixel == 255);
+}
+
+// A file whose data reaches its last row but lacks EOI, or is followed by
+// a marker other than EOI: libjpeg's path refuses it when the crop reaches
+// the bottom, and so does the own path (it leaves it to libjpeg).
+TEST(JpegScaledTest, AFileWithoutItsEoiFailsAsWithLibjpeg) {
+  Encoding encoding;
+  encoding.width = 128, encoding.height = 96;
+  const std::string jpeg = Encode(encoding);
+  ASSERT_EQ(jpeg.substr(jpeg.size() - 2), "\xFF\xD9");
+  const std::string without_eoi = jpeg.substr(0, jpeg.size() - 2);
+  const std::string other_marker = without_eoi + "\xFF\xD8\xFF\xD9";
+  for (const std::string& file : {without_eoi, other_marker}) {
+    for (const CropRect& crop : {CropRect{0, 0, 128, 96}, CropRect{0, 0, 128, 40}}) {
+      const Decoded own = DecodeWith(file, crop, 4, true);
+      const Decoded reference = DecodeWith(file, crop, 4, false);
+      EXPECT_EQ(own.status.ok(), reference.status.ok()) << crop.height << " " << own.status.ToString()
+                                                        << " / " << reference.status.ToString();
+    }
+  }
+  const Decoded whole = DecodeWith(jpeg, CropRect{0, 0, 128, 96}, 4, true);
+  EXPECT_TRUE(whole.status.ok());
 }
 
 }  // namespace
