@@ -1,37 +1,12 @@
 #include "decode/jpeg_entropy.h"
 
+#include "decode/jpeg_bits.h"
+
 #include <algorithm>
 #include <cstring>
 
 namespace gpufeed {
 namespace jpeg_entropy {
-
-namespace {
-
-// Natural (row-major) position of each zig-zag index; indices 64..79 (a
-// corrupt run) map to 63, so a lookup cannot index past a block. The
-// decoder's stores go through a position map that sends them to a spare
-// slot instead (libjpeg writes them to 63; no scaled transform reads 63).
-constexpr uint8_t kNatural[80] = {
-    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33,
-    40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36,
-    29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54,
-    47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
-
-// Lookup entry layout.
-constexpr uint32_t kLengthMask = 31;      // bits consumed
-constexpr int kRunShift = 5;              // zero run (4 bits)
-constexpr int kSizeShift = 9;             // magnitude bits (kCode entries; 4 bits)
-constexpr uint32_t kFull = 1u << 13;      // length covers the magnitude bits too
-constexpr uint32_t kEndOfBlock = 1u << 14;
-constexpr uint32_t kCode = 1u << 15;      // code only; the magnitude bits follow
-constexpr int kValueShift = 16;           // sign-extended value (kFull)
-
-inline int Extend(int bits, int size) {
-  return bits < (1 << (size - 1)) ? bits - (1 << size) + 1 : bits;
-}
-
-}  // namespace
 
 bool HuffmanTable::Build(const uint8_t counts[17], const uint8_t symbols_in[256], bool dc) {
   std::memset(lookup, 0, sizeof(lookup));
@@ -66,7 +41,7 @@ bool HuffmanTable::Build(const uint8_t counts[17], const uint8_t symbols_in[256]
             const int bits = (fill >> (spare - size)) & ((1 << size) - 1);
             const uint32_t value = static_cast<uint16_t>(Extend(bits, size));
             entry = kFull | static_cast<uint32_t>(length + size) | (run << kRunShift) |
-                    (value << kValueShift);
+                    (size << kSizeShift) | (value << kValueShift);
           } else {
             entry = kCode | static_cast<uint32_t>(length) | (run << kRunShift) |
                     (size << kSizeShift);
@@ -90,28 +65,7 @@ int ZigZagLimit(int rows, int cols) {
   return limit;
 }
 
-namespace {
-
-// The bit buffer: the top `count` bits of `bits` are the next ones; bits
-// below may hold the following bytes (never a marker, never stuffing).
-// Kept in locals of the decoding loop (registers); Source holds the rest.
-struct Bits {
-  uint64_t bits;
-  int count;
-};
-
-// Where the entropy-coded bytes come from: undoes 0xFF 0x00 stuffing, stops
-// at a marker and then supplies zero bits, counted in `padding` so that
-// using them is detected as an error.
-struct Source {
-  const uint8_t* next;
-  const uint8_t* end;
-  int marker = 0;   // the marker the data stopped at (0x100: the data ended); 0 while none
-  int padding = 0;  // zero bits supplied after the data stopped, in the buffer or used
-};
-
-// Refills to at least 57 bits, byte by byte.
-__attribute__((noinline)) Bits FillSlow(Bits in, Source* source) {
+Bits FillSlow(Bits in, Source* source) {
   uint64_t bits = in.count == 0 ? 0 : in.bits & (~0ull << (64 - in.count));  // drop read-ahead
   int count = in.count;
   while (count <= 56) {
@@ -143,35 +97,6 @@ __attribute__((noinline)) Bits FillSlow(Bits in, Source* source) {
   return {bits, count};
 }
 
-// At least 32 bits in the buffer (some may be padding).
-__attribute__((always_inline)) inline void Fill(Bits* b, Source* source) {
-  if (b->count >= 32) return;
-  if (source->end - source->next >= 8 && source->marker == 0) {
-    uint64_t raw;
-    std::memcpy(&raw, source->next, 8);
-    // No 0xFF byte among the eight: take whole bytes without looking.
-    const uint64_t inverted = ~raw;
-    if (((inverted - 0x0101010101010101ull) & ~inverted & 0x8080808080808080ull) == 0) {
-      b->bits |= __builtin_bswap64(raw) >> b->count;
-      const int taken = (63 - b->count) >> 3;
-      source->next += taken;
-      b->count += taken * 8;
-      return;
-    }
-  }
-  *b = FillSlow(*b, source);
-}
-
-inline uint32_t Peek(const Bits& b, int n) { return static_cast<uint32_t>(b.bits >> (64 - n)); }
-inline void Skip(Bits* b, int n) {
-  b->bits <<= n;
-  b->count -= n;
-}
-// True while no padding bit has been used.
-inline bool Sound(const Bits& b, const Source& source) { return b.count >= source.padding; }
-
-// Discards the partial byte before a restart marker, and the marker, which
-// must be RST `expected` (0..7); false otherwise.
 bool Restart(int expected, Bits* b, Source* source) {
   if (!Sound(*b, *source)) return false;
   // Whole unread bytes before the marker mean the interval held more data
@@ -191,20 +116,26 @@ bool Restart(int expected, Bits* b, Source* source) {
   return true;
 }
 
-// After the last MCU: whether the next marker (past fill bytes and any
-// stray bytes, which libjpeg skips with a warning) is EOI, as a decode to
-// the bottom through libjpeg requires (jpeg_finish_decompress).
-bool EndsWithEoi(const Source& source) {
-  if (source.marker != 0) return source.marker == 0xD9;
-  for (const uint8_t* look = source.next; look + 1 < source.end; ++look) {
-    if (look[0] == 0xFF && look[1] != 0 && look[1] != 0xFF) return look[1] == 0xD9;
+int NextMarker(const Source& source, const uint8_t** after) {
+  if (source.marker != 0) {
+    *after = source.next;
+    return source.marker == 0x100 ? 0 : source.marker;
   }
-  return false;
+  for (const uint8_t* look = source.next; look + 1 < source.end; ++look) {
+    if (look[0] == 0xFF && look[1] != 0 && look[1] != 0xFF) {
+      *after = look + 2;
+      return look[1];
+    }
+  }
+  return 0;
 }
 
-// A code longer than kLookupBits: canonical search by length. Returns the
-// symbol, or -1 for no such code. REQUIRES: 16 bits in the buffer.
-__attribute__((noinline)) int DecodeSlow(Bits* b, const HuffmanTable& table) {
+bool NextMarkerIs(const Source& source, int marker) {
+  const uint8_t* after;
+  return NextMarker(source, &after) == marker;
+}
+
+int DecodeSlow(Bits* b, const HuffmanTable& table) {
   for (int length = 1; length <= 16; ++length) {
     const int32_t code = static_cast<int32_t>(Peek(*b, length));
     if (table.max_code[length] >= 0 && code <= table.max_code[length]) {
@@ -215,6 +146,8 @@ __attribute__((noinline)) int DecodeSlow(Bits* b, const HuffmanTable& table) {
   return -1;
 }
 
+namespace {
+
 // Decodes one block into `block` (natural order, zeroed by the caller; slot
 // 64 takes the coefficients past the limit); *dc is the component's DC
 // predictor. False for an invalid code.
@@ -222,24 +155,8 @@ __attribute__((always_inline)) inline bool DecodeBlock(Bits* b, Source* source,
                                                         const Component& component,
                                                         const uint8_t* position, int* dc,
                                                         int16_t* block) {
-  Fill(b, source);
-  uint32_t entry = component.dc->lookup[Peek(*b, kLookupBits)];
   int diff;
-  if (entry & kFull) {
-    Skip(b, entry & kLengthMask);
-    diff = static_cast<int16_t>(entry >> kValueShift);
-  } else {
-    int size;
-    if (entry & kCode) {
-      Skip(b, entry & kLengthMask);
-      size = (entry >> kSizeShift) & 15;
-    } else {
-      size = DecodeSlow(b, *component.dc);
-      if (size < 0) return false;
-    }
-    diff = size == 0 ? 0 : Extend(static_cast<int>(Peek(*b, size)), size);
-    if (size) Skip(b, size);
-  }
+  if (!DecodeDcDiff(b, source, *component.dc, &diff)) return false;
   // The predictor wraps as libjpeg's 16-bit coefficient does (a hostile
   // file can push it past any int).
   *dc = static_cast<int16_t>(static_cast<uint16_t>(*dc + diff));
@@ -247,7 +164,7 @@ __attribute__((always_inline)) inline bool DecodeBlock(Bits* b, Source* source,
   const uint32_t* lookup = component.ac->lookup;
   for (int k = 1; k < 64; ++k) {
     Fill(b, source);
-    entry = lookup[Peek(*b, kLookupBits)];
+    const uint32_t entry = lookup[Peek(*b, kLookupBits)];
     int value;
     if (__builtin_expect((entry & kFull) != 0, 1)) {
       Skip(b, entry & kLengthMask);
@@ -332,7 +249,7 @@ bool DecodeScan(const Scan& scan, int first_row, int last_row, BlockSink* sink) 
   // Data that ran out without a marker (no EOI: a truncated file) is left
   // to libjpeg, which reports it, even when the wanted rows were whole.
   if (!Sound(b, source) || source.marker == 0x100) return false;
-  return last_row < scan.mcu_rows - 1 || EndsWithEoi(source);
+  return last_row < scan.mcu_rows - 1 || NextMarkerIs(source, 0xD9);
 }
 
 }  // namespace jpeg_entropy

@@ -11,6 +11,7 @@
 
 #include "decode/jpeg_decoder.h"
 #include "decode/jpeg_entropy.h"
+#include "decode/jpeg_progressive.h"
 
 namespace gpufeed {
 
@@ -209,46 +210,77 @@ class ScaledSink : public BlockSink {
   std::vector<uint8_t> strip_;  // per plane, mcu_h rows of the wanted columns
 };
 
-// The scan's layout and each component's plan at 1/denominator, or false
-// when this path does not decode the image.
-bool PlanScan(const jpeg_decompress_struct& info, int denominator, Scan* scan, Plan* plans,
-              std::vector<HuffmanTable>* tables) {
-  if (info.progressive_mode || info.arith_code || info.data_precision != 8) return false;
-  if (info.comps_in_scan != info.num_components) return false;  // one scan holds them all
-  const bool gray = info.num_components == 1 && info.jpeg_color_space == JCS_GRAYSCALE;
-  const bool ycc = info.num_components == 3 && info.jpeg_color_space == JCS_YCbCr;
-  if (!gray && !ycc) return false;
-  if (info.Ss != 0 || info.Se != 63 || info.Ah != 0 || info.Al != 0) return false;
+// Whether this path decodes the frame's colours: YCbCr (3 components) or
+// grayscale, 8-bit Huffman-coded.
+bool DecodableFrame(const jpeg_decompress_struct& info, bool* gray) {
+  if (info.arith_code || info.data_precision != 8) return false;
+  *gray = info.num_components == 1 && info.jpeg_color_space == JCS_GRAYSCALE;
+  return *gray || (info.num_components == 3 && info.jpeg_color_space == JCS_YCbCr);
+}
+
+// How `comp` becomes pixels at 1/denominator, or false for sampling this
+// path does not handle (factors other than 1 and 2 of the largest).
+bool PlanComponent(const jpeg_decompress_struct& info, const jpeg_component_info& comp,
+                   int denominator, bool gray, Plan* plan) {
   const int hmax = info.max_h_samp_factor, vmax = info.max_v_samp_factor;
   const int block = 8 / denominator;  // scaled pixels per block at full sampling
+  plan->h = comp.h_samp_factor;
+  plan->v = comp.v_samp_factor;
+  if (plan->h < 1 || plan->v < 1 || hmax % plan->h != 0 || vmax % plan->v != 0) return false;
+  const int fx = hmax / plan->h, fy = vmax / plan->v;
+  if (fx > 2 || fy > 2) return false;
+  // Chroma is enlarged by the transform while that stays within 4 points.
+  plan->idct_w = block * fx <= 4 ? block * fx : block;
+  plan->idct_h = block * fy <= 4 ? block * fy : block;
+  plan->repeat_x = block * fx / plan->idct_w;
+  plan->repeat_y = block * fy / plan->idct_h;
+  plan->transform = PickTransform(plan->idct_w, plan->idct_h, plan->repeat_x, plan->repeat_y);
+  plan->plane = gray ? 0 : comp.component_index;
+  if (plan->plane < 0 || plan->plane >= kMaxComponents) return false;
+  const JQUANT_TBL* quant = comp.quant_tbl_no >= 0 && comp.quant_tbl_no < NUM_QUANT_TBLS
+                                ? info.quant_tbl_ptrs[comp.quant_tbl_no] : nullptr;
+  if (quant == nullptr) return false;
+  for (int v = 0; v < plan->idct_h; ++v) {
+    for (int u = 0; u < plan->idct_w; ++u) plan->quant[v * plan->idct_w + u] = quant->quantval[v * 8 + u];
+  }
+  return true;
+}
+
+// The MCU grid: a single-component image has one block per MCU (its own
+// block grid; its plan's sampling becomes 1x1).
+void McuGrid(const jpeg_decompress_struct& info, Plan* plans, int* mcus_per_row, int* mcu_rows) {
+  const int hmax = info.max_h_samp_factor, vmax = info.max_v_samp_factor;
+  if (info.num_components == 1) {
+    const long width = (static_cast<long>(info.image_width) * plans[0].h + hmax - 1) / hmax;
+    const long height = (static_cast<long>(info.image_height) * plans[0].v + vmax - 1) / vmax;
+    *mcus_per_row = static_cast<int>((width + 7) / 8);
+    *mcu_rows = static_cast<int>((height + 7) / 8);
+    plans[0].h = plans[0].v = 1;
+  } else {
+    *mcus_per_row = static_cast<int>((info.image_width + 8 * hmax - 1) / (8 * hmax));
+    *mcu_rows = static_cast<int>((info.image_height + 8 * vmax - 1) / (8 * vmax));
+  }
+}
+
+// A baseline scan's layout and each component's plan (in scan order), or
+// false when this path does not decode the image.
+bool PlanBaseline(const jpeg_decompress_struct& info, int denominator, Scan* scan, Plan* plans,
+                  std::vector<HuffmanTable>* tables) {
+  bool gray = false;
+  if (info.progressive_mode || !DecodableFrame(info, &gray)) return false;
+  if (info.comps_in_scan != info.num_components) return false;  // one scan holds them all
+  if (info.Ss != 0 || info.Se != 63 || info.Ah != 0 || info.Al != 0) return false;
   tables->resize(2 * info.comps_in_scan);
   scan->components = info.comps_in_scan;
   for (int c = 0; c < info.comps_in_scan; ++c) {
     const jpeg_component_info* comp = info.cur_comp_info[c];
     Plan& plan = plans[c];
-    plan.h = comp->h_samp_factor;
-    plan.v = comp->v_samp_factor;
-    if (hmax % plan.h != 0 || vmax % plan.v != 0) return false;
-    const int fx = hmax / plan.h, fy = vmax / plan.v;
-    if (fx > 2 || fy > 2) return false;
-    // Chroma is enlarged by the transform while that stays within 4 points.
-    plan.idct_w = block * fx <= 4 ? block * fx : block;
-    plan.idct_h = block * fy <= 4 ? block * fy : block;
-    plan.repeat_x = block * fx / plan.idct_w;
-    plan.repeat_y = block * fy / plan.idct_h;
-    plan.transform = PickTransform(plan.idct_w, plan.idct_h, plan.repeat_x, plan.repeat_y);
-    plan.plane = gray ? 0 : comp->component_index;
-    if (plan.plane < 0 || plan.plane >= kMaxComponents) return false;
-    const JQUANT_TBL* quant = comp->quant_tbl_no >= 0 && comp->quant_tbl_no < NUM_QUANT_TBLS
-                                  ? info.quant_tbl_ptrs[comp->quant_tbl_no] : nullptr;
+    if (!PlanComponent(info, *comp, denominator, gray, &plan)) return false;
     const JHUFF_TBL* dc = comp->dc_tbl_no >= 0 && comp->dc_tbl_no < NUM_HUFF_TBLS
                               ? info.dc_huff_tbl_ptrs[comp->dc_tbl_no] : nullptr;
     const JHUFF_TBL* ac = comp->ac_tbl_no >= 0 && comp->ac_tbl_no < NUM_HUFF_TBLS
                               ? info.ac_huff_tbl_ptrs[comp->ac_tbl_no] : nullptr;
-    if (quant == nullptr || dc == nullptr || ac == nullptr) return false;
-    for (int v = 0; v < plan.idct_h; ++v) {
-      for (int u = 0; u < plan.idct_w; ++u) plan.quant[v * plan.idct_w + u] = quant->quantval[v * 8 + u];
-    }
+    if (dc == nullptr || ac == nullptr) return false;
     HuffmanTable& dc_table = (*tables)[2 * c];
     HuffmanTable& ac_table = (*tables)[2 * c + 1];
     if (!dc_table.Build(dc->bits, dc->huffval, true) || !ac_table.Build(ac->bits, ac->huffval, false)) {
@@ -257,21 +289,54 @@ bool PlanScan(const jpeg_decompress_struct& info, int denominator, Scan* scan, P
     scan->component[c] = {plan.h, plan.v, &dc_table, &ac_table,
                           jpeg_entropy::ZigZagLimit(plan.idct_h, plan.idct_w)};
   }
-  // A single-component scan has one block per MCU (its own block grid).
-  if (scan->components == 1) {
-    const Plan& plan = plans[0];
-    const long width = (static_cast<long>(info.image_width) * plan.h + hmax - 1) / hmax;
-    const long height = (static_cast<long>(info.image_height) * plan.v + vmax - 1) / vmax;
-    scan->mcus_per_row = static_cast<int>((width + 7) / 8);
-    scan->mcu_rows = static_cast<int>((height + 7) / 8);
-    scan->component[0].h = scan->component[0].v = 1;
-    plans[0].h = plans[0].v = 1;
-  } else {
-    scan->mcus_per_row = static_cast<int>((info.image_width + 8 * hmax - 1) / (8 * hmax));
-    scan->mcu_rows = static_cast<int>((info.image_height + 8 * vmax - 1) / (8 * vmax));
-  }
+  McuGrid(info, plans, &scan->mcus_per_row, &scan->mcu_rows);
+  scan->component[0].h = plans[0].h;
+  scan->component[0].v = plans[0].v;
   scan->restart_interval = static_cast<int>(info.restart_interval);
   return true;
+}
+
+// A progressive frame's plans (in frame order), or false. A grayscale one
+// must have 1x1 sampling (its scans' block grid is then its MCU grid).
+bool PlanProgressive(const jpeg_decompress_struct& info, int denominator, Plan* plans,
+                     int* mcus_per_row, int* mcu_rows) {
+  bool gray = false;
+  if (!info.progressive_mode || !DecodableFrame(info, &gray)) return false;
+  for (int c = 0; c < info.num_components; ++c) {
+    if (!PlanComponent(info, info.comp_info[c], denominator, gray, &plans[c])) return false;
+  }
+  if (gray && (plans[0].h != 1 || plans[0].v != 1)) return false;
+  McuGrid(info, plans, mcus_per_row, mcu_rows);
+  return true;
+}
+
+// Hands the MCUs of rows [first_row, last_row], columns [first_col,
+// end_col), from the progressive decode's corners to the sink; each row
+// ends with the sink's call for the last MCU of the row (its cue to emit).
+void FeedCorners(jpeg_entropy::CornerPlane* corners, const Plan* plans, int components,
+                 int mcus_per_row, int first_row, int last_row, int first_col, int end_col,
+                 BlockSink* sink) {
+  alignas(64) int16_t storage[jpeg_entropy::kMaxBlocksPerMcu * kBlockStride];
+  const int16_t* blocks[kMaxComponents];
+  for (int y = first_row; y <= last_row; ++y) {
+    for (int x = first_col; x < end_col; ++x) {
+      int used = 0;
+      for (int c = 0; c < components; ++c) {
+        blocks[c] = storage + used * kBlockStride;
+        for (int by = 0; by < plans[c].v; ++by) {
+          for (int bx = 0; bx < plans[c].h; ++bx, ++used) {
+            int16_t* block = storage + used * kBlockStride;
+            std::memset(block, 0, sizeof(int16_t) * 64);
+            const jpeg_entropy::CornerBlock& kept =
+                corners[c].at(x * plans[c].h + bx, y * plans[c].v + by);
+            for (int r = 0; r < 4; ++r) std::memcpy(block + 8 * r, kept.corner + 4 * r, 8);
+          }
+        }
+      }
+      sink->Mcu(x, y, blocks);
+    }
+    if (end_col < mcus_per_row) sink->Mcu(mcus_per_row - 1, y, blocks);
+  }
 }
 
 bool DecodeScaledUnchecked(const jpeg_decompress_struct& info, const uint8_t* data, size_t size,
@@ -280,7 +345,12 @@ bool DecodeScaledUnchecked(const jpeg_decompress_struct& info, const uint8_t* da
   Scan scan;
   Plan plans[kMaxComponents];
   std::vector<HuffmanTable> tables;
-  if (!PlanScan(info, denominator, &scan, plans, &tables)) return false;
+  const bool progressive = info.progressive_mode;
+  if (progressive ? !PlanProgressive(info, denominator, plans, &scan.mcus_per_row, &scan.mcu_rows)
+                  : !PlanBaseline(info, denominator, &scan, plans, &tables)) {
+    return false;
+  }
+  const int components = info.num_components;
   const uint8_t* start = info.src->next_input_byte;
   if (start < data || start > data + size) return false;
   scan.data = start;
@@ -304,9 +374,15 @@ bool DecodeScaledUnchecked(const jpeg_decompress_struct& info, const uint8_t* da
     return false;
   }
   *columns = {x0 - first_col * mcu_w, x1 - x0};
-  ScaledSink sink(plans, scan.components, scan.mcus_per_row, mcu_w, mcu_h, first_col, end_col, y0,
-                  y1, out);
-  return jpeg_entropy::DecodeScan(scan, y0 / mcu_h, (y1 - 1) / mcu_h, &sink);
+  ScaledSink sink(plans, components, scan.mcus_per_row, mcu_w, mcu_h, first_col, end_col, y0, y1,
+                  out);
+  const int first_row = y0 / mcu_h, last_row = (y1 - 1) / mcu_h;
+  if (!progressive) return jpeg_entropy::DecodeScan(scan, first_row, last_row, &sink);
+  jpeg_entropy::CornerPlane corners[kMaxComponents];
+  if (!jpeg_entropy::DecodeProgressive(info, data, size, last_row, corners)) return false;
+  FeedCorners(corners, plans, components, scan.mcus_per_row, first_row, last_row, first_col,
+              end_col, &sink);
+  return true;
 }
 
 }  // namespace

@@ -319,5 +319,11 @@ int main(int argc, char** argv) {
   }
   std::string truncated = images[0].substr(0, images[0].size() / 2);
   Write("image", truncated + std::string(1, '\x03'));
+  // exact=False (control bit 0x40) on images large enough for DCT scaling:
+  // gpufeed's own baseline and progressive entropy decoders.
+  Write("image", EncodeJpeg(160, 120, JCS_RGB, 90, 8) + std::string(1, '\x41'));
+  Write("image", EncodeJpeg(160, 120, JCS_RGB, 85, 9, /*progressive=*/true) + std::string(1, '\x40'));
+  Write("image", EncodeJpeg(120, 96, JCS_GRAYSCALE, 80, 10, /*progressive=*/true) +
+                     std::string(1, '\x43'));
   return 0;
 }

@@ -6,12 +6,15 @@
 // decode: the same geometry, close pixels, and libjpeg for what it skips.
 #include "decode/jpeg_entropy.h"
 #include "decode/image_decoder.h"
+#include "decode/jpeg_progressive.h"
 #include "decode/jpeg_decoder.h"
 #include "decode/jpeg_scaled.h"
 
 #include "jpeg_test_util.h"
 
 #include <gtest/gtest.h>
+
+#include <setjmp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -37,6 +40,7 @@ struct Encoding {
   int restart_interval = 0;  // MCUs
   bool optimize = false;
   bool progressive = false;
+  bool custom_script = false;  // progressive with split bands and more refinements
   double noise = 10;  // amplitude of the pixel noise (more: longer codes)
   uint32_t seed = 1;
 };
@@ -79,6 +83,18 @@ std::string Encode(const Encoding& e) {
   info.restart_interval = e.restart_interval;
   info.optimize_coding = e.optimize ? TRUE : FALSE;
   if (e.progressive) jpeg_simple_progression(&info);
+  // Bands split at 2, 9 and 24, three refinements of the luma, DC refined
+  // twice; chroma AC in one first scan and one refinement.
+  static jpeg_scan_info script[] = {
+      {3, {0, 1, 2}, 0, 0, 0, 2}, {1, {0}, 1, 2, 0, 3}, {1, {0}, 3, 9, 0, 3},
+      {1, {0}, 10, 24, 0, 2},     {1, {0}, 25, 63, 0, 1}, {1, {1}, 1, 63, 0, 1},
+      {1, {2}, 1, 63, 0, 1},      {3, {0, 1, 2}, 0, 0, 2, 1}, {1, {0}, 1, 9, 3, 2},
+      {1, {0}, 1, 24, 2, 1},      {3, {0, 1, 2}, 0, 0, 1, 0}, {1, {0}, 1, 63, 1, 0},
+      {1, {1}, 1, 63, 1, 0},      {1, {2}, 1, 63, 1, 0}};
+  if (e.custom_script) {
+    info.scan_info = script;
+    info.num_scans = sizeof(script) / sizeof(script[0]);
+  }
   jpeg_start_compress(&info, TRUE);
   for (int y = 0; y < e.height; ++y) {
     JSAMPROW row = pixels.data() + static_cast<size_t>(y) * e.width * e.components;
@@ -386,7 +402,7 @@ TEST(JpegScaledTest, SameGeometryAsLibjpegAndClosePixels) {
   }
 }
 
-TEST(JpegScaledTest, BaselineJpegsTakeTheOwnPathOthersAreLeftToLibjpeg) {
+TEST(JpegScaledTest, BaselineJpegsTakeTheOwnPathCmykIsLeftToLibjpeg) {
   for (const Encoding& encoding : Encodings()) {
     const std::string jpeg = Encode(encoding);
     Header header(jpeg);
@@ -396,22 +412,19 @@ TEST(JpegScaledTest, BaselineJpegsTakeTheOwnPathOthersAreLeftToLibjpeg) {
                                 CropRect{0, 0, encoding.width, encoding.height}, 2, &image, &columns))
         << Describe(encoding);
   }
-  Encoding progressive;
-  progressive.progressive = true;
+  // CMYK is left to libjpeg (progressive JPEGs have their own tests below).
   const std::string cmyk = EncodeJpeg(64, 48, JCS_CMYK, 90, 4);
-  for (const std::string& jpeg : {Encode(progressive), cmyk}) {
-    {
-      Header header(jpeg);
-      Image image;
-      DecodedColumns columns;
-      EXPECT_FALSE(DecodeScaledOwn(header.info, Bytes(jpeg), jpeg.size(), CropRect{0, 0, 64, 48},
-                                   2, &image, &columns));
-    }
-    const Decoded own = DecodeWith(jpeg, CropRect{0, 0, 64, 48}, 2, true);
-    const Decoded reference = DecodeWith(jpeg, CropRect{0, 0, 64, 48}, 2, false);
-    ASSERT_TRUE(own.status.ok());
-    EXPECT_EQ(own.image.pixels, reference.image.pixels);
+  {
+    Header header(cmyk);
+    Image image;
+    DecodedColumns columns;
+    EXPECT_FALSE(DecodeScaledOwn(header.info, Bytes(cmyk), cmyk.size(), CropRect{0, 0, 64, 48}, 2,
+                                 &image, &columns));
   }
+  const Decoded own = DecodeWith(cmyk, CropRect{0, 0, 64, 48}, 2, true);
+  const Decoded reference = DecodeWith(cmyk, CropRect{0, 0, 64, 48}, 2, false);
+  ASSERT_TRUE(own.status.ok());
+  EXPECT_EQ(own.image.pixels, reference.image.pixels);
 }
 
 // Data that ends early: the own path refuses it, so libjpeg's error is the
@@ -426,6 +439,149 @@ TEST(JpegScaledTest, TruncatedFilesFailAsWithLibjpeg) {
     const Decoded reference = DecodeWith(cut, CropRect{0, 0, 256, 192}, 4, false);
     EXPECT_FALSE(own.status.ok()) << keep;
     EXPECT_EQ(own.status.ToString(), reference.status.ToString()) << keep;
+  }
+}
+
+int jpeg_natural_order_for_test(int k) {
+  static const int kOrder[64] = {0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,
+                                 12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28,
+                                 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
+                                 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
+  return kOrder[k];
+}
+
+std::vector<Encoding> ProgressiveEncodings() {
+  std::vector<Encoding> all;
+  for (Encoding e : Encodings()) {
+    e.progressive = true;
+    all.push_back(e);
+  }
+  for (int h : {1, 2}) {
+    Encoding e;
+    e.custom_script = true;
+    e.h = h;
+    e.restart_interval = h == 2 ? 3 : 0;
+    e.width = 150, e.height = 101;
+    all.push_back(e);
+  }
+  return all;
+}
+
+// Every kept corner coefficient and every nonzero bit equal libjpeg's final
+// coefficients after all scans, for the rows asked for.
+TEST(JpegProgressiveTest, CornersEqualLibjpegsCoefficients) {
+  for (const Encoding& encoding : ProgressiveEncodings()) {
+    const std::string jpeg = Encode(encoding);
+    Header header(jpeg);
+    ASSERT_TRUE(header.info.progressive_mode);
+    const int vmax = header.info.max_v_samp_factor;
+    const int mcu_rows = static_cast<int>((encoding.height + 8 * vmax - 1) / (8 * vmax));
+    for (int last_row : {mcu_rows - 1, mcu_rows / 2}) {
+      Header fresh(jpeg);
+      jpeg_entropy::CornerPlane planes[3];
+      ASSERT_TRUE(jpeg_entropy::DecodeProgressive(fresh.info, Bytes(jpeg), jpeg.size(), last_row,
+                                                  planes))
+          << Describe(encoding) << (encoding.custom_script ? " custom script" : "");
+      jvirt_barray_ptr* arrays = jpeg_read_coefficients(&header.info);
+      long mismatches = 0, compared = 0;
+      for (int c = 0; c < header.info.num_components; ++c) {
+        const jpeg_component_info& comp = header.info.comp_info[c];
+        const int rows = std::min<int>(planes[c].rows, comp.height_in_blocks);
+        for (int y = 0; y < rows; ++y) {
+          JBLOCKARRAY row = header.info.mem->access_virt_barray(
+              reinterpret_cast<j_common_ptr>(&header.info), arrays[c], y, 1, FALSE);
+          for (int x = 0; x < static_cast<int>(comp.width_in_blocks); ++x, ++compared) {
+            const JCOEF* expected = row[0][x];
+            const jpeg_entropy::CornerBlock& got = planes[c].at(x, y);
+            for (int r = 0; r < 4; ++r) {
+              for (int col = 0; col < 4; ++col) mismatches += got.corner[4 * r + col] != expected[8 * r + col];
+            }
+            for (int k = 1; k < 64; ++k) {
+              const int natural = jpeg_natural_order_for_test(k);
+              mismatches += ((got.nonzero >> k) & 1) != (expected[natural] != 0);
+            }
+          }
+        }
+      }
+      jpeg_finish_decompress(&header.info);
+      jpeg_abort_decompress(&header.info);
+      EXPECT_GT(compared, 0);
+      EXPECT_EQ(mismatches, 0) << Describe(encoding) << " last row " << last_row;
+      // A new header for the next pass (the coefficients were read).
+      jpeg_mem_src(&header.info, Bytes(jpeg), jpeg.size());
+      jpeg_read_header(&header.info, TRUE);
+    }
+  }
+}
+
+TEST(JpegProgressiveTest, ScaledDecodeIsCloseAndCutFilesAreLeftToLibjpeg) {
+  Encoding encoding;
+  encoding.progressive = true;
+  encoding.width = 259, encoding.height = 197, encoding.noise = 6;
+  const std::string jpeg = Encode(encoding);
+  Image full;
+  ASSERT_TRUE(DecodeRegion(Bytes(jpeg), jpeg.size(), {}, 0, 0, &full).ok());
+  for (int denominator : {2, 4, 8}) {
+    const CropRect crop{40, 30, 180, 150};
+    const Decoded own = DecodeWith(jpeg, crop, denominator, true);
+    const Decoded reference = DecodeWith(jpeg, crop, denominator, false);
+    ASSERT_TRUE(own.status.ok());
+    ASSERT_EQ(own.image.height, reference.image.height);
+    ASSERT_EQ(own.columns.width, reference.columns.width);
+    EXPECT_GT(PsnrAgainstBoxes(own, full, crop, denominator), 30.0) << denominator;
+    Header header(jpeg);
+    Image image;
+    DecodedColumns columns;
+    EXPECT_TRUE(DecodeScaledOwn(header.info, Bytes(jpeg), jpeg.size(), crop, denominator, &image,
+                                &columns));
+  }
+  for (size_t keep : {jpeg.size() / 3, jpeg.size() - 2}) {
+    const std::string cut = jpeg.substr(0, keep);
+    Header header(cut);
+    Image image;
+    DecodedColumns columns;
+    EXPECT_FALSE(DecodeScaledOwn(header.info, Bytes(cut), cut.size(), CropRect{0, 0, 259, 197}, 4,
+                                 &image, &columns))
+        << keep;
+    const Decoded own = DecodeWith(cut, CropRect{0, 0, 259, 197}, 4, true);
+    const Decoded reference = DecodeWith(cut, CropRect{0, 0, 259, 197}, 4, false);
+    EXPECT_EQ(own.status.ToString(), reference.status.ToString());
+  }
+}
+
+TEST(JpegProgressiveTest, DamagedFilesNeverReadOutOfBounds) {
+  std::mt19937 generator(5);
+  for (const Encoding& encoding : ProgressiveEncodings()) {
+    const std::string jpeg = Encode(encoding);
+    for (int trial = 0; trial < 30; ++trial) {
+      std::string damaged = jpeg;
+      for (int i = 0; i < 1 + trial % 3; ++i) {
+        const size_t at = 200 + generator() % (damaged.size() - 200);
+        damaged[at] = static_cast<char>(trial % 4 == 0 ? 0xFF : generator() % 256);
+      }
+      std::unique_ptr<uint8_t[]> exact(new uint8_t[damaged.size()]);
+      std::memcpy(exact.get(), damaged.data(), damaged.size());
+      // libjpeg's errors (a damaged header) longjmp back here.
+      struct Failure {
+        jpeg_error_mgr manager;
+        jmp_buf jump;
+      } failure;
+      jpeg_decompress_struct info;
+      info.err = jpeg_std_error(&failure.manager);
+      failure.manager.error_exit = [](j_common_ptr common) {
+        longjmp(reinterpret_cast<Failure*>(common->err)->jump, 1);
+      };
+      failure.manager.emit_message = [](j_common_ptr, int) {};
+      jpeg_create_decompress(&info);
+      if (setjmp(failure.jump) == 0) {
+        jpeg_mem_src(&info, exact.get(), damaged.size());
+        if (jpeg_read_header(&info, TRUE) == JPEG_HEADER_OK && info.progressive_mode) {
+          jpeg_entropy::CornerPlane planes[3];
+          (void)jpeg_entropy::DecodeProgressive(info, exact.get(), damaged.size(), 1 << 20, planes);
+        }
+      }
+      jpeg_destroy_decompress(&info);
+    }
   }
 }
 

@@ -1,0 +1,136 @@
+// The bit reading shared by gpufeed's JPEG entropy decoders (baseline:
+// jpeg_entropy.cc; progressive: jpeg_progressive.cc). Internal to
+// src/decode.
+//
+// Invariant of the bit buffer: the top `count` bits of Bits::bits are the
+// next bits of the scan; the bits below are the following data bytes (the
+// 8-byte refill takes no 0xFF byte) or zero. After the data stops (a marker,
+// or the end of the file) zero bits are supplied and counted in
+// Source::padding: using one makes Sound() false, and the decoders then
+// refuse the image (libjpeg decodes it instead).
+#ifndef GPUFEED_DECODE_JPEG_BITS_H_
+#define GPUFEED_DECODE_JPEG_BITS_H_
+
+#include <cstdint>
+#include <cstring>
+
+#include "decode/jpeg_entropy.h"
+
+namespace gpufeed {
+namespace jpeg_entropy {
+
+// Natural (row-major) position of each zig-zag index; indices 64..79 (a
+// corrupt run) map to 63, so a lookup cannot index past a block. The
+// decoder's stores go through a position map that sends them to a spare
+// slot instead (libjpeg writes them to 63; no scaled transform reads 63).
+constexpr uint8_t kNatural[80] = {
+    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33,
+    40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36,
+    29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54,
+    47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
+
+// Lookup entry layout.
+constexpr uint32_t kLengthMask = 31;      // bits consumed
+constexpr int kRunShift = 5;              // zero run (4 bits)
+constexpr int kSizeShift = 9;             // magnitude bits (4 bits)
+constexpr uint32_t kFull = 1u << 13;      // length covers the magnitude bits too
+constexpr uint32_t kEndOfBlock = 1u << 14;
+constexpr uint32_t kCode = 1u << 15;      // code only; the magnitude bits follow
+constexpr int kValueShift = 16;           // sign-extended value (kFull)
+
+inline int Extend(int bits, int size) {
+  return bits < (1 << (size - 1)) ? bits - (1 << size) + 1 : bits;
+}
+
+// The bit buffer: the top `count` bits of `bits` are the next ones; bits
+// below may hold the following bytes (never a marker, never stuffing).
+// Kept in locals of the decoding loop (registers); Source holds the rest.
+struct Bits {
+  uint64_t bits;
+  int count;
+};
+
+// Where the entropy-coded bytes come from: undoes 0xFF 0x00 stuffing, stops
+// at a marker and then supplies zero bits, counted in `padding` so that
+// using them is detected as an error.
+struct Source {
+  const uint8_t* next;
+  const uint8_t* end;
+  int marker = 0;   // the marker the data stopped at (0x100: the data ended); 0 while none
+  int padding = 0;  // zero bits supplied after the data stopped, in the buffer or used
+};
+
+// Refills to at least 57 bits, byte by byte.
+Bits FillSlow(Bits in, Source* source);
+
+// At least 32 bits in the buffer (some may be padding).
+__attribute__((always_inline)) inline void Fill(Bits* b, Source* source) {
+  if (b->count >= 32) return;
+  if (source->end - source->next >= 8 && source->marker == 0) {
+    uint64_t raw;
+    std::memcpy(&raw, source->next, 8);
+    // No 0xFF byte among the eight: take whole bytes without looking.
+    const uint64_t inverted = ~raw;
+    if (((inverted - 0x0101010101010101ull) & ~inverted & 0x8080808080808080ull) == 0) {
+      b->bits |= __builtin_bswap64(raw) >> b->count;
+      const int taken = (63 - b->count) >> 3;
+      source->next += taken;
+      b->count += taken * 8;
+      return;
+    }
+  }
+  *b = FillSlow(*b, source);
+}
+
+inline uint32_t Peek(const Bits& b, int n) { return static_cast<uint32_t>(b.bits >> (64 - n)); }
+inline void Skip(Bits* b, int n) {
+  b->bits <<= n;
+  b->count -= n;
+}
+// True while no padding bit has been used.
+inline bool Sound(const Bits& b, const Source& source) { return b.count >= source.padding; }
+
+// Discards the partial byte before a restart marker, and the marker, which
+// must be RST `expected` (0..7); false otherwise.
+bool Restart(int expected, Bits* b, Source* source);
+
+// After the last MCU of a scan: whether the next marker (past fill bytes
+// and any stray bytes, which libjpeg skips with a warning) is `marker`.
+bool NextMarkerIs(const Source& source, int marker);
+
+// The next marker's code (past fill bytes and stray bytes) and the byte
+// after it, from where the source stopped; 0 when the data ends first.
+int NextMarker(const Source& source, const uint8_t** after);
+
+// A code longer than kLookupBits: canonical search by length. Returns the
+// symbol, or -1 for no such code. REQUIRES: 16 bits in the buffer.
+int DecodeSlow(Bits* b, const HuffmanTable& table);
+
+// Decodes a DC difference (its size's code, then the magnitude bits) into
+// *diff. False for an invalid code.
+__attribute__((always_inline)) inline bool DecodeDcDiff(Bits* b, Source* source,
+                                                         const HuffmanTable& table, int* diff) {
+  Fill(b, source);
+  const uint32_t entry = table.lookup[Peek(*b, kLookupBits)];
+  if (entry & kFull) {
+    Skip(b, entry & kLengthMask);
+    *diff = static_cast<int16_t>(entry >> kValueShift);
+    return true;
+  }
+  int size;
+  if (entry & kCode) {
+    Skip(b, entry & kLengthMask);
+    size = (entry >> kSizeShift) & 15;
+  } else {
+    size = DecodeSlow(b, table);
+    if (size < 0) return false;
+  }
+  *diff = size == 0 ? 0 : Extend(static_cast<int>(Peek(*b, size)), size);
+  if (size) Skip(b, size);
+  return true;
+}
+
+}  // namespace jpeg_entropy
+}  // namespace gpufeed
+
+#endif  // GPUFEED_DECODE_JPEG_BITS_H_

@@ -1,0 +1,378 @@
+#include "decode/jpeg_progressive.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "decode/jpeg_bits.h"
+#include "decode/jpeg_entropy.h"
+#include "decode/jpeg_scans.h"
+
+namespace gpufeed {
+namespace jpeg_entropy {
+
+namespace {
+
+// The corner slot of each zig-zag index (natural row and column below 4),
+// or -1; kCornerMask has bit k set for each index with a slot.
+struct CornerSlots {
+  int8_t slot[64];
+  uint64_t mask;
+};
+constexpr CornerSlots MakeCornerSlots() {
+  CornerSlots slots{};
+  for (int k = 0; k < 64; ++k) {
+    const int row = kNatural[k] / 8, column = kNatural[k] % 8;
+    slots.slot[k] = static_cast<int8_t>(row < 4 && column < 4 ? row * 4 + column : -1);
+    if (slots.slot[k] >= 0) slots.mask |= 1ull << k;
+  }
+  return slots;
+}
+constexpr CornerSlots kCorner = MakeCornerSlots();
+
+// Bits set in `x` (the build targets x86-64 without POPCNT, where the
+// builtin is a library call).
+inline int PopCount(uint64_t x) {
+  x = x - ((x >> 1) & 0x5555555555555555ull);
+  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+  return static_cast<int>((x * 0x0101010101010101ull) >> 56);
+}
+
+inline int16_t Wrap16(uint32_t value) { return static_cast<int16_t>(static_cast<uint16_t>(value)); }
+
+// Bits k in [from, to] (0 <= from, to <= 63); 0 when from > to.
+inline uint64_t Range(int from, int to) {
+  if (from > to) return 0;
+  const uint64_t upto = to == 63 ? ~0ull : (1ull << (to + 1)) - 1;
+  return upto & ~((1ull << from) - 1);
+}
+
+// An AC symbol: its run, and its value (0 for sixteen zeros), or an
+// end-of-band run (kEnd, run r: 2^r + r more bits of blocks). -1: a bad code.
+constexpr int kSymbol = 0, kEnd = 1, kBad = -1;
+
+inline int DecodeAcSymbol(Bits* b, Source* source, const HuffmanTable& table, int* run, int* size,
+                          int* value) {
+  Fill(b, source);
+  const uint32_t entry = table.lookup[Peek(*b, kLookupBits)];
+  int symbol;
+  if (entry & kFull) {
+    Skip(b, entry & kLengthMask);
+    *run = (entry >> kRunShift) & 15;
+    *size = (entry >> kSizeShift) & 15;
+    if (entry & kEndOfBlock) return kEnd;
+    *value = static_cast<int16_t>(entry >> kValueShift);
+    return kSymbol;
+  }
+  if (entry & kCode) {
+    Skip(b, entry & kLengthMask);
+    symbol = static_cast<int>((entry >> kRunShift) & 15) << 4 | ((entry >> kSizeShift) & 15);
+  } else {
+    symbol = DecodeSlow(b, table);
+    if (symbol < 0) return kBad;
+  }
+  *run = symbol >> 4;
+  *size = symbol & 15;
+  if (*size == 0) {
+    *value = 0;
+    return *run == 15 ? kSymbol : kEnd;
+  }
+  Fill(b, source);
+  *value = Extend(static_cast<int>(Peek(*b, *size)), *size);
+  Skip(b, *size);
+  return kSymbol;
+}
+
+// Reads the end-of-band run's extra bits: the blocks it covers, this one
+// included.
+inline uint32_t EndOfBandRun(Bits* b, Source* source, int r) {
+  uint32_t run = 1u << r;
+  if (r > 0) {
+    Fill(b, source);
+    run += Peek(*b, r);
+    Skip(b, r);
+  }
+  return run;
+}
+
+// The correction bits of the nonzero coefficients in `positions` (one bit
+// each, in zig-zag order): applied to the corner's, the others skipped.
+inline void Corrections(Bits* b, Source* source, uint64_t positions, int al, CornerBlock* block) {
+  if ((positions & kCorner.mask) == 0) {
+    for (int n = PopCount(positions); n > 0;) {
+      Fill(b, source);
+      const int m = std::min(n, 24);
+      Skip(b, m);
+      n -= m;
+    }
+    return;
+  }
+  const int p1 = 1 << al;
+  while (positions != 0) {
+    const int k = __builtin_ctzll(positions);
+    positions &= positions - 1;
+    Fill(b, source);
+    const bool bit = Peek(*b, 1) != 0;
+    Skip(b, 1);
+    const int slot = kCorner.slot[k];
+    if (bit && slot >= 0) {
+      int16_t& coefficient = block->corner[slot];
+      if ((coefficient & p1) == 0) coefficient = Wrap16(coefficient + (coefficient >= 0 ? p1 : -p1));
+    }
+  }
+}
+
+class ProgressiveDecoder {
+ public:
+  ProgressiveDecoder(const jpeg_decompress_struct& info, const uint8_t* data, size_t size,
+                     int last_mcu_row, CornerPlane* planes)
+      : info_(info), data_(data), end_(data + size), planes_(planes) {
+    hmax_ = info.max_h_samp_factor;
+    vmax_ = info.max_v_samp_factor;
+    mcus_per_row_ = static_cast<int>((info.image_width + 8 * hmax_ - 1) / (8 * hmax_));
+    mcu_rows_ = static_cast<int>((info.image_height + 8 * vmax_ - 1) / (8 * vmax_));
+    last_mcu_row_ = std::min(last_mcu_row, mcu_rows_ - 1);
+  }
+
+  bool Run();
+
+ private:
+  bool Setup();
+  bool DecodeOneScan(const ScanParams& scan, const uint8_t* start, int* marker,
+                     const uint8_t** after);
+  bool AtMcu(Bits* b, Source* source);
+  bool DecodeInterleavedDc(const ScanParams& scan, Bits* b, Source* source);
+  bool DecodeSingle(const ScanParams& scan, Bits* b, Source* source);
+  inline bool DecodeBlock(const ScanParams& scan, int index, Bits* b, Source* source,
+                          CornerBlock* block);
+  inline bool AcFirst(const ScanParams& scan, const HuffmanTable& table, Bits* b, Source* source,
+                      CornerBlock* block);
+  inline bool AcRefine(const ScanParams& scan, const HuffmanTable& table, Bits* b,
+                       Source* source, CornerBlock* block);
+
+  const jpeg_decompress_struct& info_;
+  const uint8_t* data_;
+  const uint8_t* end_;
+  CornerPlane* planes_;
+  int hmax_ = 1, vmax_ = 1, mcus_per_row_ = 0, mcu_rows_ = 0, last_mcu_row_ = 0;
+  int h_[kMaxComponents] = {}, v_[kMaxComponents] = {};
+  int width_in_blocks_[kMaxComponents] = {}, height_in_blocks_[kMaxComponents] = {};
+  ScanHeaders headers_;  // tables, restart interval, progression
+  // Per scan state.
+  int dc_[kMaxComponents] = {};
+  uint32_t end_of_band_ = 0;  // blocks left in the current end-of-band run
+  int until_restart_ = 0, next_restart_ = 0;
+};
+
+bool ProgressiveDecoder::Setup() {
+  if (info_.num_components > kMaxComponents || info_.arith_code || info_.data_precision != 8) {
+    return false;
+  }
+  for (int c = 0; c < info_.num_components; ++c) {
+    const jpeg_component_info& comp = info_.comp_info[c];
+    h_[c] = comp.h_samp_factor;
+    v_[c] = comp.v_samp_factor;
+    const long width = (static_cast<long>(info_.image_width) * h_[c] + hmax_ - 1) / hmax_;
+    const long height = (static_cast<long>(info_.image_height) * v_[c] + vmax_ - 1) / vmax_;
+    width_in_blocks_[c] = static_cast<int>((width + 7) / 8);
+    height_in_blocks_[c] = static_cast<int>((height + 7) / 8);
+    CornerPlane& plane = planes_[c];
+    plane.blocks_per_row = mcus_per_row_ * h_[c];
+    plane.rows = (last_mcu_row_ + 1) * v_[c];
+    plane.blocks.assign(static_cast<size_t>(plane.blocks_per_row) * plane.rows, CornerBlock{});
+  }
+  return true;
+}
+
+bool ProgressiveDecoder::Run() {
+  if (!Setup()) return false;
+  ScanParams scan;
+  if (!headers_.Start(info_, &scan)) return false;
+  const uint8_t* start = info_.src->next_input_byte;
+  if (start < data_ || start > end_) return false;
+  for (int scans = 0; scans < 1000; ++scans) {
+    const uint8_t* after = nullptr;
+    int marker = 0;
+    if (!DecodeOneScan(scan, start, &marker, &after)) return false;
+    bool done = false;
+    if (!headers_.ReadMarkers(marker, after, end_, &scan, &start, &done)) return false;
+    if (done) return true;
+  }
+  return false;  // more scans than any encoder writes: leave it to libjpeg
+}
+
+bool ProgressiveDecoder::DecodeOneScan(const ScanParams& scan, const uint8_t* start, int* marker,
+                                       const uint8_t** after) {
+  if (!headers_.Prepare(scan)) return false;
+  Source source{start, end_};
+  Bits b{0, 0};
+  std::fill(std::begin(dc_), std::end(dc_), 0);
+  end_of_band_ = 0;
+  const bool ok = scan.count > 1 ? DecodeInterleavedDc(scan, &b, &source)
+                                 : DecodeSingle(scan, &b, &source);
+  if (!ok || !Sound(b, source)) return false;
+  // The rest of the scan (its rows below the crop) is skipped: on to the
+  // next marker that is not a restart marker.
+  *marker = NextMarker(source, after);
+  while (*marker >= 0xD0 && *marker <= 0xD7) {
+    const Source rest{*after, end_};
+    *marker = NextMarker(rest, after);
+  }
+  return *marker != 0;
+}
+
+// Restart markers every headers_.restart_interval MCUs of a scan: checked, and the
+// predictors and the end-of-band run reset. False for a missing one.
+bool ProgressiveDecoder::AtMcu(Bits* b, Source* source) {
+  if (headers_.restart_interval == 0) return true;
+  if (until_restart_ == 0) {
+    if (!Restart(next_restart_, b, source)) return false;
+    next_restart_ = (next_restart_ + 1) & 7;
+    until_restart_ = headers_.restart_interval;
+    std::fill(std::begin(dc_), std::end(dc_), 0);
+    end_of_band_ = 0;
+  }
+  --until_restart_;
+  return true;
+}
+
+bool ProgressiveDecoder::DecodeInterleavedDc(const ScanParams& scan, Bits* b, Source* source) {
+  until_restart_ = headers_.restart_interval;
+  next_restart_ = 0;
+  for (int y = 0; y <= last_mcu_row_; ++y) {
+    for (int x = 0; x < mcus_per_row_; ++x) {
+      if (!AtMcu(b, source)) return false;
+      for (int i = 0; i < scan.count; ++i) {
+        const int c = scan.component[i];
+        for (int by = 0; by < v_[c]; ++by) {
+          for (int bx = 0; bx < h_[c]; ++bx) {
+            if (!DecodeBlock(scan, i, b, source, &planes_[c].at(x * h_[c] + bx, y * v_[c] + by))) {
+              return false;
+            }
+          }
+        }
+      }
+    }
+    if (!Sound(*b, *source)) return false;
+  }
+  return true;
+}
+
+// A single-component scan covers the component's own block grid, one block
+// per MCU, down to the rows the crop needs.
+bool ProgressiveDecoder::DecodeSingle(const ScanParams& scan, Bits* b, Source* source) {
+  until_restart_ = headers_.restart_interval;
+  next_restart_ = 0;
+  const int c = scan.component[0];
+  const int rows = std::min(height_in_blocks_[c], planes_[c].rows);
+  Bits bits = *b;  // a local, kept in registers through the loop
+  for (int y = 0; y < rows; ++y) {
+    CornerBlock* row = &planes_[c].at(0, y);
+    for (int x = 0; x < width_in_blocks_[c]; ++x) {
+      if (!AtMcu(&bits, source) || !DecodeBlock(scan, 0, &bits, source, row + x)) return false;
+    }
+    if (!Sound(bits, *source)) return false;
+  }
+  *b = bits;
+  return true;
+}
+
+__attribute__((always_inline)) inline bool ProgressiveDecoder::DecodeBlock(
+    const ScanParams& scan, int index, Bits* b, Source* source,
+                                     CornerBlock* block) {
+  const int c = scan.component[index];
+  if (scan.ss == 0) {
+    if (scan.ah != 0) {  // DC refinement: one bit
+      Fill(b, source);
+      if (Peek(*b, 1) != 0) block->corner[0] = Wrap16(block->corner[0] | (1u << scan.al));
+      Skip(b, 1);
+      return true;
+    }
+    int diff;
+    if (!DecodeDcDiff(b, source, headers_.table(0, scan.dc_table[index]), &diff)) return false;
+    dc_[c] = Wrap16(static_cast<uint32_t>(dc_[c] + diff));
+    block->corner[0] = Wrap16(static_cast<uint32_t>(dc_[c]) << scan.al);
+    return true;
+  }
+  const HuffmanTable& table = headers_.table(1, scan.ac_table[0]);
+  return scan.ah == 0 ? AcFirst(scan, table, b, source, block)
+                      : AcRefine(scan, table, b, source, block);
+}
+
+__attribute__((always_inline)) inline bool ProgressiveDecoder::AcFirst(
+    const ScanParams& scan, const HuffmanTable& table, Bits* b,
+                                 Source* source, CornerBlock* block) {
+  if (end_of_band_ > 0) {
+    --end_of_band_;
+    return true;
+  }
+  for (int k = scan.ss; k <= scan.se; ++k) {
+    int run, size, value = 0;
+    const int kind = DecodeAcSymbol(b, source, table, &run, &size, &value);
+    if (kind == kBad) return false;
+    if (kind == kEnd) {
+      end_of_band_ = EndOfBandRun(b, source, run) - 1;
+      return true;
+    }
+    k += run;
+    if (size == 0) continue;   // sixteen zeros
+    if (k > scan.se) return false;  // a value past the band: corrupt
+    block->nonzero |= 1ull << k;
+    if (kCorner.slot[k] >= 0) {
+      block->corner[kCorner.slot[k]] = Wrap16(static_cast<uint32_t>(value) << scan.al);
+    }
+  }
+  return true;
+}
+
+// libjpeg's decode_mcu_AC_refine with the nonzero coefficients as a bit
+// mask: the zeros a run passes over and the correction bits of the nonzero
+// coefficients between are found with mask operations.
+__attribute__((always_inline)) inline bool ProgressiveDecoder::AcRefine(
+    const ScanParams& scan, const HuffmanTable& table, Bits* b,
+                                  Source* source, CornerBlock* block) {
+  const int p1 = 1 << scan.al;
+  int k = scan.ss;
+  if (end_of_band_ == 0) {
+    for (; k <= scan.se; ++k) {
+      int run, size, value = 0;
+      const int kind = DecodeAcSymbol(b, source, table, &run, &size, &value);
+      if (kind == kBad) return false;
+      if (kind == kEnd) {
+        end_of_band_ = EndOfBandRun(b, source, run);
+        break;
+      }
+      if (size > 1) return false;  // libjpeg warns and reads one bit: leave it to libjpeg
+      // Past the nonzero coefficients (each taking a correction bit) and
+      // `run` zeros, to the next zero: the new coefficient's place.
+      uint64_t zeros = ~block->nonzero & Range(k, scan.se);
+      for (int i = 0; i < run && zeros != 0; ++i) zeros &= zeros - 1;
+      const int target = zeros != 0 ? __builtin_ctzll(zeros) : scan.se + 1;
+      Corrections(b, source, block->nonzero & Range(k, target - 1), scan.al, block);
+      k = target;
+      if (size == 1) {
+        if (k > scan.se) return false;
+        block->nonzero |= 1ull << k;
+        const int slot = kCorner.slot[k];
+        if (slot >= 0) block->corner[slot] = static_cast<int16_t>(value > 0 ? p1 : -p1);
+      }
+    }
+  }
+  if (end_of_band_ > 0) {
+    Corrections(b, source, block->nonzero & Range(k, scan.se), scan.al, block);
+    --end_of_band_;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool DecodeProgressive(const jpeg_decompress_struct& info, const uint8_t* data, size_t size,
+                       int last_mcu_row, CornerPlane* planes) {
+  ProgressiveDecoder decoder(info, data, size, last_mcu_row, planes);
+  return decoder.Run();
+}
+
+}  // namespace jpeg_entropy
+}  // namespace gpufeed

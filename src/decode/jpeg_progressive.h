@@ -1,0 +1,56 @@
+// Progressive JPEG entropy decoding for the DCT-scaled decode of
+// exact=False: every scan of the file, keeping per block only the
+// low-frequency corner a scaled transform uses (natural rows and columns
+// 0-3) and which coefficients are nonzero (what a refinement scan needs of
+// the others), and only the block rows down to the crop's bottom: the rest
+// of each scan is skipped to its end marker.
+//
+// libjpeg reads the header up to the first scan (its checks stay); the
+// markers between scans (DHT, DRI, COM, APPn) are read here. Anything else
+// between scans, a progression libjpeg would warn about (a refinement
+// before its first scan, a bad Ah/Al), arithmetic coding, or data this
+// decoder does not follow exactly makes it return false: the caller then
+// decodes with libjpeg. It never reads outside the file's bytes.
+//
+// Thread safety: reentrant.
+#ifndef GPUFEED_DECODE_JPEG_PROGRESSIVE_H_
+#define GPUFEED_DECODE_JPEG_PROGRESSIVE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>  // jpeglib.h needs FILE declared first
+#include <vector>
+
+#include <jpeglib.h>
+
+namespace gpufeed {
+namespace jpeg_entropy {
+
+// One block's kept coefficients: corner[r * 4 + c] for natural row r and
+// column c below 4 (quantized, point transforms applied as libjpeg applies
+// them); bit k of `nonzero` for each nonzero zig-zag coefficient k >= 1.
+struct CornerBlock {
+  int16_t corner[16];
+  uint64_t nonzero;
+};
+
+// A frame component's blocks, on the grid libjpeg's coefficient arrays use
+// (width padded to whole MCUs), rows [0, rows).
+struct CornerPlane {
+  int blocks_per_row = 0;
+  int rows = 0;
+  std::vector<CornerBlock> blocks;  // rows * blocks_per_row
+  CornerBlock& at(int x, int y) { return blocks[static_cast<size_t>(y) * blocks_per_row + x]; }
+};
+
+// Decodes every scan of the progressive JPEG whose header `info` holds
+// (read from data[0, size)), the MCU rows [0, last_mcu_row] of each, into
+// planes[c] for frame component c. False when it does not decode the file
+// (above). REQUIRES: info.progressive_mode, info.num_components <= 3.
+bool DecodeProgressive(const jpeg_decompress_struct& info, const uint8_t* data, size_t size,
+                       int last_mcu_row, CornerPlane* planes);
+
+}  // namespace jpeg_entropy
+}  // namespace gpufeed
+
+#endif  // GPUFEED_DECODE_JPEG_PROGRESSIVE_H_
