@@ -141,7 +141,7 @@ def highres_rows(highres):
             exact_us = entry["us_per_image"][f"{kind}_uint8"]
             rows.append((section, f"{kind} uint8, exact (PIL's bytes)", 1e6 / exact_us, "images/s"))
             rows.append((section, f"{kind} uint8, exact=False / exact (target >= "
-                         f"{highres['targets']['speedup']:g}x; a decode at 1/8 takes "
+                         f"{highres['targets']['speedup']:g}x; libjpeg's decode at 1/8 takes "
                          f"{entry[kind + '_floor_share']:.0%} of the exact time)",
                          entry[f"{kind}_speedup"], "x"))
             rows.append((section, f"{kind} uint8, exact=False mean PSNR vs exact (target >= "
