@@ -237,6 +237,10 @@ bool PlanComponent(const jpeg_decompress_struct& info, const jpeg_component_info
   plan->transform = PickTransform(plan->idct_w, plan->idct_h, plan->repeat_x, plan->repeat_y);
   plan->plane = gray ? 0 : comp.component_index;
   if (plan->plane < 0 || plan->plane >= kMaxComponents) return false;
+  // Replicating luma (a file whose luma is sampled less than a chroma
+  // component, decoded at 1/2) would blur what the eye sees most: libjpeg's
+  // larger transform decodes those.
+  if (plan->plane == 0 && (plan->repeat_x > 1 || plan->repeat_y > 1)) return false;
   const JQUANT_TBL* quant = comp.quant_tbl_no >= 0 && comp.quant_tbl_no < NUM_QUANT_TBLS
                                 ? info.quant_tbl_ptrs[comp.quant_tbl_no] : nullptr;
   if (quant == nullptr) return false;

@@ -35,7 +35,8 @@ using jpeg_entropy::Scan;
 struct Encoding {
   int width = 64, height = 48;
   int components = 3;  // 1: grayscale
-  int h = 2, v = 2;    // luma sampling; chroma 1x1
+  int h = 2, v = 2;    // luma sampling
+  int chroma_h = 1, chroma_v = 1;
   int quality = 90;
   int restart_interval = 0;  // MCUs
   bool optimize = false;
@@ -80,6 +81,10 @@ std::string Encode(const Encoding& e) {
   jpeg_set_quality(&info, e.quality, TRUE);
   info.comp_info[0].h_samp_factor = e.h;
   info.comp_info[0].v_samp_factor = e.v;
+  for (int c = 1; c < e.components; ++c) {
+    info.comp_info[c].h_samp_factor = e.chroma_h;
+    info.comp_info[c].v_samp_factor = e.chroma_v;
+  }
   info.restart_interval = e.restart_interval;
   info.optimize_coding = e.optimize ? TRUE : FALSE;
   if (e.progressive) jpeg_simple_progression(&info);
@@ -411,6 +416,22 @@ TEST(JpegScaledTest, BaselineJpegsTakeTheOwnPathCmykIsLeftToLibjpeg) {
     EXPECT_TRUE(DecodeScaledOwn(header.info, Bytes(jpeg), jpeg.size(),
                                 CropRect{0, 0, encoding.width, encoding.height}, 2, &image, &columns))
         << Describe(encoding);
+  }
+  // Luma sampled less than chroma (1x1, 2x2, 1x1): at 1/2 its luma would be
+  // replicated, so it is left to libjpeg; at 1/4 its transform enlarges it.
+  {
+    Encoding odd;
+    odd.h = 1, odd.v = 1;
+    odd.chroma_h = 2, odd.chroma_v = 2;
+    odd.width = 96, odd.height = 64;
+    const std::string jpeg = Encode(odd);
+    Header header(jpeg);
+    Image image;
+    DecodedColumns columns;
+    EXPECT_FALSE(DecodeScaledOwn(header.info, Bytes(jpeg), jpeg.size(), CropRect{0, 0, 96, 64}, 2,
+                                 &image, &columns));
+    EXPECT_TRUE(DecodeScaledOwn(header.info, Bytes(jpeg), jpeg.size(), CropRect{0, 0, 96, 64}, 4,
+                                &image, &columns));
   }
   // CMYK is left to libjpeg (progressive JPEGs have their own tests below).
   const std::string cmyk = EncodeJpeg(64, 48, JCS_CMYK, 90, 4);
