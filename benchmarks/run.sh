@@ -366,6 +366,11 @@ if want highres; then
   "$PY" "$ROOT/benchmarks/highres_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_transform_bench" \
     --out "$DATA/highres-photos" --rounds "$([ ${#quick[@]} -gt 0 ] && echo 3 || echo 5)" \
     --json "$RESULTS/highres.json" 2> >(drop_info_logs) || echo "highres benchmark failed (exit $?)"
+  # exact=False decodes baseline and progressive JPEGs with gpufeed's own
+  # entropy decoders: checked against libjpeg on files other tools wrote.
+  echo "exact=False's own JPEG decoders vs libjpeg (coefficients; scaled pixels at 1/2, 1/4, 1/8):"
+  "$BUILD_DIR/benchmarks/gpufeed_jpeg_check" "$DATA/highres-photos" "${PHOTOS:-$DATA/none}" \
+    /usr/share/wallpapers 2> >(drop_info_logs) | tail -5 || echo "  a coefficient or geometry differs (above)"
 fi
 
 if want gpu; then

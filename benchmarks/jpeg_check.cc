@@ -1,0 +1,301 @@
+// gpufeed_jpeg_check: exact=False's own JPEG entropy decoders against
+// libjpeg-turbo on real files, for files written by other tools.
+//
+//   gpufeed_jpeg_check FILE_OR_DIR...
+//
+// Per JPEG: whether the own decoders take it (baseline: jpeg_entropy.h;
+// progressive: jpeg_progressive.h), and then
+// - coefficients: the own decoder's against libjpeg's jpeg_read_coefficients
+//   (baseline: all 64 of every block; progressive: each block's 4x4 corner
+//   and which coefficients are nonzero), any difference named;
+// - pixels: JpegDecoder's scaled decode of the whole image at 1/2, 1/4 and
+//   1/8, own path against libjpeg's: the same geometry, and the PSNR.
+// Prints one line per problem, then
+//   RESULT files=... baseline=... progressive=... other=... refused=...
+//          coefficient_mismatches=... pixel_checks=... min_pixel_psnr_db=...
+// Exit status 1 when a coefficient differs or a geometry disagrees.
+// (PSNR against libjpeg is not a verdict: libjpeg's reduced transforms are
+// approximations too; tests/cpp/decode/jpeg_entropy_test.cc measures both
+// against the image's box averages.)
+#include <dirent.h>
+#include <setjmp.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <jpeglib.h>
+
+#include "decode/jpeg_decoder.h"
+#include "decode/jpeg_entropy.h"
+#include "decode/jpeg_progressive.h"
+
+using namespace gpufeed;
+using namespace gpufeed::jpeg_entropy;
+
+namespace {
+
+struct Failure {
+  jpeg_error_mgr manager;
+  jmp_buf jump;
+};
+
+// Zig-zag index of each natural position.
+constexpr int kZigZag[64] = {0,  1,  5,  6,  14, 15, 27, 28, 2,  4,  7,  13, 16, 26, 29, 42,
+                             3,  8,  12, 17, 25, 30, 41, 43, 9,  11, 18, 24, 31, 40, 44, 53,
+                             10, 19, 23, 32, 39, 45, 52, 54, 20, 22, 33, 38, 46, 51, 55, 60,
+                             21, 34, 37, 47, 50, 56, 59, 61, 35, 36, 48, 49, 57, 58, 62, 63};
+
+struct Totals {
+  long files = 0, baseline = 0, progressive = 0, other = 0, refused = 0, mismatches = 0;
+  long pixel_checks = 0, geometry_errors = 0;
+  double min_psnr = INFINITY;
+};
+
+void Collect(const std::string& path, std::vector<std::string>* files) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return;
+  if (!S_ISDIR(st.st_mode)) {
+    const std::string lower = [&] {
+      std::string s = path;
+      std::transform(s.begin(), s.end(), s.begin(), ::tolower);
+      return s;
+    }();
+    if (lower.size() > 4 && (lower.rfind(".jpg") == lower.size() - 4 ||
+                             lower.rfind(".jpeg") == lower.size() - 5)) {
+      files->push_back(path);
+    }
+    return;
+  }
+  DIR* dir = opendir(path.c_str());
+  if (dir == nullptr) return;
+  while (dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] != '.') Collect(path + "/" + entry->d_name, files);
+  }
+  closedir(dir);
+}
+
+std::vector<uint8_t> ReadFile(const std::string& path) {
+  std::vector<uint8_t> data;
+  FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) return data;
+  std::fseek(file, 0, SEEK_END);
+  data.resize(static_cast<size_t>(std::ftell(file)));
+  std::fseek(file, 0, SEEK_SET);
+  if (std::fread(data.data(), 1, data.size(), file) != data.size()) data.clear();
+  std::fclose(file);
+  return data;
+}
+
+// Compares each MCU's blocks with libjpeg's coefficient arrays.
+class CompareSink : public BlockSink {
+ public:
+  CompareSink(j_decompress_ptr info, jvirt_barray_ptr* arrays, const Scan& scan)
+      : info_(info), arrays_(arrays), scan_(scan) {}
+  void Mcu(int x, int y, const int16_t* const* blocks) override {
+    for (int c = 0; c < scan_.components; ++c) {
+      const int h = scan_.component[c].h, v = scan_.component[c].v;
+      const int index = info_->cur_comp_info[c]->component_index;
+      JBLOCKARRAY rows = info_->mem->access_virt_barray(reinterpret_cast<j_common_ptr>(info_),
+                                                        arrays_[index], y * v, v, FALSE);
+      for (int by = 0; by < v; ++by) {
+        for (int bx = 0; bx < h; ++bx) {
+          const JCOEF* expected = rows[by][x * h + bx];
+          const int16_t* got = blocks[c] + kBlockStride * (by * h + bx);
+          // 63 is left out: on corrupt runs libjpeg writes there, the own
+          // decoder does not (no scaled transform reads it).
+          for (int k = 0; k < 63; ++k) differences += expected[k] != got[k];
+        }
+      }
+    }
+  }
+  long differences = 0;
+
+ private:
+  j_decompress_ptr info_;
+  jvirt_barray_ptr* arrays_;
+  const Scan& scan_;
+};
+
+// The baseline scan of `info` as DecodeScan takes it (all 64 kept).
+Scan BaselineScan(const jpeg_decompress_struct& info, const std::vector<uint8_t>& data,
+                  std::vector<HuffmanTable>* tables, bool* ok) {
+  Scan scan;
+  scan.data = info.src->next_input_byte;
+  scan.end = data.data() + data.size();
+  scan.components = info.comps_in_scan;
+  tables->resize(2 * info.comps_in_scan);
+  for (int c = 0; c < scan.components; ++c) {
+    const jpeg_component_info* comp = info.cur_comp_info[c];
+    const JHUFF_TBL* dc = info.dc_huff_tbl_ptrs[comp->dc_tbl_no];
+    const JHUFF_TBL* ac = info.ac_huff_tbl_ptrs[comp->ac_tbl_no];
+    *ok = *ok && dc != nullptr && ac != nullptr && (*tables)[2 * c].Build(dc->bits, dc->huffval, true) &&
+          (*tables)[2 * c + 1].Build(ac->bits, ac->huffval, false);
+    scan.component[c] = {comp->h_samp_factor, comp->v_samp_factor, &(*tables)[2 * c],
+                         &(*tables)[2 * c + 1], 64};
+  }
+  const int hmax = info.max_h_samp_factor, vmax = info.max_v_samp_factor;
+  if (scan.components == 1) {
+    scan.component[0].h = scan.component[0].v = 1;
+    scan.mcus_per_row = static_cast<int>(info.comp_info[0].width_in_blocks);
+    scan.mcu_rows = static_cast<int>(info.comp_info[0].height_in_blocks);
+  } else {
+    scan.mcus_per_row = static_cast<int>((info.image_width + 8 * hmax - 1) / (8 * hmax));
+    scan.mcu_rows = static_cast<int>((info.image_height + 8 * vmax - 1) / (8 * vmax));
+  }
+  scan.restart_interval = static_cast<int>(info.restart_interval);
+  return scan;
+}
+
+// Differences between the progressive decoder's corners and nonzero masks
+// and libjpeg's coefficients (libjpeg's arrays in `arrays`).
+long CompareCorners(j_decompress_ptr info, jvirt_barray_ptr* arrays, CornerPlane* planes) {
+  long differences = 0;
+  for (int c = 0; c < info->num_components; ++c) {
+    const jpeg_component_info& comp = info->comp_info[c];
+    const int rows = std::min<int>(planes[c].rows, static_cast<int>(comp.height_in_blocks));
+    for (int y = 0; y < rows; ++y) {
+      JBLOCKARRAY row = info->mem->access_virt_barray(reinterpret_cast<j_common_ptr>(info),
+                                                      arrays[c], y, 1, FALSE);
+      for (int x = 0; x < static_cast<int>(comp.width_in_blocks); ++x) {
+        const JCOEF* expected = row[0][x];
+        const CornerBlock& got = planes[c].at(x, y);
+        for (int r = 0; r < 4; ++r) {
+          for (int col = 0; col < 4; ++col) differences += got.corner[4 * r + col] != expected[8 * r + col];
+        }
+        for (int n = 1; n < 64; ++n) {
+          differences += static_cast<int>((got.nonzero >> kZigZag[n]) & 1) != (expected[n] != 0);
+        }
+      }
+    }
+  }
+  return differences;
+}
+
+// Checks one file's coefficients; returns whether the own decoders took it
+// (*kind: 0 other, 1 baseline, 2 progressive).
+bool CheckCoefficients(const std::vector<uint8_t>& data, int* kind, long* differences) {
+  Failure failure;
+  jpeg_decompress_struct info;
+  info.err = jpeg_std_error(&failure.manager);
+  failure.manager.error_exit = [](j_common_ptr common) {
+    longjmp(reinterpret_cast<Failure*>(common->err)->jump, 1);
+  };
+  failure.manager.emit_message = [](j_common_ptr, int) {};
+  jpeg_create_decompress(&info);
+  bool taken = false;
+  *kind = 0;
+  *differences = 0;
+  std::vector<HuffmanTable> tables;
+  CornerPlane planes[kMaxComponents];
+  if (setjmp(failure.jump) == 0) {
+    jpeg_mem_src(&info, data.data(), data.size());
+    jpeg_read_header(&info, TRUE);
+    const bool colours = (info.num_components == 3 && info.jpeg_color_space == JCS_YCbCr) ||
+                         (info.num_components == 1 && info.jpeg_color_space == JCS_GRAYSCALE);
+    if (colours && !info.arith_code && info.data_precision == 8) {
+      if (info.progressive_mode) {
+        *kind = 2;
+        taken = DecodeProgressive(info, data.data(), data.size(), 1 << 30, planes);
+        jvirt_barray_ptr* arrays = jpeg_read_coefficients(&info);
+        if (taken) *differences = CompareCorners(&info, arrays, planes);
+      } else if (info.comps_in_scan == info.num_components) {
+        *kind = 1;
+        bool ok = true;
+        const Scan scan = BaselineScan(info, data, &tables, &ok);
+        jvirt_barray_ptr* arrays = jpeg_read_coefficients(&info);
+        CompareSink sink(&info, arrays, scan);
+        taken = ok && DecodeScan(scan, 0, scan.mcu_rows - 1, &sink);
+        if (taken) *differences = sink.differences;
+      }
+    }
+  }
+  jpeg_destroy_decompress(&info);
+  return taken;
+}
+
+// Own scaled decode against libjpeg's at 1/denominator, whole image.
+void CheckPixels(const std::string& path, const std::vector<uint8_t>& data, Totals* totals) {
+  for (int denominator : {2, 4, 8}) {
+    JpegDecoder own, reference;
+    ImageHeader header;
+    if (!own.Start(data.data(), data.size(), &header).ok() ||
+        !reference.Start(data.data(), data.size(), &header).ok()) {
+      return;
+    }
+    if (header.width / denominator < 1 || header.height / denominator < 1) continue;
+    const CropRect crop{0, 0, header.width, header.height};
+    Image a, b;
+    DecodedColumns ca, cb;
+    int da = 0, db = 0;
+    const Status sa = own.DecodeRegion(crop, header.width / denominator, header.height / denominator,
+                                       &a, &da, 1ull << 31, &ca, true);
+    const Status sb = reference.DecodeRegion(crop, header.width / denominator,
+                                             header.height / denominator, &b, &db, 1ull << 31, &cb,
+                                             false);
+    if (sa.ok() != sb.ok() || (sa.ok() && (a.height != b.height || ca.width != cb.width))) {
+      std::printf("GEOMETRY %s 1/%d: %s / %s\n", path.c_str(), denominator, sa.ToString().c_str(),
+                  sb.ToString().c_str());
+      ++totals->geometry_errors;
+      continue;
+    }
+    if (!sa.ok()) continue;
+    double squares = 0;
+    long count = 0;
+    for (int y = 0; y < a.height; ++y) {
+      const uint8_t* ra = a.row(y) + 3 * ca.skipped;
+      const uint8_t* rb = b.row(y) + 3 * cb.skipped;
+      for (int i = 0; i < 3 * ca.width; ++i, ++count) squares += (ra[i] - rb[i]) * (ra[i] - rb[i]);
+    }
+    const double psnr = squares == 0 ? 99.0 : 10 * std::log10(255.0 * 255.0 * count / squares);
+    ++totals->pixel_checks;
+    totals->min_psnr = std::min(totals->min_psnr, psnr);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s FILE_OR_DIR...\n", argv[0]);
+    return 2;
+  }
+  std::vector<std::string> files;
+  for (int i = 1; i < argc; ++i) Collect(argv[i], &files);
+  std::sort(files.begin(), files.end());
+  Totals totals;
+  for (const std::string& path : files) {
+    const std::vector<uint8_t> data = ReadFile(path);
+    if (data.size() < 4) continue;
+    ++totals.files;
+    int kind = 0;
+    long differences = 0;
+    const bool taken = CheckCoefficients(data, &kind, &differences);
+    if (kind == 0) {
+      ++totals.other;
+      continue;
+    }
+    (kind == 1 ? totals.baseline : totals.progressive) += 1;
+    if (!taken) {
+      ++totals.refused;
+      std::printf("REFUSED %s (left to libjpeg)\n", path.c_str());
+      continue;
+    }
+    if (differences != 0) {
+      ++totals.mismatches;
+      std::printf("MISMATCH %s: %ld coefficients differ from libjpeg's\n", path.c_str(), differences);
+    }
+    CheckPixels(path, data, &totals);
+  }
+  std::printf("RESULT files=%ld baseline=%ld progressive=%ld other=%ld refused=%ld "
+              "coefficient_mismatches=%ld geometry_errors=%ld pixel_checks=%ld "
+              "min_pixel_psnr_db=%.1f\n",
+              totals.files, totals.baseline, totals.progressive, totals.other, totals.refused,
+              totals.mismatches, totals.geometry_errors, totals.pixel_checks,
+              totals.pixel_checks ? totals.min_psnr : 0.0);
+  return totals.mismatches == 0 && totals.geometry_errors == 0 ? 0 : 1;
+}
