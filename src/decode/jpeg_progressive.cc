@@ -171,6 +171,11 @@ bool ProgressiveDecoder::Setup() {
   }
   for (int c = 0; c < info_.num_components; ++c) {
     const jpeg_component_info& comp = info_.comp_info[c];
+    // Duplicate component ids make a scan's components ambiguous (libjpeg
+    // resolves them by a rule of its own): left to it.
+    for (int other = 0; other < c; ++other) {
+      if (info_.comp_info[other].component_id == comp.component_id) return false;
+    }
     h_[c] = comp.h_samp_factor;
     v_[c] = comp.v_samp_factor;
     const long width = (static_cast<long>(info_.image_width) * h_[c] + hmax_ - 1) / hmax_;
@@ -238,6 +243,9 @@ bool ProgressiveDecoder::AtMcu(Bits* b, Source* source) {
 }
 
 bool ProgressiveDecoder::DecodeInterleavedDc(const ScanParams& scan, Bits* b, Source* source) {
+  int blocks_per_mcu = 0;
+  for (int i = 0; i < scan.count; ++i) blocks_per_mcu += h_[scan.component[i]] * v_[scan.component[i]];
+  if (blocks_per_mcu > kMaxBlocksPerMcu) return false;  // libjpeg refuses it
   until_restart_ = headers_.restart_interval;
   next_restart_ = 0;
   for (int y = 0; y <= last_mcu_row_; ++y) {
@@ -318,6 +326,10 @@ __attribute__((always_inline)) inline bool ProgressiveDecoder::AcFirst(
     k += run;
     if (size == 0) continue;   // sixteen zeros
     if (k > scan.se) return false;  // a value past the band: corrupt
+    // A value that the shift wraps to 0 in libjpeg's 16 bits is zero there,
+    // and a later refinement reads no correction bit for it: no encoder
+    // writes one; left to libjpeg.
+    if (Wrap16(static_cast<uint32_t>(value) << scan.al) == 0) return false;
     block->nonzero |= 1ull << k;
     if (kCorner.slot[k] >= 0) {
       block->corner[kCorner.slot[k]] = Wrap16(static_cast<uint32_t>(value) << scan.al);

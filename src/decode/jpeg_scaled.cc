@@ -306,9 +306,13 @@ bool PlanProgressive(const jpeg_decompress_struct& info, int denominator, Plan* 
                      int* mcus_per_row, int* mcu_rows) {
   bool gray = false;
   if (!info.progressive_mode || !DecodableFrame(info, &gray)) return false;
+  int blocks_per_mcu = 0;
   for (int c = 0; c < info.num_components; ++c) {
     if (!PlanComponent(info, info.comp_info[c], denominator, gray, &plans[c])) return false;
+    blocks_per_mcu += plans[c].h * plans[c].v;
   }
+  // The MCU FeedCorners assembles (JPEG's limit for an interleaved scan).
+  if (blocks_per_mcu > jpeg_entropy::kMaxBlocksPerMcu) return false;
   if (gray && (plans[0].h != 1 || plans[0].v != 1)) return false;
   McuGrid(info, plans, mcus_per_row, mcu_rows);
   return true;

@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <utility>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -738,6 +740,118 @@ TEST(JpegScaledTest, AFileWithoutItsEoiFailsAsWithLibjpeg) {
   }
   const Decoded whole = DecodeWith(jpeg, CropRect{0, 0, 128, 96}, 4, true);
   EXPECT_TRUE(whole.status.ok());
+}
+
+// Hand-made progressive files (a review's findings): the own decoder leaves
+// each to libjpeg, never crashes (12 and 24 blocks per MCU once overflowed a
+// stack buffer) and never decodes one differently from libjpeg.
+class ProgressiveCraft {
+ public:
+  // One DC table (sizes 0-15, 5-bit codes), one AC table (symbols 0-254,
+  // 9-bit codes), all quantization steps 1.
+  ProgressiveCraft(int w, int h, const std::vector<std::pair<int, int>>& components) {
+    out_ = "\xFF\xD8" + Segment(0xDB, std::string(1, '\0') + std::string(64, '\x01'));
+    std::string sof{8, static_cast<char>(h >> 8), static_cast<char>(h), static_cast<char>(w >> 8),
+                    static_cast<char>(w), static_cast<char>(components.size())};
+    for (const auto& [id, sampling] : components) {
+      sof += std::string{static_cast<char>(id), static_cast<char>(sampling), 0};
+    }
+    out_ += Segment(0xC2, sof);
+    std::string dht(1, '\x00');
+    for (int length = 1; length <= 16; ++length) dht += static_cast<char>(length == 5 ? 16 : 0);
+    for (int symbol = 0; symbol < 16; ++symbol) dht += static_cast<char>(symbol);
+    dht += '\x10';
+    for (int length = 1; length <= 16; ++length) dht += static_cast<char>(length == 9 ? 255 : 0);
+    for (int symbol = 0; symbol < 255; ++symbol) dht += static_cast<char>(symbol);
+    out_ += Segment(0xC4, dht);
+  }
+  // Appends a scan: its header, then the data written since the last one.
+  void Scan(const std::vector<int>& ids, int ss, int se, int ah, int al) {
+    std::string sos(1, static_cast<char>(ids.size()));
+    for (int id : ids) sos += std::string{static_cast<char>(id), 0};
+    sos += std::string{static_cast<char>(ss), static_cast<char>(se), static_cast<char>(ah << 4 | al)};
+    out_ += Segment(0xDA, sos) + bits_.Finish();
+    bits_ = BitWriter();
+  }
+  void Dc(int diff) {
+    const int size = diff == 0 ? 0 : 32 - __builtin_clz(static_cast<unsigned>(std::abs(diff)));
+    bits_.Put(static_cast<uint32_t>(size), 5);
+    if (size) bits_.Put(static_cast<uint32_t>(diff > 0 ? diff : diff + (1 << size) - 1), size);
+  }
+  void Ac(int run, int size, int value = 0) {
+    bits_.Put(static_cast<uint32_t>(run << 4 | size), 9);
+    if (size) bits_.Put(static_cast<uint32_t>(value > 0 ? value : value + (1 << size) - 1), size);
+  }
+  void Raw(uint32_t value, int bits) { bits_.Put(value, bits); }
+  // The file: the scans so far, then EOI.
+  std::string File() { return out_ + "\xFF\xD9"; }
+
+ private:
+  std::string out_;
+  BitWriter bits_;
+};
+
+TEST(JpegProgressiveTest, HandMadeFilesAreLeftToLibjpeg) {
+  std::vector<std::pair<std::string, std::string>> files;
+  {  // an AC value that its point transform wraps to 0 in 16 bits
+    ProgressiveCraft f(8, 8, {{1, 0x11}});
+    f.Dc(0);
+    f.Scan({1}, 0, 0, 0, 0);
+    f.Ac(0, 15, 16384);
+    f.Ac(0, 0);
+    f.Scan({1}, 1, 5, 0, 2);
+    f.Ac(0, 1, 1);
+    f.Raw(0, 1);
+    f.Ac(0, 0);
+    f.Raw(0, 8);
+    f.Scan({1}, 1, 5, 2, 1);
+    files.push_back({"wrap", f.File()});
+  }
+  {  // duplicate component ids
+    ProgressiveCraft f(8, 8, {{1, 0x11}, {2, 0x11}, {2, 0x11}});
+    f.Dc(10), f.Dc(20), f.Dc(30);
+    f.Scan({1, 2, 2}, 0, 0, 0, 0);
+    f.Ac(0, 3, 5);
+    f.Ac(0, 0);
+    f.Scan({2}, 1, 63, 0, 0);
+    files.push_back({"duplicate ids", f.File()});
+  }
+  {  // 24 blocks per MCU in an interleaved scan
+    ProgressiveCraft f(32, 32, {{1, 0x44}, {2, 0x22}, {3, 0x22}});
+    for (int i = 0; i < 24; ++i) f.Dc(1);
+    f.Scan({1, 2, 3}, 0, 0, 0, 0);
+    files.push_back({"24 blocks per MCU", f.File()});
+  }
+  {  // a scan's components out of the frame's order
+    ProgressiveCraft f(8, 8, {{1, 0x11}, {2, 0x11}, {3, 0x11}});
+    f.Dc(10), f.Dc(20), f.Dc(30);
+    f.Scan({1, 2, 3}, 0, 0, 0, 1);
+    f.Raw(0b100, 3);
+    f.Scan({3, 1, 2}, 0, 0, 1, 0);
+    files.push_back({"components out of order", f.File()});
+  }
+  {  // every component 2x2 (12 blocks per MCU), scans of one component each
+    ProgressiveCraft f(16, 16, {{1, 0x22}, {2, 0x22}, {3, 0x22}});
+    for (int id = 1; id <= 3; ++id) {
+      for (int i = 0; i < 4; ++i) f.Dc(i == 0 ? 3 * id : 0);
+      f.Scan({id}, 0, 0, 0, 0);
+    }
+    files.push_back({"12 blocks per MCU", f.File()});
+  }
+  for (const auto& [name, jpeg] : files) {
+    Header header(jpeg);
+    Image image;
+    DecodedColumns columns;
+    const int w = static_cast<int>(header.info.image_width);
+    const int h = static_cast<int>(header.info.image_height);
+    EXPECT_FALSE(DecodeScaledOwn(header.info, Bytes(jpeg), jpeg.size(), CropRect{0, 0, w, h}, 2,
+                                 &image, &columns))
+        << name;
+    const Decoded own = DecodeWith(jpeg, CropRect{0, 0, w, h}, 2, true);
+    const Decoded reference = DecodeWith(jpeg, CropRect{0, 0, w, h}, 2, false);
+    EXPECT_EQ(own.status.ToString(), reference.status.ToString()) << name;
+    if (own.status.ok() && reference.status.ok()) EXPECT_EQ(own.image.pixels, reference.image.pixels) << name;
+  }
 }
 
 }  // namespace
