@@ -110,8 +110,10 @@ struct ImageTransformOptions {
   uint64_t max_pixels = 178956970;
   // true: PIL / torchvision's bytes at every image size (full-resolution
   // decode of the crop). false: crops at least twice the output are decoded
-  // with libjpeg-turbo's DCT scaling (1/2, 1/4, 1/8) first, faster on
-  // large photographs and close to, not equal to, PIL (docs/tuning.md).
+  // at 1/2, 1/4 or 1/8 in the DCT domain first (baseline and progressive
+  // JPEGs by gpufeed's own entropy decoders, others by libjpeg-turbo),
+  // faster on large photographs and close to, not equal to, PIL
+  // (docs/tuning.md).
   bool exact = true;
 };
 

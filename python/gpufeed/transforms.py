@@ -27,10 +27,11 @@ class ImageTransform:
     uint8 outputs are the pixels (4x fewer bytes; normalize on the GPU).
 
     exact=True (default): PIL / torchvision's bytes at every image size.
-    exact=False: crops at least twice the output are decoded with
-    libjpeg-turbo's DCT scaling (1/2, 1/4, 1/8) first, then resampled: several
-    times faster on multi-megapixel photographs, close to but not equal to
-    PIL's output (docs/tuning.md states by how much).
+    exact=False: crops at least twice the output are decoded at 1/2, 1/4 or
+    1/8 in the DCT domain first (baseline and progressive JPEGs by gpufeed's
+    own entropy decoders, others by libjpeg-turbo), then resampled: about
+    1.7-2.1x the exact rate on multi-megapixel photographs, close to but not
+    equal to PIL's output (docs/tuning.md states by how much).
     """
     size: int = 224
     train: bool = True
