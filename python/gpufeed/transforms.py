@@ -30,8 +30,9 @@ class ImageTransform:
     exact=False: crops at least twice the output are decoded at 1/2, 1/4 or
     1/8 in the DCT domain first (baseline and progressive JPEGs by gpufeed's
     own entropy decoders, others by libjpeg-turbo), then resampled: about
-    1.7-2.1x the exact rate on multi-megapixel photographs, close to but not
-    equal to PIL's output (docs/tuning.md states by how much).
+    1.7-2.1x the exact rate on multi-megapixel photographs (one thread, a
+    2-vCPU AMD EPYC), close to but not equal to PIL's output (docs/tuning.md
+    states by how much).
     """
     size: int = 224
     train: bool = True

@@ -38,6 +38,8 @@ constexpr uint32_t kEndOfBlock = 1u << 14;
 constexpr uint32_t kCode = 1u << 15;      // code only; the magnitude bits follow
 constexpr int kValueShift = 16;           // sign-extended value (kFull)
 
+// The signed value of `size` magnitude bits (JPEG's EXTEND). REQUIRES:
+// 1 <= size <= 15.
 inline int Extend(int bits, int size) {
   return bits < (1 << (size - 1)) ? bits - (1 << size) + 1 : bits;
 }
@@ -82,6 +84,7 @@ __attribute__((always_inline)) inline void Fill(Bits* b, Source* source) {
   *b = FillSlow(*b, source);
 }
 
+// The next n bits. REQUIRES: 1 <= n <= 32, n bits in the buffer (Fill).
 inline uint32_t Peek(const Bits& b, int n) { return static_cast<uint32_t>(b.bits >> (64 - n)); }
 inline void Skip(Bits* b, int n) {
   b->bits <<= n;

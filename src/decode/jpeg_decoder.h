@@ -47,9 +47,10 @@ class JpegDecoder {
   // With `columns`, the rows are decoded straight into *out with the whole
   // iMCU columns libjpeg-turbo decodes (no copy to cut them), and *columns
   // says where the requested ones are; without, *out is exactly the crop.
-  // `approximate` (with `columns`): a DCT-scaled decode of a baseline JPEG
-  // goes through gpufeed's own entropy decoder (jpeg_scaled.h): faster, and
-  // close to libjpeg's pixels but not identical.
+  // `approximate` (with `columns`): a DCT-scaled decode of a baseline or
+  // progressive JPEG goes through gpufeed's own entropy decoders when they
+  // take it, else libjpeg's (jpeg_scaled.h): faster, and close to libjpeg's
+  // pixels but not identical.
   [[nodiscard]] Status DecodeRegion(const CropRect& crop, int min_width, int min_height,
                                     Image* out, int* scale_denominator, uint64_t max_pixels,
                                     DecodedColumns* columns = nullptr, bool approximate = false);

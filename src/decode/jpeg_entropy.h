@@ -7,8 +7,7 @@
 // steps; here one table lookup of the next kLookupBits bits gives a common
 // symbol's code length, magnitude bits and value together (the approach of
 // stb_image's fast AC table), and coefficients past the block's limit are
-// skipped without being stored. On high-resolution photographs this is
-// where the scaled decode spends most of its time.
+// skipped without being stored.
 //
 // Scope: 8-bit baseline sequential JPEGs whose one scan holds every
 // component (the JPEGs cameras and PIL write). Anything else, and any data
@@ -17,7 +16,8 @@
 // caller then decodes with libjpeg, whose errors name the problem. It never
 // reads outside [data, data + size).
 //
-// Thread safety: one thread at a time per JpegEntropyDecoder.
+// Thread safety: reentrant (HuffmanTable: one thread at a time while built,
+// any number reading it afterwards).
 #ifndef GPUFEED_DECODE_JPEG_ENTROPY_H_
 #define GPUFEED_DECODE_JPEG_ENTROPY_H_
 
@@ -46,7 +46,7 @@ struct HuffmanTable {
   int32_t value_offset[17];
   uint8_t symbols[256];
   // False for a table libjpeg refuses too (codes that do not fit their
-  // lengths; a DC symbol over 15).
+  // lengths; a DC symbol over 15). REQUIRES: 256 readable symbols_in.
   bool Build(const uint8_t counts[17], const uint8_t symbols_in[256], bool dc);
 };
 
@@ -82,7 +82,9 @@ struct Scan {
 
 // Decodes MCU rows [0, last_row] of `scan`, handing rows [first_row,
 // last_row] to `sink`. Returns false for data it does not follow (the
-// caller then uses libjpeg). REQUIRES: tables built, scan consistent.
+// caller then uses libjpeg). REQUIRES: scan.data <= scan.end; 1 <=
+// scan.components <= 3; every component's dc and ac tables non-null and
+// built (Build returned true), h and v >= 1, limit in 1..64; sink non-null.
 bool DecodeScan(const Scan& scan, int first_row, int last_row, BlockSink* sink);
 
 // The zig-zag index after the last natural position (r, c) with r < rows

@@ -40,13 +40,15 @@ struct CornerPlane {
   int blocks_per_row = 0;
   int rows = 0;
   std::vector<CornerBlock> blocks;  // rows * blocks_per_row
+  // REQUIRES: 0 <= x < blocks_per_row, 0 <= y < rows (not checked).
   CornerBlock& at(int x, int y) { return blocks[static_cast<size_t>(y) * blocks_per_row + x]; }
 };
 
 // Decodes every scan of the progressive JPEG whose header `info` holds
 // (read from data[0, size)), the MCU rows [0, last_mcu_row] of each, into
 // planes[c] for frame component c. False when it does not decode the file
-// (above). REQUIRES: info.progressive_mode, info.num_components <= 3.
+// (above). REQUIRES: info.progressive_mode, info.num_components <= 3,
+// info.src a memory source over data[0, size) (its position is checked).
 bool DecodeProgressive(const jpeg_decompress_struct& info, const uint8_t* data, size_t size,
                        int last_mcu_row, CornerPlane* planes);
 

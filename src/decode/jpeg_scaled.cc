@@ -321,6 +321,8 @@ bool PlanProgressive(const jpeg_decompress_struct& info, int denominator, Plan* 
 // Hands the MCUs of rows [first_row, last_row], columns [first_col,
 // end_col), from the progressive decode's corners to the sink; each row
 // ends with the sink's call for the last MCU of the row (its cue to emit).
+// REQUIRES: corners[c] covers those MCUs' blocks (rows up to (last_row + 1)
+// * v, columns below end_col * h); at most kMaxBlocksPerMcu blocks per MCU.
 void FeedCorners(jpeg_entropy::CornerPlane* corners, const Plan* plans, int components,
                  int mcus_per_row, int first_row, int last_row, int first_col, int end_col,
                  BlockSink* sink) {

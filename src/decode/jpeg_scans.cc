@@ -136,7 +136,8 @@ bool ScanHeaders::ReadSos(const uint8_t* segment, size_t bytes, ScanParams* scan
     for (int c = 0; c < info_->num_components; ++c) {
       if (info_->comp_info[c].component_id == id) index = c;
     }
-    // In the frame's order, each once (T.81 B.2.3; libjpeg refuses others).
+    // In the frame's order, each once (T.81 B.2.3). libjpeg refuses repeats
+    // and accepts other orders: those are left to it.
     if (index < 0 || (i > 0 && index <= scan->component[i - 1])) return false;
     scan->component[i] = index;
     scan->dc_table[i] = tables >> 4;

@@ -11,9 +11,11 @@
 // filter over the exact, fractional source box (resample.h; the flip folded
 // into its horizontal pass) and written in the batch's layout and dtype
 // (output.h): PIL / torchvision's bytes at every image size. With
-// options.exact false, a crop at least twice the output is decoded with
-// libjpeg-turbo's DCT scaling first (image_decoder.h), to no less than the
-// output size: faster on large photographs, no longer PIL's bytes.
+// options.exact false, a crop at least twice the output is decoded at 1/2,
+// 1/4 or 1/8 in the DCT domain first (baseline and progressive JPEGs by
+// gpufeed's own entropy decoders, jpeg_scaled.h; others by libjpeg-turbo),
+// to no less than the output size: faster on large photographs, no longer
+// PIL's bytes.
 #ifndef GPUFEED_DECODE_TRANSFORM_H_
 #define GPUFEED_DECODE_TRANSFORM_H_
 

@@ -399,10 +399,9 @@ TEST(JpegScaledTest, SameGeometryAsLibjpegAndClosePixels) {
         ASSERT_EQ(own.columns.width, reference.columns.width) << what;
         ASSERT_LE(own.columns.skipped + own.columns.width, own.image.width) << what;
         ASSERT_EQ(own.image.pixels.size(), static_cast<size_t>(own.image.width) * own.image.height * 3);
-        // Faithful to the image's box averages. Measured: 33.7-59 dB (the
-        // least: 4:2:0 at 1/2, whose chroma is replicated); libjpeg's
-        // reduced transforms, which also use the odd high frequencies,
-        // 25-59 dB (the least: 4:2:2 at 1/8).
+        // Faithful to the image's box averages (what a scaled decode
+        // approximates; the least faithful case is 4:2:0 at 1/2, whose
+        // chroma is replicated).
         EXPECT_GT(PsnrAgainstBoxes(own, full, crop, denominator), 30.0) << what;
       }
     }
