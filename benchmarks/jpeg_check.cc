@@ -7,7 +7,8 @@
 // progressive: jpeg_progressive.h), and then
 // - coefficients: the own decoder's against libjpeg's jpeg_read_coefficients
 //   (baseline: all 64 of every block; progressive: each block's 4x4 corner
-//   and which coefficients are nonzero), any difference named;
+//   and which coefficients are nonzero; tests/cpp/jpeg_compare_util.h), any
+//   difference named;
 // - pixels: JpegDecoder's scaled decode of the whole image at 1/2, 1/4 and
 //   1/8, own path against libjpeg's: the same geometry, and the PSNR.
 // Prints one line per problem, then
@@ -35,22 +36,13 @@
 #include "decode/jpeg_decoder.h"
 #include "decode/jpeg_entropy.h"
 #include "decode/jpeg_progressive.h"
+#include "jpeg_compare_util.h"
 
 using namespace gpufeed;
 using namespace gpufeed::jpeg_entropy;
 
 namespace {
 
-struct Failure {
-  jpeg_error_mgr manager;
-  jmp_buf jump;
-};
-
-// Zig-zag index of each natural position.
-constexpr int kZigZag[64] = {0,  1,  5,  6,  14, 15, 27, 28, 2,  4,  7,  13, 16, 26, 29, 42,
-                             3,  8,  12, 17, 25, 30, 41, 43, 9,  11, 18, 24, 31, 40, 44, 53,
-                             10, 19, 23, 32, 39, 45, 52, 54, 20, 22, 33, 38, 46, 51, 55, 60,
-                             21, 34, 37, 47, 50, 56, 59, 61, 35, 36, 48, 49, 57, 58, 62, 63};
 
 struct Totals {
   long files = 0, baseline = 0, progressive = 0, other = 0, refused = 0, mismatches = 0;
@@ -93,108 +85,15 @@ std::vector<uint8_t> ReadFile(const std::string& path) {
   return data;
 }
 
-// Compares each MCU's blocks with libjpeg's coefficient arrays.
-class CompareSink : public BlockSink {
- public:
-  CompareSink(j_decompress_ptr info, jvirt_barray_ptr* arrays, const Scan& scan)
-      : info_(info), arrays_(arrays), scan_(scan) {}
-  void Mcu(int x, int y, const int16_t* const* blocks) override {
-    for (int c = 0; c < scan_.components; ++c) {
-      const int h = scan_.component[c].h, v = scan_.component[c].v;
-      const int index = info_->cur_comp_info[c]->component_index;
-      JBLOCKARRAY rows = info_->mem->access_virt_barray(reinterpret_cast<j_common_ptr>(info_),
-                                                        arrays_[index], y * v, v, FALSE);
-      for (int by = 0; by < v; ++by) {
-        for (int bx = 0; bx < h; ++bx) {
-          const JCOEF* expected = rows[by][x * h + bx];
-          const int16_t* got = blocks[c] + kBlockStride * (by * h + bx);
-          // 63 is left out: on corrupt runs libjpeg writes there, the own
-          // decoder does not (no scaled transform reads it).
-          for (int k = 0; k < 63; ++k) differences += expected[k] != got[k];
-        }
-      }
-    }
-  }
-  long differences = 0;
-
- private:
-  j_decompress_ptr info_;
-  jvirt_barray_ptr* arrays_;
-  const Scan& scan_;
-};
-
-// The baseline scan of `info` as DecodeScan takes it (all 64 kept).
-Scan BaselineScan(const jpeg_decompress_struct& info, const std::vector<uint8_t>& data,
-                  std::vector<HuffmanTable>* tables, bool* ok) {
-  Scan scan;
-  scan.data = info.src->next_input_byte;
-  scan.end = data.data() + data.size();
-  scan.components = info.comps_in_scan;
-  tables->resize(2 * info.comps_in_scan);
-  for (int c = 0; c < scan.components; ++c) {
-    const jpeg_component_info* comp = info.cur_comp_info[c];
-    // libjpeg checks the scan's table numbers only when it decodes.
-    const bool numbers = comp->dc_tbl_no >= 0 && comp->dc_tbl_no < NUM_HUFF_TBLS &&
-                         comp->ac_tbl_no >= 0 && comp->ac_tbl_no < NUM_HUFF_TBLS;
-    const JHUFF_TBL* dc = numbers ? info.dc_huff_tbl_ptrs[comp->dc_tbl_no] : nullptr;
-    const JHUFF_TBL* ac = numbers ? info.ac_huff_tbl_ptrs[comp->ac_tbl_no] : nullptr;
-    *ok = *ok && dc != nullptr && ac != nullptr && (*tables)[2 * c].Build(dc->bits, dc->huffval, true) &&
-          (*tables)[2 * c + 1].Build(ac->bits, ac->huffval, false);
-    scan.component[c] = {comp->h_samp_factor, comp->v_samp_factor, &(*tables)[2 * c],
-                         &(*tables)[2 * c + 1], 64};
-  }
-  const int hmax = info.max_h_samp_factor, vmax = info.max_v_samp_factor;
-  if (scan.components == 1) {
-    scan.component[0].h = scan.component[0].v = 1;
-    scan.mcus_per_row = static_cast<int>(info.comp_info[0].width_in_blocks);
-    scan.mcu_rows = static_cast<int>(info.comp_info[0].height_in_blocks);
-  } else {
-    scan.mcus_per_row = static_cast<int>((info.image_width + 8 * hmax - 1) / (8 * hmax));
-    scan.mcu_rows = static_cast<int>((info.image_height + 8 * vmax - 1) / (8 * vmax));
-  }
-  scan.restart_interval = static_cast<int>(info.restart_interval);
-  return scan;
-}
-
-// Differences between the progressive decoder's corners and nonzero masks
-// and libjpeg's coefficients (libjpeg's arrays in `arrays`).
-long CompareCorners(j_decompress_ptr info, jvirt_barray_ptr* arrays, CornerPlane* planes) {
-  long differences = 0;
-  for (int c = 0; c < info->num_components; ++c) {
-    const jpeg_component_info& comp = info->comp_info[c];
-    const int rows = std::min<int>(planes[c].rows, static_cast<int>(comp.height_in_blocks));
-    for (int y = 0; y < rows; ++y) {
-      JBLOCKARRAY row = info->mem->access_virt_barray(reinterpret_cast<j_common_ptr>(info),
-                                                      arrays[c], y, 1, FALSE);
-      for (int x = 0; x < static_cast<int>(comp.width_in_blocks); ++x) {
-        const JCOEF* expected = row[0][x];
-        const CornerBlock& got = planes[c].at(x, y);
-        for (int r = 0; r < 4; ++r) {
-          for (int col = 0; col < 4; ++col) differences += got.corner[4 * r + col] != expected[8 * r + col];
-        }
-        for (int n = 1; n < 64; ++n) {
-          differences += static_cast<int>((got.nonzero >> kZigZag[n]) & 1) != (expected[n] != 0);
-        }
-      }
-    }
-  }
-  return differences;
-}
-
 // Checks one file's coefficients; returns whether the own decoders took it
 // (*kind: 0 other, 1 baseline, 2 progressive). *libjpeg_failed: libjpeg
 // refused the file (worth naming when the own decoders took it). Images over
 // the library's pixel limit are skipped (kind 0), as the loader refuses them.
 bool CheckCoefficients(const std::vector<uint8_t>& data, int* kind, long* differences,
                        bool* libjpeg_failed) {
-  Failure failure;
+  JpegLongjmpErrors failure;
   jpeg_decompress_struct info;
-  info.err = jpeg_std_error(&failure.manager);
-  failure.manager.error_exit = [](j_common_ptr common) {
-    longjmp(reinterpret_cast<Failure*>(common->err)->jump, 1);
-  };
-  failure.manager.emit_message = [](j_common_ptr, int) {};
-  jpeg_create_decompress(&info);
+  CreateDecompressWithLongjmp(&info, &failure);
   // Read after a longjmp out of libjpeg: volatile.
   volatile bool taken = false;
   *kind = 0;
@@ -218,10 +117,10 @@ bool CheckCoefficients(const std::vector<uint8_t>& data, int* kind, long* differ
         if (taken) *differences = CompareCorners(&info, arrays, planes);
       } else if (info.comps_in_scan == info.num_components) {
         *kind = 1;
-        bool ok = true;
-        const Scan scan = BaselineScan(info, data, &tables, &ok);
+        bool ok = false;
+        const Scan scan = BaselineScanOf(info, data.data() + data.size(), 64, &tables, &ok);
         jvirt_barray_ptr* arrays = jpeg_read_coefficients(&info);
-        CompareSink sink(&info, arrays, scan);  // no libjpeg call while it lives
+        CoefficientCompareSink sink(&info, arrays, scan);  // no libjpeg call while it lives
         taken = ok && DecodeScan(scan, 0, scan.mcu_rows - 1, &sink);
         if (taken) *differences = sink.differences;
       }

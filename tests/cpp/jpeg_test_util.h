@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,10 +33,13 @@ inline std::vector<uint8_t> MakePixels(int width, int height, int channels, uint
   return pixels;
 }
 
-inline std::string EncodeJpeg(int width, int height, J_COLOR_SPACE space, int quality = 90,
-                              uint32_t seed = 1, bool progressive = false) {
+// Compresses width x height pixels of `space` (interleaved, one byte per
+// channel) with libjpeg's defaults, then `configure` (quality, sampling,
+// progression, ...), into a JPEG file's bytes.
+inline std::string CompressJpeg(const std::vector<uint8_t>& pixels, int width, int height,
+                                J_COLOR_SPACE space,
+                                const std::function<void(jpeg_compress_struct*)>& configure) {
   int channels = space == JCS_GRAYSCALE ? 1 : space == JCS_CMYK ? 4 : 3;
-  std::vector<uint8_t> pixels = MakePixels(width, height, channels, seed);
   jpeg_compress_struct info;
   jpeg_error_mgr error;
   info.err = jpeg_std_error(&error);
@@ -48,11 +52,10 @@ inline std::string EncodeJpeg(int width, int height, J_COLOR_SPACE space, int qu
   info.input_components = channels;
   info.in_color_space = space;
   jpeg_set_defaults(&info);
-  jpeg_set_quality(&info, quality, TRUE);
-  if (progressive) jpeg_simple_progression(&info);
+  configure(&info);
   jpeg_start_compress(&info, TRUE);
   for (int y = 0; y < height; ++y) {
-    JSAMPROW row = pixels.data() + static_cast<size_t>(y) * width * channels;
+    JSAMPROW row = const_cast<uint8_t*>(pixels.data()) + static_cast<size_t>(y) * width * channels;
     jpeg_write_scanlines(&info, &row, 1);
   }
   jpeg_finish_compress(&info);
@@ -60,6 +63,16 @@ inline std::string EncodeJpeg(int width, int height, J_COLOR_SPACE space, int qu
   jpeg_destroy_compress(&info);
   free(buffer);
   return out;
+}
+
+inline std::string EncodeJpeg(int width, int height, J_COLOR_SPACE space, int quality = 90,
+                              uint32_t seed = 1, bool progressive = false) {
+  int channels = space == JCS_GRAYSCALE ? 1 : space == JCS_CMYK ? 4 : 3;
+  return CompressJpeg(MakePixels(width, height, channels, seed), width, height, space,
+                      [&](jpeg_compress_struct* info) {
+                        jpeg_set_quality(info, quality, TRUE);
+                        if (progressive) jpeg_simple_progression(info);
+                      });
 }
 
 }  // namespace gpufeed

@@ -10,6 +10,7 @@
 #include "decode/jpeg_decoder.h"
 #include "decode/jpeg_scaled.h"
 
+#include "jpeg_compare_util.h"
 #include "jpeg_test_util.h"
 
 #include <gtest/gtest.h>
@@ -68,28 +69,6 @@ std::string Encode(const Encoding& e) {
       }
     }
   }
-  jpeg_compress_struct info;
-  jpeg_error_mgr error;
-  info.err = jpeg_std_error(&error);
-  jpeg_create_compress(&info);
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&info, &buffer, &size);
-  info.image_width = e.width;
-  info.image_height = e.height;
-  info.input_components = e.components;
-  info.in_color_space = e.components == 1 ? JCS_GRAYSCALE : JCS_RGB;
-  jpeg_set_defaults(&info);
-  jpeg_set_quality(&info, e.quality, TRUE);
-  info.comp_info[0].h_samp_factor = e.h;
-  info.comp_info[0].v_samp_factor = e.v;
-  for (int c = 1; c < e.components; ++c) {
-    info.comp_info[c].h_samp_factor = e.chroma_h;
-    info.comp_info[c].v_samp_factor = e.chroma_v;
-  }
-  info.restart_interval = e.restart_interval;
-  info.optimize_coding = e.optimize ? TRUE : FALSE;
-  if (e.progressive) jpeg_simple_progression(&info);
   // Bands split at 2, 9 and 24, three refinements of the luma, DC refined
   // twice; chroma AC in one first scan and one refinement.
   static jpeg_scan_info script[] = {
@@ -98,20 +77,23 @@ std::string Encode(const Encoding& e) {
       {1, {2}, 1, 63, 0, 1},      {3, {0, 1, 2}, 0, 0, 2, 1}, {1, {0}, 1, 9, 3, 2},
       {1, {0}, 1, 24, 2, 1},      {3, {0, 1, 2}, 0, 0, 1, 0}, {1, {0}, 1, 63, 1, 0},
       {1, {1}, 1, 63, 1, 0},      {1, {2}, 1, 63, 1, 0}};
-  if (e.custom_script) {
-    info.scan_info = script;
-    info.num_scans = sizeof(script) / sizeof(script[0]);
-  }
-  jpeg_start_compress(&info, TRUE);
-  for (int y = 0; y < e.height; ++y) {
-    JSAMPROW row = pixels.data() + static_cast<size_t>(y) * e.width * e.components;
-    jpeg_write_scanlines(&info, &row, 1);
-  }
-  jpeg_finish_compress(&info);
-  std::string out(reinterpret_cast<char*>(buffer), size);
-  jpeg_destroy_compress(&info);
-  free(buffer);
-  return out;
+  return CompressJpeg(pixels, e.width, e.height, e.components == 1 ? JCS_GRAYSCALE : JCS_RGB,
+                      [&](jpeg_compress_struct* info) {
+                        jpeg_set_quality(info, e.quality, TRUE);
+                        info->comp_info[0].h_samp_factor = e.h;
+                        info->comp_info[0].v_samp_factor = e.v;
+                        for (int c = 1; c < e.components; ++c) {
+                          info->comp_info[c].h_samp_factor = e.chroma_h;
+                          info->comp_info[c].v_samp_factor = e.chroma_v;
+                        }
+                        info->restart_interval = e.restart_interval;
+                        info->optimize_coding = e.optimize ? TRUE : FALSE;
+                        if (e.progressive) jpeg_simple_progression(info);
+                        if (e.custom_script) {
+                          info->scan_info = script;
+                          info->num_scans = sizeof(script) / sizeof(script[0]);
+                        }
+                      });
 }
 
 const uint8_t* Bytes(const std::string& s) { return reinterpret_cast<const uint8_t*>(s.data()); }
@@ -133,75 +115,11 @@ struct Header {
 // coefficients per block; tables in *tables.
 Scan MakeScan(const jpeg_decompress_struct& info, const std::string& jpeg, int limit,
               std::vector<HuffmanTable>* tables) {
-  Scan scan;
-  scan.data = info.src->next_input_byte;
-  scan.end = Bytes(jpeg) + jpeg.size();
-  scan.components = info.comps_in_scan;
-  tables->resize(2 * info.comps_in_scan);
-  for (int c = 0; c < info.comps_in_scan; ++c) {
-    const jpeg_component_info* comp = info.cur_comp_info[c];
-    const JHUFF_TBL* dc = info.dc_huff_tbl_ptrs[comp->dc_tbl_no];
-    const JHUFF_TBL* ac = info.ac_huff_tbl_ptrs[comp->ac_tbl_no];
-    EXPECT_TRUE((*tables)[2 * c].Build(dc->bits, dc->huffval, true));
-    EXPECT_TRUE((*tables)[2 * c + 1].Build(ac->bits, ac->huffval, false));
-    scan.component[c] = {comp->h_samp_factor, comp->v_samp_factor, &(*tables)[2 * c],
-                         &(*tables)[2 * c + 1], limit};
-  }
-  if (scan.components == 1) {
-    scan.component[0].h = scan.component[0].v = 1;
-    scan.mcus_per_row = static_cast<int>((info.image_width + 7) / 8);
-    scan.mcu_rows = static_cast<int>((info.image_height + 7) / 8);
-  } else {
-    const int hmax = info.max_h_samp_factor, vmax = info.max_v_samp_factor;
-    scan.mcus_per_row = static_cast<int>((info.image_width + 8 * hmax - 1) / (8 * hmax));
-    scan.mcu_rows = static_cast<int>((info.image_height + 8 * vmax - 1) / (8 * vmax));
-  }
-  scan.restart_interval = static_cast<int>(info.restart_interval);
+  bool ok = false;
+  const Scan scan = BaselineScanOf(info, Bytes(jpeg) + jpeg.size(), limit, tables, &ok);
+  EXPECT_TRUE(ok);
   return scan;
 }
-
-// Checks each MCU's blocks against libjpeg's coefficient arrays.
-class CompareSink : public BlockSink {
- public:
-  CompareSink(jpeg_decompress_struct* info, jvirt_barray_ptr* arrays, const Scan& scan, int limit)
-      : info_(info), arrays_(arrays), scan_(scan), limit_(limit) {}
-  void Mcu(int mcu_x, int mcu_y, const int16_t* const* blocks) override {
-    for (int c = 0; c < scan_.components; ++c) {
-      const int h = scan_.component[c].h, v = scan_.component[c].v;
-      // libjpeg's arrays are indexed by the frame's component order.
-      const int index = info_->cur_comp_info[c]->component_index;
-      JBLOCKARRAY rows = info_->mem->access_virt_barray(reinterpret_cast<j_common_ptr>(info_),
-                                                        arrays_[index], mcu_y * v, v, FALSE);
-      for (int by = 0; by < v; ++by) {
-        for (int bx = 0; bx < h; ++bx) {
-          const JCOEF* expected = rows[by][mcu_x * h + bx];
-          const int16_t* got = blocks[c] + kBlockStride * (by * h + bx);
-          for (int k = 0; k < 64; ++k) {
-            const int zigzag = ZigZagIndex(k);
-            const int want = zigzag < limit_ ? expected[k] : 0;
-            if (got[k] != want) ++mismatches;
-          }
-          ++blocks_seen;
-        }
-      }
-    }
-  }
-  static int ZigZagIndex(int natural) {
-    static const int kOrder[64] = {0,  1,  5,  6,  14, 15, 27, 28, 2,  4,  7,  13, 16, 26, 29, 42,
-                                   3,  8,  12, 17, 25, 30, 41, 43, 9,  11, 18, 24, 31, 40, 44, 53,
-                                   10, 19, 23, 32, 39, 45, 52, 54, 20, 22, 33, 38, 46, 51, 55, 60,
-                                   21, 34, 37, 47, 50, 56, 59, 61, 35, 36, 48, 49, 57, 58, 62, 63};
-    return kOrder[natural];
-  }
-  long mismatches = 0;
-  long blocks_seen = 0;
-
- private:
-  jpeg_decompress_struct* info_;
-  jvirt_barray_ptr* arrays_;
-  const Scan& scan_;
-  int limit_;
-};
 
 class NullSink : public BlockSink {
  public:
@@ -243,11 +161,11 @@ TEST(JpegEntropyTest, CoefficientsEqualLibjpegsAtEveryLimit) {
       std::vector<HuffmanTable> tables;
       const Scan scan = MakeScan(header.info, jpeg, limit, &tables);
       jvirt_barray_ptr* arrays = jpeg_read_coefficients(&header.info);
-      CompareSink sink(&header.info, arrays, scan, limit);
+      CoefficientCompareSink sink(&header.info, arrays, scan);
       EXPECT_TRUE(jpeg_entropy::DecodeScan(scan, 0, scan.mcu_rows - 1, &sink))
           << Describe(encoding) << " limit " << limit;
       EXPECT_EQ(sink.blocks_seen > 0, true) << Describe(encoding);
-      EXPECT_EQ(sink.mismatches, 0) << Describe(encoding) << " limit " << limit;
+      EXPECT_EQ(sink.differences, 0) << Describe(encoding) << " limit " << limit;
     }
   }
 }
@@ -464,14 +382,6 @@ TEST(JpegScaledTest, TruncatedFilesFailAsWithLibjpeg) {
   }
 }
 
-int jpeg_natural_order_for_test(int k) {
-  static const int kOrder[64] = {0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,
-                                 12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28,
-                                 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
-                                 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
-  return kOrder[k];
-}
-
 std::vector<Encoding> ProgressiveEncodings() {
   std::vector<Encoding> all;
   for (Encoding e : Encodings()) {
@@ -505,26 +415,8 @@ TEST(JpegProgressiveTest, CornersEqualLibjpegsCoefficients) {
                                                   planes))
           << Describe(encoding) << (encoding.custom_script ? " custom script" : "");
       jvirt_barray_ptr* arrays = jpeg_read_coefficients(&header.info);
-      long mismatches = 0, compared = 0;
-      for (int c = 0; c < header.info.num_components; ++c) {
-        const jpeg_component_info& comp = header.info.comp_info[c];
-        const int rows = std::min<int>(planes[c].rows, comp.height_in_blocks);
-        for (int y = 0; y < rows; ++y) {
-          JBLOCKARRAY row = header.info.mem->access_virt_barray(
-              reinterpret_cast<j_common_ptr>(&header.info), arrays[c], y, 1, FALSE);
-          for (int x = 0; x < static_cast<int>(comp.width_in_blocks); ++x, ++compared) {
-            const JCOEF* expected = row[0][x];
-            const jpeg_entropy::CornerBlock& got = planes[c].at(x, y);
-            for (int r = 0; r < 4; ++r) {
-              for (int col = 0; col < 4; ++col) mismatches += got.corner[4 * r + col] != expected[8 * r + col];
-            }
-            for (int k = 1; k < 64; ++k) {
-              const int natural = jpeg_natural_order_for_test(k);
-              mismatches += ((got.nonzero >> k) & 1) != (expected[natural] != 0);
-            }
-          }
-        }
-      }
+      long compared = 0;
+      const long mismatches = CompareCorners(&header.info, arrays, planes, &compared);
       jpeg_finish_decompress(&header.info);
       jpeg_abort_decompress(&header.info);
       EXPECT_GT(compared, 0);
@@ -584,17 +476,9 @@ TEST(JpegProgressiveTest, DamagedFilesNeverReadOutOfBounds) {
       std::unique_ptr<uint8_t[]> exact(new uint8_t[damaged.size()]);
       std::memcpy(exact.get(), damaged.data(), damaged.size());
       // libjpeg's errors (a damaged header) longjmp back here.
-      struct Failure {
-        jpeg_error_mgr manager;
-        jmp_buf jump;
-      } failure;
+      JpegLongjmpErrors failure;
       jpeg_decompress_struct info;
-      info.err = jpeg_std_error(&failure.manager);
-      failure.manager.error_exit = [](j_common_ptr common) {
-        longjmp(reinterpret_cast<Failure*>(common->err)->jump, 1);
-      };
-      failure.manager.emit_message = [](j_common_ptr, int) {};
-      jpeg_create_decompress(&info);
+      CreateDecompressWithLongjmp(&info, &failure);
       if (setjmp(failure.jump) == 0) {
         jpeg_mem_src(&info, exact.get(), damaged.size());
         if (jpeg_read_header(&info, TRUE) == JPEG_HEADER_OK && info.progressive_mode) {
@@ -684,9 +568,9 @@ TEST(JpegEntropyTest, TheDcPredictorWrapsAsLibjpegs) {
   std::vector<HuffmanTable> tables;
   const Scan scan = MakeScan(header.info, jpeg, 64, &tables);
   jvirt_barray_ptr* arrays = jpeg_read_coefficients(&header.info);
-  CompareSink sink(&header.info, arrays, scan, 64);
+  CoefficientCompareSink sink(&header.info, arrays, scan);
   EXPECT_TRUE(jpeg_entropy::DecodeScan(scan, 0, scan.mcu_rows - 1, &sink));
-  EXPECT_EQ(sink.mismatches, 0);
+  EXPECT_EQ(sink.differences, 0);
 }
 
 // 16-bit quantization steps of 65535 times coefficients of 32767: the

@@ -1,0 +1,151 @@
+// gpufeed's own JPEG entropy decoders against libjpeg's coefficients
+// (jpeg_read_coefficients): shared by tests/cpp/decode/jpeg_entropy_test.cc
+// and benchmarks/jpeg_check.cc (files written by other tools).
+#ifndef GPUFEED_TESTS_JPEG_COMPARE_UTIL_H_
+#define GPUFEED_TESTS_JPEG_COMPARE_UTIL_H_
+
+#include <setjmp.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>  // jpeglib.h needs FILE declared first
+#include <vector>
+
+#include <jpeglib.h>
+
+#include "decode/jpeg_entropy.h"
+#include "decode/jpeg_progressive.h"
+
+namespace gpufeed {
+
+// libjpeg errors that longjmp to `jump` (set it with setjmp before any
+// libjpeg call that may fail); warnings are dropped.
+struct JpegLongjmpErrors {
+  jpeg_error_mgr manager;
+  jmp_buf jump;
+};
+
+// Creates `info` reporting its errors through *errors.
+inline void CreateDecompressWithLongjmp(jpeg_decompress_struct* info, JpegLongjmpErrors* errors) {
+  info->err = jpeg_std_error(&errors->manager);
+  errors->manager.error_exit = [](j_common_ptr common) {
+    longjmp(reinterpret_cast<JpegLongjmpErrors*>(common->err)->jump, 1);
+  };
+  errors->manager.emit_message = [](j_common_ptr, int) {};
+  jpeg_create_decompress(info);
+}
+
+// The zig-zag index of each natural (row-major) position.
+constexpr int kZigZagOfNatural[64] = {
+    0,  1,  5,  6,  14, 15, 27, 28, 2,  4,  7,  13, 16, 26, 29, 42, 3,  8,  12, 17, 25, 30,
+    41, 43, 9,  11, 18, 24, 31, 40, 44, 53, 10, 19, 23, 32, 39, 45, 52, 54, 20, 22, 33, 38,
+    46, 51, 55, 60, 21, 34, 37, 47, 50, 56, 59, 61, 35, 36, 48, 49, 57, 58, 62, 63};
+
+// The scan of a baseline JPEG whose header `info` read, as DecodeScan takes
+// it, keeping `limit` coefficients per block; the file ends at `end`; the
+// tables built in *tables. *ok false when a table is missing, out of range
+// (libjpeg checks the numbers only when it decodes) or refused.
+inline jpeg_entropy::Scan BaselineScanOf(const jpeg_decompress_struct& info, const uint8_t* end,
+                                         int limit, std::vector<jpeg_entropy::HuffmanTable>* tables,
+                                         bool* ok) {
+  jpeg_entropy::Scan scan;
+  scan.data = info.src->next_input_byte;
+  scan.end = end;
+  scan.components = info.comps_in_scan;
+  tables->resize(2 * static_cast<size_t>(info.comps_in_scan));
+  *ok = true;
+  for (int c = 0; c < info.comps_in_scan; ++c) {
+    const jpeg_component_info* comp = info.cur_comp_info[c];
+    const bool numbers = comp->dc_tbl_no >= 0 && comp->dc_tbl_no < NUM_HUFF_TBLS &&
+                         comp->ac_tbl_no >= 0 && comp->ac_tbl_no < NUM_HUFF_TBLS;
+    const JHUFF_TBL* dc = numbers ? info.dc_huff_tbl_ptrs[comp->dc_tbl_no] : nullptr;
+    const JHUFF_TBL* ac = numbers ? info.ac_huff_tbl_ptrs[comp->ac_tbl_no] : nullptr;
+    *ok = *ok && dc != nullptr && ac != nullptr &&
+          (*tables)[2 * c].Build(dc->bits, dc->huffval, true) &&
+          (*tables)[2 * c + 1].Build(ac->bits, ac->huffval, false);
+    scan.component[c] = {comp->h_samp_factor, comp->v_samp_factor, &(*tables)[2 * c],
+                         &(*tables)[2 * c + 1], limit};
+  }
+  if (scan.components == 1) {  // one block per MCU, the component's own grid
+    scan.component[0].h = scan.component[0].v = 1;
+    scan.mcus_per_row = static_cast<int>(info.cur_comp_info[0]->width_in_blocks);
+    scan.mcu_rows = static_cast<int>(info.cur_comp_info[0]->height_in_blocks);
+  } else {
+    const int hmax = info.max_h_samp_factor, vmax = info.max_v_samp_factor;
+    scan.mcus_per_row = static_cast<int>((info.image_width + 8 * hmax - 1) / (8 * hmax));
+    scan.mcu_rows = static_cast<int>((info.image_height + 8 * vmax - 1) / (8 * vmax));
+  }
+  scan.restart_interval = static_cast<int>(info.restart_interval);
+  return scan;
+}
+
+// Counts the coefficients of each MCU's blocks that differ from libjpeg's
+// arrays (`arrays`, from jpeg_read_coefficients on the same header): libjpeg's
+// value below the scan's limit in zig-zag order, 0 past it. No libjpeg call
+// may longjmp while one lives (its destructor would be skipped).
+class CoefficientCompareSink : public jpeg_entropy::BlockSink {
+ public:
+  CoefficientCompareSink(j_decompress_ptr info, jvirt_barray_ptr* arrays,
+                         const jpeg_entropy::Scan& scan)
+      : info_(info), arrays_(arrays), scan_(scan) {}
+  void Mcu(int x, int y, const int16_t* const* blocks) override {
+    for (int c = 0; c < scan_.components; ++c) {
+      const int h = scan_.component[c].h, v = scan_.component[c].v;
+      const int limit = scan_.component[c].limit;
+      // libjpeg's arrays are indexed by the frame's component order.
+      const int index = info_->cur_comp_info[c]->component_index;
+      JBLOCKARRAY rows = info_->mem->access_virt_barray(reinterpret_cast<j_common_ptr>(info_),
+                                                        arrays_[index], y * v, v, FALSE);
+      for (int by = 0; by < v; ++by) {
+        for (int bx = 0; bx < h; ++bx) {
+          const JCOEF* expected = rows[by][x * h + bx];
+          const int16_t* got = blocks[c] + jpeg_entropy::kBlockStride * (by * h + bx);
+          for (int k = 0; k < 64; ++k) {
+            differences += got[k] != (kZigZagOfNatural[k] < limit ? expected[k] : 0);
+          }
+          ++blocks_seen;
+        }
+      }
+    }
+  }
+  long differences = 0;
+  long blocks_seen = 0;
+
+ private:
+  j_decompress_ptr info_;
+  jvirt_barray_ptr* arrays_;
+  const jpeg_entropy::Scan& scan_;
+};
+
+// The differences between DecodeProgressive's corners and nonzero masks
+// (planes[c] for frame component c) and libjpeg's final coefficients, over
+// the rows both hold; *blocks (optional) counts the blocks compared.
+inline long CompareCorners(j_decompress_ptr info, jvirt_barray_ptr* arrays,
+                           jpeg_entropy::CornerPlane* planes, long* blocks = nullptr) {
+  long differences = 0;
+  for (int c = 0; c < info->num_components; ++c) {
+    const jpeg_component_info& comp = info->comp_info[c];
+    const int rows = std::min<int>(planes[c].rows, static_cast<int>(comp.height_in_blocks));
+    for (int y = 0; y < rows; ++y) {
+      JBLOCKARRAY row = info->mem->access_virt_barray(reinterpret_cast<j_common_ptr>(info),
+                                                      arrays[c], y, 1, FALSE);
+      for (int x = 0; x < static_cast<int>(comp.width_in_blocks); ++x) {
+        const JCOEF* expected = row[0][x];
+        const jpeg_entropy::CornerBlock& got = planes[c].at(x, y);
+        for (int r = 0; r < 4; ++r) {
+          for (int col = 0; col < 4; ++col) differences += got.corner[4 * r + col] != expected[8 * r + col];
+        }
+        for (int n = 1; n < 64; ++n) {
+          differences += static_cast<int>((got.nonzero >> kZigZagOfNatural[n]) & 1) != (expected[n] != 0);
+        }
+        if (blocks != nullptr) ++*blocks;
+      }
+    }
+  }
+  return differences;
+}
+
+}  // namespace gpufeed
+
+#endif  // GPUFEED_TESTS_JPEG_COMPARE_UTIL_H_
