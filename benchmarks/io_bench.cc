@@ -10,9 +10,14 @@
 // the engine's queue (io_uring), as a loader's read-ahead keeps them: the
 // engine still holds at most `qd` in the kernel, and starts a queued one as
 // soon as one completes instead of waiting for this thread to submit it.
+// `--handler 1` (io_uring): completions go to a CompletionQueue handler,
+// which submits each replacement from the engine's own thread (no hand-off
+// to this thread per completion; this thread only waits for the end).
 // Prints one line:
 //   RESULT backend=... mb_per_s=... iops=... mean_inflight=... requests=...
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +29,79 @@
 
 using namespace gpufeed;
 
+namespace {
+
+void PrintResult(ReadEngine& engine, bool direct, const std::string& pattern, uint64_t block,
+                 int queue_depth, int backlog, double elapsed, uint64_t completed, uint64_t bytes) {
+  IoStats stats = engine.stats();
+  std::printf("RESULT backend=%s direct=%d pattern=%s bs=%llu qd=%d seconds=%.3f requests=%llu "
+              "mb_per_s=%.1f iops=%.0f mean_inflight=%.1f submit_calls=%llu wait_s=%.3f backlog=%d\n",
+              engine.backend_name(), direct ? 1 : 0, pattern.c_str(),
+              static_cast<unsigned long long>(block), queue_depth, elapsed,
+              static_cast<unsigned long long>(completed), bytes / elapsed / 1e6,
+              completed / elapsed, stats.mean_inflight,
+              static_cast<unsigned long long>(stats.submit_calls), stats.wait_seconds, backlog);
+}
+
+// The handler mode: the engine's thread replaces each completed read
+// itself; this thread sleeps until the time is up and the last read is in.
+template <typename NextRequest>
+int RunWithHandler(ReadEngine* engine, NextRequest& next_request, int outstanding, int backlog,
+                   double seconds, bool direct, const std::string& pattern, uint64_t block) {
+  std::mutex mutex;  // guards what follows, and next_request's generator
+  std::condition_variable finished;
+  uint64_t completed = 0, bytes = 0, in_flight = outstanding;
+  bool stopping = false, failed = false;
+  auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration<double>(seconds);
+  CompletionQueue queue([&](std::vector<ReadCompletion>* done) {
+    std::vector<ReadRequest> more;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (ReadCompletion& completion : *done) {
+        if (!completion.status.ok()) {
+          if (!failed) std::fprintf(stderr, "%s\n", completion.status.ToString().c_str());
+          failed = stopping = true;
+        }
+        completed += 1;
+        bytes += completion.buffer.size();
+        in_flight -= 1;
+        if (!stopping) more.push_back(next_request(completion.tag));
+      }
+      if (!stopping && std::chrono::steady_clock::now() >= deadline) stopping = true;
+      if (stopping) more.clear();
+      in_flight += more.size();
+      if (in_flight == 0) finished.notify_all();
+    }
+    done->clear();  // buffers back to the pool before submitting more
+    const size_t count = more.size();
+    if (count > 0 && !engine->Submit(std::move(more), &queue).ok()) {
+      std::lock_guard<std::mutex> lock(mutex);
+      failed = stopping = true;
+      in_flight -= count;
+      if (in_flight == 0) finished.notify_all();
+    }
+  });
+  std::vector<ReadRequest> initial;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (int i = 0; i < outstanding; ++i) initial.push_back(next_request(i));
+  }
+  if (!engine->Submit(std::move(initial), &queue).ok()) return 1;
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    finished.wait(lock, [&] { return in_flight == 0; });
+  }
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  queue.Close();
+  if (failed) return 1;
+  PrintResult(*engine, direct, pattern, block, outstanding - backlog, backlog, elapsed, completed,
+              bytes);
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   std::string file, backend = "io_uring", pattern = "seq";
   bool direct = false;
@@ -31,7 +109,7 @@ int main(int argc, char** argv) {
   int queue_depth = 32, threads = 0, backlog = 0;
   double seconds = 3;
   uint32_t seed = 1;
-  bool register_buffers = true;
+  bool register_buffers = true, use_handler = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--file") file = value;
@@ -44,6 +122,7 @@ int main(int argc, char** argv) {
     else if (flag == "--backlog") backlog = std::atoi(value.c_str());
     else if (flag == "--seconds") seconds = std::atof(value.c_str());
     else if (flag == "--register") register_buffers = value == "1";
+    else if (flag == "--handler") use_handler = value == "1";
     else if (flag == "--seed") seed = static_cast<uint32_t>(std::atoi(value.c_str()));
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
@@ -89,6 +168,10 @@ int main(int argc, char** argv) {
                         ? (threads > 0 ? threads : std::min(queue_depth, 64))
                         : queue_depth + backlog;
   if (options.backend == IoBackend::kPread) backlog = 0;
+  if (use_handler && options.backend == IoBackend::kIoUring) {
+    return RunWithHandler(engine.get(), next_request, outstanding, backlog, seconds, direct,
+                          pattern, block);
+  }
   CompletionQueue queue;
   std::vector<ReadRequest> initial;
   for (int i = 0; i < outstanding; ++i) initial.push_back(next_request(i));
@@ -120,14 +203,7 @@ int main(int argc, char** argv) {
     }
   }
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  IoStats stats = engine->stats();
-  std::printf("RESULT backend=%s direct=%d pattern=%s bs=%llu qd=%d seconds=%.3f requests=%llu "
-              "mb_per_s=%.1f iops=%.0f mean_inflight=%.1f submit_calls=%llu wait_s=%.3f backlog=%d\n",
-              engine->backend_name(), direct ? 1 : 0, pattern.c_str(),
-              static_cast<unsigned long long>(block), outstanding - backlog, elapsed,
-              static_cast<unsigned long long>(completed), bytes / elapsed / 1e6,
-              completed / elapsed, stats.mean_inflight,
-              static_cast<unsigned long long>(stats.submit_calls), stats.wait_seconds,
-              backlog);
+  PrintResult(*engine, direct, pattern, block, outstanding - backlog, backlog, elapsed, completed,
+              bytes);
   return 0;
 }

@@ -81,6 +81,8 @@ def run_ours(bench, case, seconds):
                "--bs", str(case["bs"]), "--qd", str(case["qd"]), "--seconds", str(seconds)]
     if case["backend"] == "pread":
         command += ["--threads", str(case["qd"])]
+    elif case["handler"]:
+        command += ["--handler", "1"]
     elif case["backlog"]:
         command += ["--backlog", str(case["backlog"])]
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
@@ -108,14 +110,19 @@ def run_fio(case, seconds):
 
 def build_cases(raw, shard, quick):
     # io_uring rows: the engine holds `qd` reads in the kernel (fio's
-    # iodepth) while the requester keeps `qd` more queued, as a loader's
-    # read-ahead does, so a finished read is replaced by the engine at once
-    # (backlog=0: the requester resubmits each read when it completes).
-    def case(name, backend, direct, pattern, bs, qd, cache, file=raw, target=None, backlog=None):
-        if backlog is None:
-            backlog = qd if backend == "io_uring" else 0
+    # iodepth). The requester is a completion handler (requester="handler")
+    # that submits each replacement from the engine's own thread, as the
+    # loader's read-ahead does; "backlog": a requester thread that keeps `qd`
+    # more queued, so the engine starts a queued read at once and the
+    # requester refills the queue when it is woken; "refill": a requester
+    # thread that resubmits each read when it completes.
+    def case(name, backend, direct, pattern, bs, qd, cache, file=raw, target=None,
+             requester="handler"):
+        io_uring = backend == "io_uring"
         return dict(name=name, backend=backend, direct=direct, pattern=pattern, bs=bs, qd=qd,
-                    cache=cache, file=file, target=target, backlog=backlog)
+                    cache=cache, file=file, target=target,
+                    handler=io_uring and requester == "handler",
+                    backlog=qd if io_uring and requester == "backlog" else 0)
 
     cases = [
         # The targets.
@@ -128,13 +135,15 @@ def build_cases(raw, shard, quick):
         case("pread x8 rand 128K O_DIRECT", "pread", True, "rand", 128 * KIB, 8, "cold",
              target=("bw", 0.80)),
     ]
-    # 4 KiB at every queue depth up to 64 (target 1.0x), and the requester
-    # that refills one read at a time.
+    # 4 KiB at every queue depth up to 64 (target 1.0x), and the two
+    # requester threads at depth 64.
     for qd in (1, 4, 16):
         cases.append(case(f"rand 4K qd{qd} O_DIRECT", "io_uring", True, "rand", 4 * KIB, qd,
                           "cold", target=("iops", 1.00)))
-    cases.append(case("rand 4K qd64 O_DIRECT, no backlog", "io_uring", True, "rand", 4 * KIB, 64,
-                      "cold", backlog=0))
+    cases.append(case("rand 4K qd64 O_DIRECT, backlog", "io_uring", True, "rand", 4 * KIB, 64,
+                      "cold", requester="backlog"))
+    cases.append(case("rand 4K qd64 O_DIRECT, refill", "io_uring", True, "rand", 4 * KIB, 64,
+                      "cold", requester="refill"))
     if not quick:
         for qd in (8, 32, 128):
             cases.append(case(f"rand 4K qd{qd} O_DIRECT", "io_uring", True, "rand", 4 * KIB, qd,
@@ -146,6 +155,11 @@ def build_cases(raw, shard, quick):
             case("seq 1M qd32 buffered", "io_uring", False, "seq", MIB, 32, "cold"),
             case("seq 1M qd32 buffered", "io_uring", False, "seq", MIB, 32, "warm"),
             case("rand 128K qd32 buffered", "io_uring", False, "rand", 128 * KIB, 32, "warm"),
+            # From the page cache: no device, the software's own cost per read.
+            case("rand 4K qd1 buffered", "io_uring", False, "rand", 4 * KIB, 1, "warm"),
+            case("rand 4K qd16 buffered", "io_uring", False, "rand", 4 * KIB, 16, "warm"),
+            case("rand 4K qd16 buffered, backlog", "io_uring", False, "rand", 4 * KIB, 16, "warm",
+                 requester="backlog"),
             case("pread x8 rand 128K buffered", "pread", False, "rand", 128 * KIB, 8, "warm"),
         ]
     if shard:
@@ -238,7 +252,8 @@ def main():
               f"{row['ours_iops']:>10.0f} {row['fio_iops']:>9.0f} {row['ratio']:>6.2f}  {target}")
     print(f"(medians of {args.repeats} run(s) of {args.seconds:g} s each, target cases "
           f"{args.repeats if args.quick else max(args.repeats, 5)}, alternating which tool goes first; "
-          f"io_uring cases vs fio --ioengine=io_uring, pread xN vs fio psync --numjobs=N)")
+          f"io_uring cases vs fio --ioengine=io_uring, pread xN vs fio psync --numjobs=N; "
+          f"io_uring requester: a completion handler unless the case names another)")
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as out:

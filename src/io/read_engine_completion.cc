@@ -15,12 +15,19 @@ namespace gpufeed {
 // (else notify_all races with ~CompletionQueue; ./tests/run.sh
 // --sanitize=thread checks it).
 void CompletionQueue::Push(ReadCompletion completion) {
+  if (handler_) {
+    std::vector<ReadCompletion> one;
+    one.push_back(std::move(completion));
+    PushAll(&one);
+    return;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   completions_.push_back(std::move(completion));
   available_.notify_all();
 }
 
 void CompletionQueue::Wait(size_t min_count, std::vector<ReadCompletion>* out, size_t max_count) {
+  if (handler_) return;  // nothing is ever held here
   std::unique_lock<std::mutex> lock(mutex_);
   available_.wait(lock, [&] { return closed_ || completions_.size() >= min_count; });
   size_t take = completions_.size();
@@ -32,9 +39,10 @@ void CompletionQueue::Wait(size_t min_count, std::vector<ReadCompletion>* out, s
 }
 
 void CompletionQueue::Close() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   closed_ = true;
   available_.notify_all();
+  available_.wait(lock, [&] { return delivering_ == 0; });
 }
 
 size_t CompletionQueue::ready() const {
@@ -44,6 +52,24 @@ size_t CompletionQueue::ready() const {
 
 void CompletionQueue::PushAll(std::vector<ReadCompletion>* completions) {
   if (completions->empty()) return;
+  if (handler_) {
+    bool open;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      open = !closed_;
+      delivering_ += open;
+    }
+    if (!open) {  // released here: the buffers go back to the engine's pool
+      completions->clear();
+      return;
+    }
+    handler_(completions);
+    completions->clear();
+    std::lock_guard<std::mutex> lock(mutex_);
+    delivering_ -= 1;
+    available_.notify_all();  // under the mutex: Close may return and the queue go
+    return;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   for (ReadCompletion& completion : *completions) completions_.push_back(std::move(completion));
   completions->clear();

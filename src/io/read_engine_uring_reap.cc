@@ -70,6 +70,10 @@ void UringEngine::RingThread::WaitAndReap() {
   io_uring_cq_advance(&ring, seen);
   // Completions come several per wait: worth gathering them next time.
   dense = seen >= 2;
+  // Delivered at once: what a queue's handler submits in return is started
+  // by the loop's next StartRequests, with the slots just freed, before
+  // this thread sleeps again.
+  if (seen > 0) CompletionBatch::FlushOpen(engine);
 }
 
 bool UringEngine::RingThread::AcceptsRequests() const {

@@ -97,7 +97,8 @@ HostStage::~HostStage() {
   ring_->changed.notify_all();
   ring_->batch_done.notify_all();
   for (std::thread& worker : workers_) worker.join();
-  // The engine finishes its reads in flight, then its collector stops.
+  // The engine finishes its reads in flight (their completions filed by
+  // the read-ahead's handler).
   read_ahead_.reset();
 }
 
