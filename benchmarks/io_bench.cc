@@ -15,6 +15,9 @@
 // to this thread per completion; this thread only waits for the end).
 // Prints one line:
 //   RESULT backend=... mb_per_s=... iops=... mean_inflight=... requests=...
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -109,7 +112,7 @@ int main(int argc, char** argv) {
   int queue_depth = 32, threads = 0, backlog = 0;
   double seconds = 3;
   uint32_t seed = 1;
-  bool register_buffers = true, use_handler = false;
+  bool register_buffers = true, use_handler = false, plain = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--file") file = value;
@@ -123,6 +126,7 @@ int main(int argc, char** argv) {
     else if (flag == "--seconds") seconds = std::atof(value.c_str());
     else if (flag == "--register") register_buffers = value == "1";
     else if (flag == "--handler") use_handler = value == "1";
+    else if (flag == "--plain") plain = value == "1";
     else if (flag == "--seed") seed = static_cast<uint32_t>(std::atoi(value.c_str()));
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
@@ -143,11 +147,21 @@ int main(int argc, char** argv) {
   options.register_files = register_buffers;
   options.inflight_bytes = std::max<uint64_t>(64ull << 20, block * (queue_depth + 2) + (1 << 20));
   std::unique_ptr<ReadEngine> engine;
+  ReadEngineTestHooks hooks;
+  hooks.plain_io_uring_setup = plain;
+  std::unique_ptr<ScopedReadEngineTestHooks> scoped;
+  if (plain) scoped = std::make_unique<ScopedReadEngineTestHooks>(hooks);
   Status status = ReadEngine::Create(options, &engine);
   FileId id = 0;
   if (status.ok()) status = engine->OpenFile(file, &id);
   uint64_t file_size = 0;
   if (status.ok()) status = FileSizeOf(file, &file_size);
+  if (status.ok() && file_size == 0) {  // a block device: its size is where it ends
+    int fd = ::open(file.c_str(), O_RDONLY);
+    off_t end = fd >= 0 ? ::lseek(fd, 0, SEEK_END) : -1;
+    if (fd >= 0) ::close(fd);
+    file_size = end > 0 ? static_cast<uint64_t>(end) : 0;
+  }
   if (!status.ok()) {
     std::fprintf(stderr, "%s\n", status.ToString().c_str());
     return 1;

@@ -152,12 +152,20 @@ io_uring_sqe* UringEngine::RingThread::NextSqe() {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring);
   if (sqe == nullptr) {
     // The SQ is sized for every slot; only a burst of closes fills it.
-    io_uring_submit(&ring);
-    prepared = 0;
+    SubmitPrepared();
     sqe = io_uring_get_sqe(&ring);
   }
   prepared += 1;
   return sqe;
+}
+
+void UringEngine::RingThread::SubmitPrepared() {
+  if (prepared == 0) return;
+  int submitted = io_uring_submit(&ring);
+  inflight_sum += static_cast<double>(active);
+  inflight_samples += 1;
+  submit_calls += submitted > 0;
+  prepared = 0;
 }
 
 void UringEngine::RingThread::Loop() {
@@ -178,11 +186,7 @@ void UringEngine::RingThread::Loop() {
     if (!closing && waiting_registered && !was_waiting) StartRequests();
     RetryDue();
     ExpireDue(Clock::now());
-    if (prepared > 0) {
-      int submitted = io_uring_submit(&ring);
-      engine->SampleInflight(active, submitted > 0);
-      prepared = 0;
-    }
+    SubmitPrepared();
     if (stopping && active == abandoned) {
       CancelQueued();  // requests waiting for buffers nobody frees, or none
       KeepAbandonedMemory();

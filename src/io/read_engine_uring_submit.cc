@@ -39,7 +39,10 @@ void UringEngine::RingThread::StartRequests() {
       taken.push_back(std::move(next));
     }
   }
-  for (Taken& next : taken) StartTaken(next);
+  for (Taken& next : taken) {
+    StartTaken(next);
+    if (prepared >= kSubmitChunk) SubmitPrepared();  // see kSubmitChunk
+  }
   taken.clear();
   SetWaitingForBuffers(blocked);
 }
