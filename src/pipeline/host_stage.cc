@@ -97,8 +97,7 @@ HostStage::~HostStage() {
   ring_->changed.notify_all();
   ring_->batch_done.notify_all();
   for (std::thread& worker : workers_) worker.join();
-  // The engine finishes its reads in flight (their completions filed by
-  // the read-ahead's handler).
+  // The engine finishes its reads in flight, then its collector stops.
   read_ahead_.reset();
 }
 

@@ -21,8 +21,7 @@ ReadAhead::ReadAhead(const Dataset* dataset, std::mutex* mutex, std::condition_v
     : dataset_(&ReadPathOf(*dataset)),
       tokens_(AsTokenWindows(*dataset)),
       mutex_(mutex),
-      changed_(changed),
-      queue_([this](std::vector<ReadCompletion>* completions) { Collect(completions); }) {}
+      changed_(changed) {}
 
 std::unique_ptr<ReadAhead> ReadAhead::Create(const Dataset* dataset, const IoOptions& io,
                                              std::mutex* mutex, std::condition_variable* changed) {
@@ -35,12 +34,15 @@ std::unique_ptr<ReadAhead> ReadAhead::Create(const Dataset* dataset, const IoOpt
     return nullptr;
   }
   read_ahead->queue_depth_ = io.queue_depth;
+  ReadAhead* self = read_ahead.get();
+  read_ahead->collector_ = std::thread([self] { self->Collect(); });
   return read_ahead;
 }
 
 ReadAhead::~ReadAhead() {
-  engine_.reset();  // its last completions go through Collect
+  engine_.reset();
   queue_.Close();
+  if (collector_.joinable()) collector_.join();
 }
 
 void ReadAhead::Reset(uint64_t run) {
@@ -256,10 +258,14 @@ bool ReadAhead::FileFor(const RecordLocation& location, FileId* file) {
 }
 
 // Moves completions into fetched_, for the workers waiting on them.
-void ReadAhead::Collect(std::vector<ReadCompletion>* completions) {
-  {
+void ReadAhead::Collect() {
+  std::vector<ReadCompletion> completions;
+  while (true) {
+    completions.clear();
+    queue_.Wait(1, &completions);
+    if (completions.empty()) return;  // closed
     std::lock_guard<std::mutex> lock(*mutex_);
-    for (ReadCompletion& completion : *completions) {
+    for (ReadCompletion& completion : completions) {
       uint64_t run = completion.tag >> 40;
       uint64_t task = completion.tag & ((uint64_t{1} << 40) - 1);
       auto location = locations_.find(completion.tag);

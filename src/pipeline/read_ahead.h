@@ -2,10 +2,8 @@
 // For the samples a window of batches allows, it asks the dataset where each
 // record lies (Dataset::Locate: a byte range and the store's descriptor for
 // it), adopts that descriptor in the engine once (FileFor), submits the byte
-// ranges (or whole files) together, and the engine's thread files each
-// completion under its task for the worker that will decode it (Collect,
-// the queue's handler: no thread of its own between the engine and the
-// workers). A sample
+// ranges (or whole files) together, and a collector thread files each
+// completion under its task for the worker that will decode it. A sample
 // that cannot be located (Caffe) or whose file the engine cannot take is
 // marked "direct": its worker reads it with Dataset::Read.
 //
@@ -26,6 +24,7 @@
 #include <list>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -60,8 +59,8 @@ class ReadAhead {
   // stage's; both outlive the ReadAhead.
   static std::unique_ptr<ReadAhead> Create(const Dataset* dataset, const IoOptions& io,
                                            std::mutex* mutex, std::condition_variable* changed);
-  // The engine finishes its reads in flight (through Collect). REQUIRES: no
-  // worker inside Submit or Take; the caller does not hold the mutex.
+  // The engine finishes its reads in flight (into the queue), then the
+  // collector stops. REQUIRES: no worker inside Submit or Take.
   ~ReadAhead();
   ReadAhead(const ReadAhead&) = delete;
   ReadAhead& operator=(const ReadAhead&) = delete;
@@ -90,9 +89,7 @@ class ReadAhead {
   ReadAhead(const Dataset* dataset, std::mutex* mutex, std::condition_variable* changed);
   static uint64_t Tag(uint64_t run, uint64_t task) { return (run << 40) | task; }
   bool FileFor(const RecordLocation& location, FileId* file);
-  // queue_'s handler: files the completions for the workers. Takes the
-  // mutex (never held around engine_->Submit).
-  void Collect(std::vector<ReadCompletion>* completions);
+  void Collect();  // the collector thread
 
   // Constant after Create.
   const DatasetBase* const dataset_;  // the read path of the dataset given to Create
@@ -102,6 +99,7 @@ class ReadAhead {
   // Declared before engine_: the engine delivers into it until destroyed.
   CompletionQueue queue_;
   std::unique_ptr<ReadEngine> engine_;
+  std::thread collector_;
   int queue_depth_ = 0;  // the engine's, for the stats
 
   // The engine's handles on the descriptors locations name (a source file
