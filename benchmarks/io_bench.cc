@@ -10,7 +10,7 @@
 // the engine's queue (io_uring), as a loader's read-ahead keeps them: the
 // engine still holds at most `qd` in the kernel, and starts a queued one as
 // soon as one completes instead of waiting for this thread to submit it.
-// `--handler 1` (io_uring): completions go to a CompletionQueue handler,
+// `--handler 1`: completions go to a CompletionQueue handler,
 // which submits each replacement from the engine's own thread (no hand-off
 // to this thread per completion; this thread only waits for the end).
 // Prints one line:
@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
                         ? (threads > 0 ? threads : std::min(queue_depth, 64))
                         : queue_depth + backlog;
   if (options.backend == IoBackend::kPread) backlog = 0;
-  if (use_handler && options.backend == IoBackend::kIoUring) {
+  if (use_handler) {
     return RunWithHandler(engine.get(), next_request, outstanding, backlog, seconds, direct,
                           pattern, block);
   }

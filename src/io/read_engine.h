@@ -75,15 +75,22 @@ struct ReadCompletion {
 // completions goes to the handler on the thread that made it, so no
 // requester thread has to be woken for it (one hand-off between threads
 // less per batch; what fio's single thread does). The handler's contract:
-//  - it runs on an engine thread (after each io_uring wait, on a pread
-//    worker), on the thread destroying the engine (cancellations), or, for a
-//    request that fails at once, on the thread calling Submit: it must not
-//    take a lock that a thread calling Submit may hold;
-//  - calls may overlap when the engine has several threads;
+//  - it runs on the thread that completed the requests: an io_uring ring
+//    thread (after each wait), a pread worker (also the pool that serves
+//    FUSE files and io_uring's fallbacks), the pread engine's deadline
+//    watchdog, or the thread destroying the engine (cancellations); never
+//    with an engine lock held. It must not take a lock that a thread
+//    calling Submit may hold (a request may in principle fail inside
+//    Submit);
+//  - calls may overlap (several ring threads, or the ring thread and the
+//    pread pool);
 //  - it may call ReadEngine::Submit (an io_uring engine starts the new
-//    reads in the same turn of its loop, with no wake-up), and keep or drop
-//    the completions (moved out of the vector; what it leaves is released);
-//  - it must not wait for completions of the same engine, nor destroy it.
+//    reads in the same turn of its loop, with no wake-up), but not once the
+//    engine's destruction has begun (such requests may never complete);
+//  - it keeps or drops the completions (moved out of the vector; what it
+//    leaves is released);
+//  - it must not throw, wait for completions of the same engine, nor
+//    destroy it.
 class CompletionQueue {
  public:
   using Handler = std::function<void(std::vector<ReadCompletion>* completions)>;

@@ -146,9 +146,12 @@ class PreadEngine final : public ReadEngine {
   void Watch();
   void ExpireOverdue();
   // Gives up on `worker` (busy past its deadline, or past the close grace
-  // when `closing`): completes its request (the timeout error, or
-  // Cancelled) and leaves its thread behind. REQUIRES: mutex_.
-  void AbandonLocked(const std::shared_ptr<Worker>& worker, bool closing);
+  // when `closing`) and leaves its thread behind: true, with a copy of its
+  // request in *request for the caller to complete once mutex_ is released
+  // (the timeout error, or Cancelled): a completion queue's handler may
+  // call Submit, which takes mutex_. REQUIRES: mutex_.
+  bool AbandonLocked(const std::shared_ptr<Worker>& worker, bool closing,
+                     PendingRequest* request);
   // Starts workers up to `threads_` while fewer than kMaxStuckThreads
   // threads are left behind in reads. REQUIRES: mutex_.
   void TopUpLocked();
@@ -206,7 +209,10 @@ PreadEngine::~PreadEngine() {
       busy = worker->busy && !worker->abandoned;
       worker->closed = true;
     }
-    if (busy) AbandonLocked(worker, /*closing=*/true);
+    PendingRequest request;
+    if (busy && AbandonLocked(worker, /*closing=*/true, &request)) {
+      left.push_back(std::move(request));  // still in a read (or a retry's backoff)
+    }
   }
   workers = workers_;  // the ones not abandoned: they return promptly now
   lock.unlock();
@@ -416,6 +422,7 @@ void PreadEngine::Watch() {
 void PreadEngine::ExpireOverdue() {
   const auto now = Clock::now();
   std::deque<PendingRequest> expired;
+  std::vector<PendingRequest> held;  // still in a read: its buffer stays with it
   {
     std::lock_guard<std::mutex> lock(mutex_);
     // Deadlines are submission time + one limit: the front is the oldest.
@@ -430,18 +437,23 @@ void PreadEngine::ExpireOverdue() {
         std::lock_guard<std::mutex> state(worker->mutex);
         overdue = worker->busy && !worker->abandoned && worker->current->deadline <= now;
       }
-      if (overdue) AbandonLocked(worker, /*closing=*/false);
+      PendingRequest request;
+      if (overdue && AbandonLocked(worker, /*closing=*/false, &request)) {
+        held.push_back(std::move(request));
+      }
     }
     TopUpLocked();  // threads left behind that have returned since are replaced now
   }
   for (PendingRequest& pending : expired) ExpireRequest(pending, /*still_held=*/false);
+  for (PendingRequest& pending : held) ExpireRequest(pending, /*still_held=*/true);
 }
 
-void PreadEngine::AbandonLocked(const std::shared_ptr<Worker>& worker, bool closing) {
-  PendingRequest copy;
+bool PreadEngine::AbandonLocked(const std::shared_ptr<Worker>& worker, bool closing,
+                                PendingRequest* request) {
+  PendingRequest& copy = *request;
   {
     std::lock_guard<std::mutex> state(worker->mutex);
-    if (!worker->busy || worker->abandoned) return;
+    if (!worker->busy || worker->abandoned) return false;
     worker->abandoned = true;
     worker->stuck->fetch_add(1);  // the thread takes it back when its read returns
     copy = *worker->current;      // the worker writes it only after Leave()
@@ -454,13 +466,9 @@ void PreadEngine::AbandonLocked(const std::shared_ptr<Worker>& worker, bool clos
   active_.fetch_sub(1);
   NoteInflight(-1);
   if (closing) {
-    // Still in a read (or a retry's backoff) when the engine stopped.
-    {
-      std::lock_guard<std::mutex> lock(stats_mutex_);
-      stats_.abandoned += 1;
-    }
-    Complete(copy, Status::Cancelled("read engine stopped"), ReadBuffer(), 0, 0);
-    return;
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.abandoned += 1;
+    return true;
   }
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);
@@ -469,8 +477,8 @@ void PreadEngine::AbandonLocked(const std::shared_ptr<Worker>& worker, bool clos
   Log().warn("pread engine: a read of {} did not return within the io_timeout; its thread is "
              "left behind ({} so far)",
              copy.file ? copy.file->path : copy.request.path, abandoned_threads_);
-  ExpireRequest(copy, /*still_held=*/true);
   TopUpLocked();
+  return true;
 }
 
 void PreadEngine::TopUpLocked() {

@@ -152,7 +152,9 @@ io_uring_sqe* UringEngine::RingThread::NextSqe() {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring);
   if (sqe == nullptr) {
     // The SQ is sized for every slot; only a burst of closes fills it.
-    SubmitPrepared();
+    io_uring_submit(&ring);  // whatever `prepared` says: make room
+    submit_calls += 1;
+    prepared = 0;
     sqe = io_uring_get_sqe(&ring);
   }
   prepared += 1;
@@ -162,10 +164,16 @@ io_uring_sqe* UringEngine::RingThread::NextSqe() {
 void UringEngine::RingThread::SubmitPrepared() {
   if (prepared == 0) return;
   int submitted = io_uring_submit(&ring);
-  inflight_sum += static_cast<double>(active);
-  inflight_samples += 1;
   submit_calls += submitted > 0;
   prepared = 0;
+}
+
+void UringEngine::RingThread::AddSubmitFiguresLocked() {
+  engine->stats_.submit_calls += submit_calls;
+  engine->inflight_samples_sum_ += inflight_sum;
+  engine->inflight_samples_ += inflight_samples;
+  inflight_sum = 0;
+  inflight_samples = submit_calls = 0;
 }
 
 void UringEngine::RingThread::Loop() {
@@ -173,6 +181,7 @@ void UringEngine::RingThread::Loop() {
   // and when the loop ends.
   CompletionBatch batch(engine);
   while (true) {
+    const uint64_t submits_before = submit_calls;
     bool was_waiting = waiting_registered;
     const bool stopping = engine->stopping_;
     // Stopping: the queue is drained and the reads in flight finish, for
@@ -187,9 +196,15 @@ void UringEngine::RingThread::Loop() {
     RetryDue();
     ExpireDue(Clock::now());
     SubmitPrepared();
+    if (submit_calls != submits_before) {  // reads in flight, once per turn that submitted
+      inflight_sum += static_cast<double>(active);
+      inflight_samples += 1;
+    }
     if (stopping && active == abandoned) {
       CancelQueued();  // requests waiting for buffers nobody frees, or none
       KeepAbandonedMemory();
+      std::lock_guard<std::mutex> lock(engine->stats_mutex_);
+      AddSubmitFiguresLocked();
       return;
     }
     WaitAndReap();

@@ -66,7 +66,8 @@ constexpr size_t kReapWindowMinReads = 8;
 // are issued, as fio's one-at-a-time submission does. 4 KiB random reads
 // at depths 16 and 64 went from 0.875x fio's IOPS (whole batches) to
 // 0.99-1.0x (medians of 12-16 alternating rounds, docs/tuning.md); large
-// reads did not change. A request's SQEs (a linked chain) are never split.
+// reads did not change. A request's SQEs (a small file's openat and statx)
+// go out in one submission.
 constexpr size_t kSubmitChunk = 2;
 // From Linux 6.12's uapi (newer than the liburing headers this builds with).
 constexpr uint32_t kFeatureMinTimeout = 1u << 15;  // IORING_FEAT_MIN_TIMEOUT
@@ -164,8 +165,10 @@ class UringEngine final : public ReadEngine {
     size_t active = 0;
     size_t abandoned = 0;  // of `active`: past their deadline, still in the kernel
     size_t prepared = 0;  // SQEs prepared since the last submit
-    // Submissions since the last wait: added to the engine's statistics
-    // with the wait's time (one lock per wait, not per submission).
+    // Since the last wait (added to the engine's statistics with the
+    // wait's time: one lock per wait, not per submission): io_uring_enter
+    // calls that submitted, and reads in flight sampled once per turn of
+    // the loop that submitted anything.
     double inflight_sum = 0;
     uint64_t inflight_samples = 0;
     uint64_t submit_calls = 0;
@@ -209,6 +212,9 @@ class UringEngine final : public ReadEngine {
     io_uring_sqe* NextSqe();
     // Submits the prepared SQEs (if any), counting the submission.
     void SubmitPrepared();
+    // Adds the submission figures above to the engine's statistics.
+    // REQUIRES: engine->stats_mutex_.
+    void AddSubmitFiguresLocked();
     // Until the engine stops and nothing is in flight.
     void Loop();
     bool QueueEmpty();

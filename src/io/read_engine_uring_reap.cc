@@ -56,12 +56,8 @@ void UringEngine::RingThread::WaitAndReap() {
   {
     std::lock_guard<std::mutex> lock(engine->stats_mutex_);
     engine->stats_.wait_seconds += waited;
-    engine->stats_.submit_calls += submit_calls;
-    engine->inflight_samples_sum_ += inflight_sum;
-    engine->inflight_samples_ += inflight_samples;
+    AddSubmitFiguresLocked();
   }
-  inflight_sum = 0;
-  inflight_samples = submit_calls = 0;
   if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EAGAIN) {
     Log().error("io_uring_wait_cqe: {}", std::strerror(-rc));
   }
