@@ -19,34 +19,19 @@
 #include <thread>
 
 #include "io/read_engine.h"
+#include "engine_test_util.h"
 #include "test_util.h"
 #include "util/path.h"
 
 namespace gpufeed {
 namespace {
 
-struct HandlerParam {
-  IoBackend backend;
-  bool direct;
-  bool plain_setup = false;  // io_uring without the newer setup flags
-};
-
-std::string ParamName(const ::testing::TestParamInfo<HandlerParam>& info) {
-  return std::string(info.param.backend == IoBackend::kIoUring ? "IoUring" : "Pread") +
-         (info.param.direct ? "Direct" : "Buffered") + (info.param.plain_setup ? "PlainSetup" : "");
-}
-
-class ReadEngineHandlerTest : public ::testing::TestWithParam<HandlerParam> {
+class ReadEngineHandlerTest : public ::testing::TestWithParam<EngineParam> {
  protected:
   void SetUp() override {
-    options_.backend = GetParam().backend;
-    options_.direct_io = GetParam().direct;
     options_.queue_depth = 16;
     options_.inflight_bytes = 16 << 20;
-    ReadEngineTestHooks hooks;
-    hooks.plain_io_uring_setup = GetParam().plain_setup;
-    ScopedReadEngineTestHooks scoped(std::move(hooks));
-    Status status = ReadEngine::Create(options_, &engine_);
+    Status status = CreateEngineFor(GetParam(), &options_, &engine_);
     if (status.IsNotSupported() && GetParam().backend == IoBackend::kIoUring) {
       GTEST_SKIP() << "io_uring unavailable here: " << status.ToString();
     }
@@ -278,13 +263,7 @@ TEST(ReadEngineHandlerPreadTest, AHandlerMayResubmitWhenTheWatchdogExpiresARead)
   queue.Close();
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ReadEngineHandlerTest,
-                         ::testing::Values(HandlerParam{IoBackend::kIoUring, false},
-                                           HandlerParam{IoBackend::kIoUring, true},
-                                           HandlerParam{IoBackend::kIoUring, true, true},
-                                           HandlerParam{IoBackend::kPread, false},
-                                           HandlerParam{IoBackend::kPread, true}),
-                         ParamName);
+INSTANTIATE_TEST_SUITE_P(Backends, ReadEngineHandlerTest, AllEngineParams(), EngineParamName);
 
 }  // namespace
 }  // namespace gpufeed

@@ -16,24 +16,12 @@
 #include <thread>
 
 #include "gpufeed/dataset.h"
+#include "engine_test_util.h"
 #include "test_util.h"
 #include "util/path.h"
 
 namespace gpufeed {
 namespace {
-
-struct EngineParam {
-  IoBackend backend;
-  bool direct;
-  // io_uring as on a kernel before 5.19: no SINGLE_ISSUER, DEFER_TASKRUN or
-  // COOP_TASKRUN, one completion per wait (the feature probe's fallback).
-  bool plain_setup = false;
-};
-
-std::string ParamName(const ::testing::TestParamInfo<EngineParam>& info) {
-  return std::string(info.param.backend == IoBackend::kIoUring ? "IoUring" : "Pread") +
-         (info.param.direct ? "Direct" : "Buffered") + (info.param.plain_setup ? "PlainSetup" : "");
-}
 
 std::string RandomBytes(size_t size, uint32_t seed) {
   std::mt19937 generator(seed);
@@ -54,14 +42,9 @@ std::string ReferencePread(const std::string& path, uint64_t offset, uint64_t le
 class ReadEngineTest : public ::testing::TestWithParam<EngineParam> {
  protected:
   void SetUp() override {
-    options_.backend = GetParam().backend;
-    options_.direct_io = GetParam().direct;
     options_.queue_depth = 32;
     options_.inflight_bytes = 64 << 20;
-    ReadEngineTestHooks hooks;
-    hooks.plain_io_uring_setup = GetParam().plain_setup;
-    ScopedReadEngineTestHooks scoped(std::move(hooks));  // taken at creation
-    Status status = ReadEngine::Create(options_, &engine_);
+    Status status = CreateEngineFor(GetParam(), &options_, &engine_);
     if (status.IsNotSupported() && GetParam().backend == IoBackend::kIoUring) {
       GTEST_SKIP() << "io_uring unavailable here: " << status.ToString();
     }
@@ -396,13 +379,7 @@ TEST_P(ReadEngineTest, RequestersWaitingForEachReadAreNeverStalled) {
   EXPECT_EQ(engine_->stats().requests, 3u * 1500 + 40 * 64);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ReadEngineTest,
-                         ::testing::Values(EngineParam{IoBackend::kIoUring, false},
-                                           EngineParam{IoBackend::kIoUring, true},
-                                           EngineParam{IoBackend::kIoUring, true, true},
-                                           EngineParam{IoBackend::kPread, false},
-                                           EngineParam{IoBackend::kPread, true}),
-                         ParamName);
+INSTANTIATE_TEST_SUITE_P(Backends, ReadEngineTest, AllEngineParams(), EngineParamName);
 
 TEST(ReadEngineFallbackTest, ProbeFailureFallsBackOrIsNotSupported) {
   IoOptions options;
