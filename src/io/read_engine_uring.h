@@ -63,11 +63,9 @@ constexpr size_t kReapWindowMinReads = 8;
 // the block layer for a submission of more than 2 SQEs (io_uring's
 // io_submit_state_start), which holds every read of the submission back
 // from the device until the last one is issued; 2 at a time go out as they
-// are issued, as fio's one-at-a-time submission does. 4 KiB random reads
-// at depths 16 and 64 went from 0.875x fio's IOPS (whole batches) to
-// 0.99-1.0x (medians of 12-16 alternating rounds, docs/tuning.md); large
-// reads did not change. A request's SQEs (a small file's openat and statx)
-// go out in one submission.
+// are issued, as fio's one-at-a-time submission does (the measurements:
+// docs/tuning.md). A request's SQEs (a small file's openat and statx) go
+// out in one submission.
 constexpr size_t kSubmitChunk = 2;
 // From Linux 6.12's uapi (newer than the liburing headers this builds with).
 constexpr uint32_t kFeatureMinTimeout = 1u << 15;  // IORING_FEAT_MIN_TIMEOUT
