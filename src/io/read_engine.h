@@ -128,7 +128,9 @@ struct IoStats {
   uint64_t requests = 0;        // completed requests
   uint64_t bytes = 0;           // bytes returned to requesters
   uint64_t submit_calls = 0;    // io_uring_enter calls that submitted work
-  double mean_inflight = 0;     // mean reads in flight, sampled at each submission
+  // Mean reads in flight: io_uring samples once per turn of a ring thread's
+  // loop that submitted; pread as each worker starts a request.
+  double mean_inflight = 0;
   // Time-weighted: the integral of reads in flight over time (its change over
   // a span divided by the span is the mean queue depth used), and the time
   // at least one read was in flight. Since the engine started.

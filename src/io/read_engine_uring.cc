@@ -152,8 +152,8 @@ io_uring_sqe* UringEngine::RingThread::NextSqe() {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring);
   if (sqe == nullptr) {
     // The SQ is sized for every slot; only a burst of closes fills it.
-    io_uring_submit(&ring);  // whatever `prepared` says: make room
-    submit_calls += 1;
+    // Whatever `prepared` says: make room.
+    submit_calls += io_uring_submit(&ring) > 0;
     prepared = 0;
     sqe = io_uring_get_sqe(&ring);
   }

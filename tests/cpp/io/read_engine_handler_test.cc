@@ -105,10 +105,13 @@ TEST_P(ReadEngineHandlerTest, TheHandlerResubmitsUntilEveryReadIsDone) {
         << finished << " of " << kTotal;
   }
   // Even after a failure above: no delivery may reach this frame once it
-  // returns (the engine finishes its reads, the queue lets its handler go).
-  if (finished != kTotal) engine_.reset();
+  // returns. Close first (it waits for the handler calls in progress, and
+  // drops later ones), then let the engine finish its reads.
   queue.Close();
-  if (!engine_) return;
+  if (finished != kTotal) {
+    engine_.reset();
+    return;
+  }
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(on_requester.load(), 0);
   EXPECT_EQ(seen.size(), kTotal);
@@ -219,16 +222,20 @@ TEST(ReadEngineHandlerPreadTest, AHandlerMayResubmitWhenTheWatchdogExpiresARead)
   WriteBytes(small, "twelve bytes");
   IoOptions options;
   options.backend = IoBackend::kPread;
-  options.timeout_seconds = 0.2;
+  // Long enough that a worker is inside open() before the deadline (so the
+  // watchdog abandons it rather than expiring a queued request), and that
+  // the replacement read meets its own deadline on a loaded machine.
+  options.timeout_seconds = 1.0;
   options.queue_depth = 4;
   std::unique_ptr<ReadEngine> engine;
   ASSERT_TRUE(ReadEngine::Create(options, &engine).ok());
-  std::atomic<int> timed_out{0}, resubmitted{0}, read_back{0};
+  std::atomic<int> timed_out{0}, resubmitted{0}, read_back{0}, replaced{0};
   CompletionQueue* self = nullptr;
   CompletionQueue queue([&](std::vector<ReadCompletion>* completions) {
     for (ReadCompletion& completion : *completions) {
       if (completion.tag == 2) {
         read_back += completion.status.ok() && completion.buffer.size() == 12;
+        replaced++;
         continue;
       }
       timed_out += completion.status.error_number() == ETIMEDOUT;
@@ -244,8 +251,11 @@ TEST(ReadEngineHandlerPreadTest, AHandlerMayResubmitWhenTheWatchdogExpiresARead)
   stuck.path = fifo;
   stuck.tag = 1;
   ASSERT_TRUE(engine->Submit({stuck}, &queue).ok());
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (read_back.load() == 0 && std::chrono::steady_clock::now() < until) {
+  // Until the replacement completed and its handler call returned from
+  // Submit (either may come first).
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while ((replaced.load() == 0 || resubmitted.load() == 0) &&
+         std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   if (resubmitted.load() == 0) {
@@ -256,11 +266,12 @@ TEST(ReadEngineHandlerPreadTest, AHandlerMayResubmitWhenTheWatchdogExpiresARead)
   }
   EXPECT_EQ(timed_out.load(), 1);
   EXPECT_EQ(read_back.load(), 1);
-  // Lets the thread left behind in open() go.
-  int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
-  if (writer >= 0) ::close(writer);
-  engine.reset();
+  EXPECT_EQ(engine->stats().abandoned_threads, 1u);  // the watchdog's path, not the queue's
+  // Lets the thread left behind in open() go (O_RDWR never blocks on a FIFO).
+  int writer = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK);
   queue.Close();
+  engine.reset();
+  if (writer >= 0) ::close(writer);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ReadEngineHandlerTest, AllEngineParams(), EngineParamName);
