@@ -2,7 +2,8 @@
 //
 //   gpufeed_io_bench --file F [--backend io_uring|pread] [--direct 0|1]
 //                    [--pattern seq|rand] [--bs 1048576] [--qd 32] [--threads N]
-//                    [--seconds 3] [--seed 1] [--backlog 0]
+//                    [--seconds 3] [--seed 1] [--backlog 0] [--handler 0|1]
+//                    [--register 0|1] [--plain 0|1]
 //
 // Keeps `qd` requests of `bs` bytes outstanding (for pread: `threads`
 // workers, one read each), time-based like fio --time_based; random offsets
@@ -13,6 +14,9 @@
 // `--handler 1`: completions go to a CompletionQueue handler,
 // which submits each replacement from the engine's own thread (no hand-off
 // to this thread per completion; this thread only waits for the end).
+// `--plain 1`: io_uring set up as on a kernel before 5.19 (the engine's
+// fallback). `--register 0`: no registered buffers or files. A block device
+// is sized by seeking to its end.
 // Prints one line:
 //   RESULT backend=... mb_per_s=... iops=... mean_inflight=... requests=...
 #include <fcntl.h>
@@ -135,7 +139,8 @@ int main(int argc, char** argv) {
   }
   if (file.empty() || block == 0) {
     std::fprintf(stderr, "usage: %s --file F [--backend io_uring|pread] [--direct 0|1] "
-                 "[--pattern seq|rand] [--bs BYTES] [--qd N] [--threads N] [--seconds S] [--backlog N]\n", argv[0]);
+                 "[--pattern seq|rand] [--bs BYTES] [--qd N] [--threads N] [--seconds S] [--backlog N] "
+                 "[--handler 0|1] [--register 0|1] [--plain 0|1] [--seed N]\n", argv[0]);
     return 2;
   }
   IoOptions options;
