@@ -57,6 +57,33 @@ bool HuffmanTable::Build(const uint8_t counts[17], const uint8_t symbols_in[256]
   return true;
 }
 
+void HuffmanTable::BuildSkip() {
+  static_assert(kSkipBits >= kLookupBits && kSkipBits <= 15, "skip entries hold 4 bits of length");
+  for (uint32_t index = 0; index < (1u << kSkipBits); ++index) {
+    int used = 0, advance = 0;
+    uint16_t end = 0;
+    while (used < kSkipBits) {
+      // The kLookupBits bits from `used` on, zeros past the index's bits: a
+      // kFull entry no longer than what is left depends on real bits only.
+      const uint32_t window = (index << used) & ((1u << kSkipBits) - 1);
+      const uint32_t entry = lookup[window >> (kSkipBits - kLookupBits)];
+      const int length = static_cast<int>(entry & kLengthMask);
+      if ((entry & kFull) == 0 || used + length > kSkipBits) break;
+      if (entry & kEndOfBlock) {
+        used += length;
+        end = kSkipEndOfBlock;
+        break;
+      }
+      const int step = static_cast<int>((entry >> kRunShift) & 15) + 1;  // 16: sixteen zeros
+      if (advance + step > 63) break;
+      advance += step;
+      used += length;
+    }
+    skip[index] = static_cast<uint16_t>(used | advance << 4 | end);
+  }
+  skip_built = true;
+}
+
 int ZigZagLimit(int rows, int cols) {
   int limit = 1;
   for (int k = 0; k < 64; ++k) {
@@ -148,6 +175,30 @@ int DecodeSlow(Bits* b, const HuffmanTable& table) {
 
 namespace {
 
+// Reads past one AC symbol and its magnitude bits: how far it moves through
+// the block (run + 1; 16 for sixteen zeros), 0 for an end of block, -1 for
+// an invalid code. REQUIRES: Fill just called.
+inline int SkipSymbol(Bits* b, Source* source, const HuffmanTable& table) {
+  const uint32_t entry = table.lookup[Peek(*b, kLookupBits)];
+  if (entry & kFull) {
+    Skip(b, entry & kLengthMask);
+    return (entry & kEndOfBlock) ? 0 : static_cast<int>((entry >> kRunShift) & 15) + 1;
+  }
+  int symbol;
+  if (entry & kCode) {
+    Skip(b, entry & kLengthMask);
+    symbol = static_cast<int>((entry >> kRunShift) & 15) << 4 | ((entry >> kSizeShift) & 15);
+  } else {
+    symbol = DecodeSlow(b, table);
+    if (symbol < 0) return -1;
+  }
+  const int run = symbol >> 4, size = symbol & 15;
+  if (size == 0) return run == 15 ? 16 : 0;
+  Fill(b, source);
+  Skip(b, size);
+  return run + 1;
+}
+
 // Decodes one block into `block` (natural order, zeroed by the caller; slot
 // 64 takes the coefficients past the limit); *dc is the component's DC
 // predictor. False for an invalid code.
@@ -162,7 +213,9 @@ __attribute__((always_inline)) inline bool DecodeBlock(Bits* b, Source* source,
   *dc = static_cast<int16_t>(static_cast<uint16_t>(*dc + diff));
   block[0] = static_cast<int16_t>(*dc);
   const uint32_t* lookup = component.ac->lookup;
-  for (int k = 1; k < 64; ++k) {
+  int k = 1;
+  // The kept coefficients (below the limit), a symbol at a time.
+  for (; k < component.limit; ++k) {
     Fill(b, source);
     const uint32_t entry = lookup[Peek(*b, kLookupBits)];
     int value;
@@ -193,6 +246,24 @@ __attribute__((always_inline)) inline bool DecodeBlock(Bits* b, Source* source,
     }
     block[position[k]] = static_cast<int16_t>(value);
   }
+  // The rest are only read past: as many whole symbols per lookup as the
+  // skip table holds while they stay inside the block (k + advance <= 63:
+  // the block cannot end within them but by their end of block), else one.
+  const uint16_t* skip = component.ac->skip;
+  while (k < 64) {
+    Fill(b, source);
+    const uint32_t entry = skip[Peek(*b, kSkipBits)];
+    const int advance = static_cast<int>((entry >> 4) & 63);
+    if (__builtin_expect((entry & 15) != 0 && k + advance < 64, 1)) {
+      Skip(b, static_cast<int>(entry & 15));
+      if (entry & kSkipEndOfBlock) return true;
+      k += advance;
+      continue;
+    }
+    const int step = SkipSymbol(b, source, *component.ac);
+    if (step <= 0) return step == 0;
+    k += step;
+  }
   return true;
 }
 
@@ -201,7 +272,10 @@ __attribute__((always_inline)) inline bool DecodeBlock(Bits* b, Source* source,
 bool DecodeScan(const Scan& scan, int first_row, int last_row, BlockSink* sink) {
   if (scan.components < 1 || scan.components > kMaxComponents) return false;
   int blocks_per_mcu = 0;
-  for (int c = 0; c < scan.components; ++c) blocks_per_mcu += scan.component[c].h * scan.component[c].v;
+  for (int c = 0; c < scan.components; ++c) {
+    blocks_per_mcu += scan.component[c].h * scan.component[c].v;
+    if (!scan.component[c].ac->skip_built) return false;
+  }
   if (blocks_per_mcu > kMaxBlocksPerMcu) return false;
   alignas(64) int16_t storage[kMaxBlocksPerMcu * kBlockStride];
   const int16_t* blocks[kMaxComponents];

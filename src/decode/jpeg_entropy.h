@@ -7,7 +7,8 @@
 // steps; here one table lookup of the next kLookupBits bits gives a common
 // symbol's code length, magnitude bits and value together (the approach of
 // stb_image's fast AC table), and coefficients past the block's limit are
-// skipped without being stored.
+// skipped without being stored, several whole symbols per lookup where
+// their codes are short (HuffmanTable::skip).
 //
 // Scope: 8-bit baseline sequential JPEGs whose one scan holds every
 // component (the JPEGs cameras and PIL write). Anything else, and any data
@@ -28,6 +29,8 @@ namespace gpufeed {
 namespace jpeg_entropy {
 
 constexpr int kLookupBits = 11;
+// Bits a skip lookup (HuffmanTable::skip) reads at once; at most 15.
+constexpr int kSkipBits = 12;
 constexpr int kMaxComponents = 3;
 // JPEG's limit on the blocks of an MCU.
 constexpr int kMaxBlocksPerMcu = 10;
@@ -45,10 +48,24 @@ struct HuffmanTable {
   int32_t max_code[18];    // per length, the largest code; -1 when none
   int32_t value_offset[17];
   uint8_t symbols[256];
+  // For the coefficients a scaled decode does not keep (BuildSkip; a
+  // sequential scan's AC table only): indexed by the next kSkipBits bits,
+  // the whole symbols (codes and magnitude bits) that lie within them, read
+  // greedily while their zero runs add up to at most 63 and up to the first
+  // end of block: bits 0-3 the bits they take (0: the first symbol does not
+  // fit), bits 4-9 how far they move through the block (run + 1 each, 16
+  // for a run of sixteen zeros), bit 10 (kSkipEndOfBlock) they end with an
+  // end of block.
+  uint16_t skip[1 << kSkipBits];
+  bool skip_built = false;
   // False for a table libjpeg refuses too (codes that do not fit their
   // lengths; a DC symbol over 15). REQUIRES: 256 readable symbols_in.
   bool Build(const uint8_t counts[17], const uint8_t symbols_in[256], bool dc);
+  // Builds `skip` from `lookup`. REQUIRES: Build returned true for an AC table.
+  void BuildSkip();
 };
+
+constexpr uint16_t kSkipEndOfBlock = 1u << 10;
 
 // One component of the scan.
 struct Component {
@@ -84,7 +101,8 @@ struct Scan {
 // last_row] to `sink`. Returns false for data it does not follow (the
 // caller then uses libjpeg). REQUIRES: scan.data <= scan.end; 1 <=
 // scan.components <= 3; every component's dc and ac tables non-null and
-// built (Build returned true), h and v >= 1, limit in 1..64; sink non-null.
+// built (Build returned true; each ac table's BuildSkip called, else the
+// scan is refused), h and v >= 1, limit in 1..64; sink non-null.
 bool DecodeScan(const Scan& scan, int first_row, int last_row, BlockSink* sink);
 
 // The zig-zag index after the last natural position (r, c) with r < rows

@@ -286,11 +286,18 @@ bool PlanBaseline(const jpeg_decompress_struct& info, int denominator, Scan* sca
                               ? info.ac_huff_tbl_ptrs[comp->ac_tbl_no] : nullptr;
     if (dc == nullptr || ac == nullptr) return false;
     HuffmanTable& dc_table = (*tables)[2 * c];
-    HuffmanTable& ac_table = (*tables)[2 * c + 1];
-    if (!dc_table.Build(dc->bits, dc->huffval, true) || !ac_table.Build(ac->bits, ac->huffval, false)) {
-      return false;
+    HuffmanTable* ac_table = &(*tables)[2 * c + 1];
+    if (!dc_table.Build(dc->bits, dc->huffval, true)) return false;
+    // Components sharing an AC table (Cb and Cr, usually) share its build.
+    int same = 0;
+    while (same < c && info.cur_comp_info[same]->ac_tbl_no != comp->ac_tbl_no) ++same;
+    if (same < c) {
+      ac_table = &(*tables)[2 * same + 1];
+    } else {
+      if (!ac_table->Build(ac->bits, ac->huffval, false)) return false;
+      ac_table->BuildSkip();
     }
-    scan->component[c] = {plan.h, plan.v, &dc_table, &ac_table,
+    scan->component[c] = {plan.h, plan.v, &dc_table, ac_table,
                           jpeg_entropy::ZigZagLimit(plan.idct_h, plan.idct_w)};
   }
   McuGrid(info, plans, &scan->mcus_per_row, &scan->mcu_rows);

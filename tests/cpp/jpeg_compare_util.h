@@ -64,6 +64,7 @@ inline jpeg_entropy::Scan BaselineScanOf(const jpeg_decompress_struct& info, con
     *ok = *ok && dc != nullptr && ac != nullptr &&
           (*tables)[2 * c].Build(dc->bits, dc->huffval, true) &&
           (*tables)[2 * c + 1].Build(ac->bits, ac->huffval, false);
+    if (*ok) (*tables)[2 * c + 1].BuildSkip();
     scan.component[c] = {comp->h_samp_factor, comp->v_samp_factor, &(*tables)[2 * c],
                          &(*tables)[2 * c + 1], limit};
   }

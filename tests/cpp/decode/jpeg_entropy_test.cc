@@ -525,8 +525,9 @@ std::string Segment(int marker, const std::string& payload) {
 }
 
 // A grayscale baseline JPEG of w x h: one DC table with the single 1-bit
-// code for `dc_symbol`, one AC table with 1-bit codes for `ac_symbols` (one
-// or two), quantization steps `quant` (16-bit when over 255), and `data`.
+// code for `dc_symbol`, one AC table with one code of each length 1..n for
+// the n `ac_symbols` (0, 10, 110, ...), quantization steps `quant` (16-bit
+// when over 255), and `data`.
 std::string CraftGray(int w, int h, int quant, int dc_symbol, const std::vector<int>& ac_symbols,
                       const std::string& data) {
   std::string out = "\xFF\xD8";
@@ -548,7 +549,7 @@ std::string CraftGray(int w, int h, int quant, int dc_symbol, const std::vector<
     return Segment(0xC4, payload);
   };
   out += dht(0, {1}, {dc_symbol});
-  out += dht(1, ac_symbols.size() == 1 ? std::vector<int>{1} : std::vector<int>{1, 1}, ac_symbols);
+  out += dht(1, std::vector<int>(ac_symbols.size(), 1), ac_symbols);
   out += Segment(0xDA, std::string{1, 1, 0, 0, 63, 0});
   return out + data + "\xFF\xD9";
 }
@@ -571,6 +572,55 @@ TEST(JpegEntropyTest, TheDcPredictorWrapsAsLibjpegs) {
   CoefficientCompareSink sink(&header.info, arrays, scan);
   EXPECT_TRUE(jpeg_entropy::DecodeScan(scan, 0, scan.mcu_rows - 1, &sink));
   EXPECT_EQ(sink.differences, 0);
+}
+
+// Blocks that end at coefficient 63 without an end of block, and runs of
+// sixteen zeros that pass the block's end (libjpeg ends the block there),
+// under a table whose short codes put many symbols in one skip lookup: the
+// same coefficients as libjpeg at every limit, and the same block ends.
+TEST(JpegEntropyTest, SkippedSymbolsEndEachBlockWhereLibjpegDoes) {
+  // Codes: end of block 0 (the next block's DC code, 0, reads as one too),
+  // sixteen zeros 10, (run 0, size 1) 110, (run 3, size 1) 1110. No value
+  // lands past 63 (libjpeg stores such a value at 63, the decoder in a
+  // spare slot; either way the block ends there).
+  const std::vector<int> symbols = {0x00, 0xF0, 0x01, 0x31};
+  for (uint32_t seed = 1; seed <= 6; ++seed) {
+    std::mt19937 generator(seed);
+    const int w = 64, h = 64;
+    BitWriter bits;
+    for (int block = 0; block < (w / 8) * (h / 8); ++block) {
+      bits.Put(0, 1);  // DC: difference 0
+      // libjpeg's loop: k from 1 while k < 64; a value lands at k + run.
+      for (int k = 1; k < 64; ++k) {
+        const int pick = static_cast<int>(generator() % 10);
+        if (pick < 2) {
+          bits.Put(2, 2);
+          k += 15;
+        } else if (pick < 6) {
+          bits.Put(6, 3);
+          bits.Put(generator() & 1, 1);
+        } else if (k + 3 <= 63 && (pick < 9 || block % 3 == 0)) {  // every third block: no end of block
+          bits.Put(14, 4);
+          bits.Put(generator() & 1, 1);
+          k += 3;
+        } else {
+          bits.Put(0, 1);
+          break;
+        }
+      }
+    }
+    const std::string jpeg = CraftGray(w, h, 1, 0x00, symbols, bits.Finish());
+    for (int limit : {1, 2, 5, 25, 64}) {
+      Header header(jpeg);
+      std::vector<HuffmanTable> tables;
+      const Scan scan = MakeScan(header.info, jpeg, limit, &tables);
+      jvirt_barray_ptr* arrays = jpeg_read_coefficients(&header.info);
+      CoefficientCompareSink sink(&header.info, arrays, scan);
+      EXPECT_TRUE(jpeg_entropy::DecodeScan(scan, 0, scan.mcu_rows - 1, &sink))
+          << "seed " << seed << " limit " << limit;
+      EXPECT_EQ(sink.differences, 0) << "seed " << seed << " limit " << limit;
+    }
+  }
 }
 
 // 16-bit quantization steps of 65535 times coefficients of 32767: the
