@@ -121,7 +121,7 @@ bool CheckCoefficients(const std::vector<uint8_t>& data, int* kind, long* differ
         const Scan scan = BaselineScanOf(info, data.data() + data.size(), 64, &tables, &ok);
         jvirt_barray_ptr* arrays = jpeg_read_coefficients(&info);
         CoefficientCompareSink sink(&info, arrays, scan);  // no libjpeg call while it lives
-        taken = ok && DecodeScan(scan, 0, scan.mcu_rows - 1, &sink);
+        taken = ok && DecodeScan(scan, {0, scan.mcu_rows - 1, 0, scan.mcus_per_row}, &sink);
         if (taken) *differences = sink.differences;
       }
     }

@@ -199,6 +199,30 @@ inline int SkipSymbol(Bits* b, Source* source, const HuffmanTable& table) {
   return run + 1;
 }
 
+// Reads past a block's AC symbols from zig-zag index k on: as many whole
+// symbols per lookup as the skip table holds while they stay inside the
+// block (k + advance <= 63: the block cannot end within them but by their
+// end of block), else one. False for an invalid code.
+__attribute__((always_inline)) inline bool SkipRest(Bits* b, Source* source,
+                                                     const HuffmanTable& table, int k) {
+  const uint16_t* skip = table.skip;
+  while (k < 64) {
+    Fill(b, source);
+    const uint32_t entry = skip[Peek(*b, kSkipBits)];
+    const int advance = static_cast<int>((entry >> 4) & 63);
+    if (__builtin_expect((entry & 15) != 0 && k + advance < 64, 1)) {
+      Skip(b, static_cast<int>(entry & 15));
+      if (entry & kSkipEndOfBlock) return true;
+      k += advance;
+      continue;
+    }
+    const int step = SkipSymbol(b, source, table);
+    if (step <= 0) return step == 0;
+    k += step;
+  }
+  return true;
+}
+
 // Decodes one block into `block` (natural order, zeroed by the caller; slot
 // 64 takes the coefficients past the limit); *dc is the component's DC
 // predictor. False for an invalid code.
@@ -246,30 +270,22 @@ __attribute__((always_inline)) inline bool DecodeBlock(Bits* b, Source* source,
     }
     block[position[k]] = static_cast<int16_t>(value);
   }
-  // The rest are only read past: as many whole symbols per lookup as the
-  // skip table holds while they stay inside the block (k + advance <= 63:
-  // the block cannot end within them but by their end of block), else one.
-  const uint16_t* skip = component.ac->skip;
-  while (k < 64) {
-    Fill(b, source);
-    const uint32_t entry = skip[Peek(*b, kSkipBits)];
-    const int advance = static_cast<int>((entry >> 4) & 63);
-    if (__builtin_expect((entry & 15) != 0 && k + advance < 64, 1)) {
-      Skip(b, static_cast<int>(entry & 15));
-      if (entry & kSkipEndOfBlock) return true;
-      k += advance;
-      continue;
-    }
-    const int step = SkipSymbol(b, source, *component.ac);
-    if (step <= 0) return step == 0;
-    k += step;
-  }
-  return true;
+  return SkipRest(b, source, *component.ac, k);
+}
+
+// Reads past one block, keeping only its DC predictor *dc. False for an
+// invalid code.
+__attribute__((always_inline)) inline bool SkipBlock(Bits* b, Source* source,
+                                                      const Component& component, int* dc) {
+  int diff;
+  if (!DecodeDcDiff(b, source, *component.dc, &diff)) return false;
+  *dc = static_cast<int16_t>(static_cast<uint16_t>(*dc + diff));
+  return SkipRest(b, source, *component.ac, 1);
 }
 
 }  // namespace
 
-bool DecodeScan(const Scan& scan, int first_row, int last_row, BlockSink* sink) {
+bool DecodeScan(const Scan& scan, const McuWindow& window, BlockSink* sink) {
   if (scan.components < 1 || scan.components > kMaxComponents) return false;
   int blocks_per_mcu = 0;
   for (int c = 0; c < scan.components; ++c) {
@@ -294,8 +310,9 @@ bool DecodeScan(const Scan& scan, int first_row, int last_row, BlockSink* sink) 
   int dc[kMaxComponents] = {0, 0, 0};
   int until_restart = scan.restart_interval;
   int next_restart = 0;
-  last_row = std::min(last_row, scan.mcu_rows - 1);
+  const int last_row = std::min(window.last_row, scan.mcu_rows - 1);
   for (int y = 0; y <= last_row; ++y) {
+    const bool row_wanted = y >= window.first_row;
     for (int x = 0; x < scan.mcus_per_row; ++x) {
       if (scan.restart_interval > 0) {
         if (until_restart == 0) {
@@ -306,18 +323,21 @@ bool DecodeScan(const Scan& scan, int first_row, int last_row, BlockSink* sink) 
         }
         --until_restart;
       }
-      std::memset(storage, 0, sizeof(int16_t) * kBlockStride * blocks_per_mcu);
+      const bool wanted = row_wanted && x >= window.first_col && x < window.end_col;
+      if (wanted) std::memset(storage, 0, sizeof(int16_t) * kBlockStride * blocks_per_mcu);
       for (int c = 0; c < scan.components; ++c) {
         const Component& component = scan.component[c];
         for (int i = 0; i < component.h * component.v; ++i) {
-          if (!DecodeBlock(&b, &source, component, position[c], &dc[c],
-                           component_blocks[c] + kBlockStride * i)) {
+          if (!(wanted ? DecodeBlock(&b, &source, component, position[c], &dc[c],
+                                     component_blocks[c] + kBlockStride * i)
+                       : SkipBlock(&b, &source, component, &dc[c]))) {
             return false;
           }
         }
       }
-      if (y >= first_row) sink->Mcu(x, y, blocks);
+      if (wanted) sink->Mcu(x, y, blocks);
     }
+    if (row_wanted) sink->RowDone(y);
     if (!Sound(b, source)) return false;
   }
   // Data that ran out without a marker (no EOI: a truncated file) is left

@@ -83,8 +83,19 @@ class BlockSink {
  public:
   virtual ~BlockSink() = default;
   // The blocks of MCU (mcu_x, mcu_y): block (bx, by) of component c at
-  // blocks[c] + kBlockStride * (by * h + bx). Called only for MCU rows the sink asked for (wanted rows).
+  // blocks[c] + kBlockStride * (by * h + bx). Called only for the MCUs the
+  // sink asked for (McuWindow), left to right, row by row.
   virtual void Mcu(int mcu_x, int mcu_y, const int16_t* const* blocks) = 0;
+  // After the last wanted MCU of row mcu_y.
+  virtual void RowDone(int mcu_y) { (void)mcu_y; }
+};
+
+// The MCUs handed to a sink: rows [first_row, last_row], columns
+// [first_col, end_col). The rest of the scan, down to last_row, is only read
+// past (DC predictors kept, nothing stored).
+struct McuWindow {
+  int first_row = 0, last_row = 0;
+  int first_col = 0, end_col = 0;
 };
 
 struct Scan {
@@ -97,13 +108,13 @@ struct Scan {
   int restart_interval = 0;  // in MCUs; 0 when none
 };
 
-// Decodes MCU rows [0, last_row] of `scan`, handing rows [first_row,
-// last_row] to `sink`. Returns false for data it does not follow (the
-// caller then uses libjpeg). REQUIRES: scan.data <= scan.end; 1 <=
+// Decodes MCU rows [0, window.last_row] of `scan`, handing the window's
+// MCUs to `sink`. Returns false for data it does not follow (the caller
+// then uses libjpeg). REQUIRES: scan.data <= scan.end; 1 <=
 // scan.components <= 3; every component's dc and ac tables non-null and
 // built (Build returned true; each ac table's BuildSkip called, else the
 // scan is refused), h and v >= 1, limit in 1..64; sink non-null.
-bool DecodeScan(const Scan& scan, int first_row, int last_row, BlockSink* sink);
+bool DecodeScan(const Scan& scan, const McuWindow& window, BlockSink* sink);
 
 // The zig-zag index after the last natural position (r, c) with r < rows
 // and c < cols: the limit that keeps a rows x cols low-frequency corner.

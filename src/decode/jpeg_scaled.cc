@@ -160,35 +160,32 @@ void YccToRgb(const uint8_t* luma, const uint8_t* cb, const uint8_t* cr, int wid
 // Turns the MCUs of the wanted rows and columns into RGB rows of *out.
 class ScaledSink : public BlockSink {
  public:
-  ScaledSink(const Plan* plans, int components, int mcus_per_row, int mcu_w, int mcu_h,
-             int first_col, int end_col, int y0, int y1, Image* out)
-      : plans_(plans), components_(components), mcus_per_row_(mcus_per_row), mcu_w_(mcu_w),
-        mcu_h_(mcu_h), first_col_(first_col), end_col_(end_col), y0_(y0), y1_(y1), out_(out),
+  ScaledSink(const Plan* plans, int components, int mcu_w, int mcu_h, int first_col, int end_col,
+             int y0, int y1, Image* out)
+      : plans_(plans), components_(components), mcu_w_(mcu_w), mcu_h_(mcu_h),
+        first_col_(first_col), y0_(y0), y1_(y1), out_(out),
         stride_(static_cast<size_t>(end_col - first_col) * mcu_w) {
     strip_.assign(stride_ * mcu_h * components, 128);
   }
 
-  void Mcu(int mcu_x, int mcu_y, const int16_t* const* blocks) override {
-    if (mcu_x >= first_col_ && mcu_x < end_col_) {
-      for (int c = 0; c < components_; ++c) {
-        const Plan& plan = plans_[c];
-        const int block_w = plan.idct_w * plan.repeat_x, block_h = plan.idct_h * plan.repeat_y;
-        uint8_t* plane = strip_.data() + stride_ * mcu_h_ * plan.plane +
-                         static_cast<size_t>(mcu_x - first_col_) * mcu_w_;
-        for (int by = 0; by < plan.v; ++by) {
-          for (int bx = 0; bx < plan.h; ++bx) {
-            plan.transform(plan.quant, blocks[c] + kBlockStride * (by * plan.h + bx),
-                           plane + by * block_h * stride_ + bx * block_w, stride_);
-          }
+  // REQUIRES: first_col <= mcu_x < end_col.
+  void Mcu(int mcu_x, int, const int16_t* const* blocks) override {
+    for (int c = 0; c < components_; ++c) {
+      const Plan& plan = plans_[c];
+      const int block_w = plan.idct_w * plan.repeat_x, block_h = plan.idct_h * plan.repeat_y;
+      uint8_t* plane = strip_.data() + stride_ * mcu_h_ * plan.plane +
+                       static_cast<size_t>(mcu_x - first_col_) * mcu_w_;
+      for (int by = 0; by < plan.v; ++by) {
+        for (int bx = 0; bx < plan.h; ++bx) {
+          plan.transform(plan.quant, blocks[c] + kBlockStride * (by * plan.h + bx),
+                         plane + by * block_h * stride_ + bx * block_w, stride_);
         }
       }
     }
-    if (mcu_x == mcus_per_row_ - 1) EmitRows(mcu_y);
   }
 
- private:
   // Converts the strip's rows that lie in [y0, y1) to RGB rows of *out.
-  void EmitRows(int mcu_y) {
+  void RowDone(int mcu_y) override {
     const int top = mcu_y * mcu_h_;
     for (int r = std::max(top, y0_); r < std::min(top + mcu_h_, y1_); ++r) {
       const uint8_t* luma = strip_.data() + (r - top) * stride_;
@@ -204,7 +201,7 @@ class ScaledSink : public BlockSink {
   }
 
   const Plan* plans_;
-  int components_, mcus_per_row_, mcu_w_, mcu_h_, first_col_, end_col_, y0_, y1_;
+  int components_, mcu_w_, mcu_h_, first_col_, y0_, y1_;
   Image* out_;
   size_t stride_;
   std::vector<uint8_t> strip_;  // per plane, mcu_h rows of the wanted columns
@@ -325,18 +322,16 @@ bool PlanProgressive(const jpeg_decompress_struct& info, int denominator, Plan* 
   return true;
 }
 
-// Hands the MCUs of rows [first_row, last_row], columns [first_col,
-// end_col), from the progressive decode's corners to the sink; each row
-// ends with the sink's call for the last MCU of the row (its cue to emit).
+// Hands the window's MCUs from the progressive decode's corners to the
+// sink, with its RowDone after each row.
 // REQUIRES: corners[c] covers those MCUs' blocks (rows up to (last_row + 1)
 // * v, columns below end_col * h); at most kMaxBlocksPerMcu blocks per MCU.
 void FeedCorners(jpeg_entropy::CornerPlane* corners, const Plan* plans, int components,
-                 int mcus_per_row, int first_row, int last_row, int first_col, int end_col,
-                 BlockSink* sink) {
+                 const jpeg_entropy::McuWindow& window, BlockSink* sink) {
   alignas(64) int16_t storage[jpeg_entropy::kMaxBlocksPerMcu * kBlockStride];
   const int16_t* blocks[kMaxComponents];
-  for (int y = first_row; y <= last_row; ++y) {
-    for (int x = first_col; x < end_col; ++x) {
+  for (int y = window.first_row; y <= window.last_row; ++y) {
+    for (int x = window.first_col; x < window.end_col; ++x) {
       int used = 0;
       for (int c = 0; c < components; ++c) {
         blocks[c] = storage + used * kBlockStride;
@@ -352,7 +347,7 @@ void FeedCorners(jpeg_entropy::CornerPlane* corners, const Plan* plans, int comp
       }
       sink->Mcu(x, y, blocks);
     }
-    if (end_col < mcus_per_row) sink->Mcu(mcus_per_row - 1, y, blocks);
+    sink->RowDone(y);
   }
 }
 
@@ -391,14 +386,13 @@ bool DecodeScaledUnchecked(const jpeg_decompress_struct& info, const uint8_t* da
     return false;
   }
   *columns = {x0 - first_col * mcu_w, x1 - x0};
-  ScaledSink sink(plans, components, scan.mcus_per_row, mcu_w, mcu_h, first_col, end_col, y0, y1,
-                  out);
+  ScaledSink sink(plans, components, mcu_w, mcu_h, first_col, end_col, y0, y1, out);
   const int first_row = y0 / mcu_h, last_row = (y1 - 1) / mcu_h;
-  if (!progressive) return jpeg_entropy::DecodeScan(scan, first_row, last_row, &sink);
+  const jpeg_entropy::McuWindow window{first_row, last_row, first_col, end_col};
+  if (!progressive) return jpeg_entropy::DecodeScan(scan, window, &sink);
   jpeg_entropy::CornerPlane corners[kMaxComponents];
   if (!jpeg_entropy::DecodeProgressive(info, data, size, last_row, corners)) return false;
-  FeedCorners(corners, plans, components, scan.mcus_per_row, first_row, last_row, first_col,
-              end_col, &sink);
+  FeedCorners(corners, plans, components, window, &sink);
   return true;
 }
 

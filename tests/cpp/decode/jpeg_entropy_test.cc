@@ -123,9 +123,20 @@ Scan MakeScan(const jpeg_decompress_struct& info, const std::string& jpeg, int l
 
 class NullSink : public BlockSink {
  public:
-  void Mcu(int, int, const int16_t* const*) override { ++mcus; }
+  void Mcu(int x, int y, const int16_t* const*) override {
+    ++mcus;
+    seen.emplace_back(x, y);
+  }
+  void RowDone(int y) override { rows_done.push_back(y); }
   long mcus = 0;
+  std::vector<std::pair<int, int>> seen;
+  std::vector<int> rows_done;
 };
+
+// Every MCU of the scan to the sink.
+bool DecodeWhole(const Scan& scan, BlockSink* sink) {
+  return jpeg_entropy::DecodeScan(scan, {0, scan.mcu_rows - 1, 0, scan.mcus_per_row}, sink);
+}
 
 std::vector<Encoding> Encodings() {
   std::vector<Encoding> all;
@@ -162,7 +173,7 @@ TEST(JpegEntropyTest, CoefficientsEqualLibjpegsAtEveryLimit) {
       const Scan scan = MakeScan(header.info, jpeg, limit, &tables);
       jvirt_barray_ptr* arrays = jpeg_read_coefficients(&header.info);
       CoefficientCompareSink sink(&header.info, arrays, scan);
-      EXPECT_TRUE(jpeg_entropy::DecodeScan(scan, 0, scan.mcu_rows - 1, &sink))
+      EXPECT_TRUE(DecodeWhole(scan, &sink))
           << Describe(encoding) << " limit " << limit;
       EXPECT_EQ(sink.blocks_seen > 0, true) << Describe(encoding);
       EXPECT_EQ(sink.differences, 0) << Describe(encoding) << " limit " << limit;
@@ -170,14 +181,41 @@ TEST(JpegEntropyTest, CoefficientsEqualLibjpegsAtEveryLimit) {
   }
 }
 
-TEST(JpegEntropyTest, OnlyTheWantedRowsReachTheSink) {
+TEST(JpegEntropyTest, OnlyTheWantedMcusReachTheSink) {
   const std::string jpeg = Encode(Encoding());
   Header header(jpeg);
   std::vector<HuffmanTable> tables;
   const Scan scan = MakeScan(header.info, jpeg, 64, &tables);
-  NullSink sink;
-  ASSERT_TRUE(jpeg_entropy::DecodeScan(scan, 1, 1, &sink));
-  EXPECT_EQ(sink.mcus, scan.mcus_per_row);
+  NullSink rows;
+  ASSERT_TRUE(jpeg_entropy::DecodeScan(scan, {1, 1, 0, scan.mcus_per_row}, &rows));
+  EXPECT_EQ(rows.mcus, scan.mcus_per_row);
+  EXPECT_EQ(rows.rows_done, std::vector<int>{1});
+  ASSERT_GE(scan.mcus_per_row, 3);
+  NullSink window;
+  ASSERT_TRUE(jpeg_entropy::DecodeScan(scan, {0, 1, 1, 2}, &window));
+  EXPECT_EQ(window.seen, (std::vector<std::pair<int, int>>{{1, 0}, {1, 1}}));
+  EXPECT_EQ(window.rows_done, (std::vector<int>{0, 1}));
+}
+
+// MCUs outside the window are only read past, their DC predictors kept:
+// the window's coefficients equal libjpeg's, with and without restarts.
+TEST(JpegEntropyTest, AWindowsCoefficientsEqualLibjpegs) {
+  for (const Encoding& encoding : Encodings()) {
+    const std::string jpeg = Encode(encoding);
+    for (int limit : {1, 5, 64}) {
+      Header header(jpeg);
+      std::vector<HuffmanTable> tables;
+      const Scan scan = MakeScan(header.info, jpeg, limit, &tables);
+      jvirt_barray_ptr* arrays = jpeg_read_coefficients(&header.info);
+      CoefficientCompareSink sink(&header.info, arrays, scan);
+      const int last_col = std::max(1, scan.mcus_per_row - 1);
+      EXPECT_TRUE(jpeg_entropy::DecodeScan(scan, {1, scan.mcu_rows - 1, 1, last_col}, &sink))
+          << Describe(encoding) << " limit " << limit;
+      EXPECT_EQ(sink.blocks_seen > 0, scan.mcus_per_row > 2 && scan.mcu_rows > 1)
+          << Describe(encoding);
+      EXPECT_EQ(sink.differences, 0) << Describe(encoding) << " limit " << limit;
+    }
+  }
 }
 
 TEST(JpegEntropyTest, DataThatEndsEarlyIsRefused) {
@@ -194,7 +232,7 @@ TEST(JpegEntropyTest, DataThatEndsEarlyIsRefused) {
       Scan scan = MakeScan(header.info, jpeg, 64, &tables);
       scan.end = Bytes(jpeg) + end;  // the same bytes, the file ending at `end`
       NullSink sink;
-      EXPECT_FALSE(jpeg_entropy::DecodeScan(scan, 0, scan.mcu_rows - 1, &sink))
+      EXPECT_FALSE(DecodeWhole(scan, &sink))
           << "restart " << restart << " data cut at " << end << " of " << jpeg.size();
     }
   }
@@ -222,7 +260,7 @@ TEST(JpegEntropyTest, DamagedDataNeverReadsOutOfBounds) {
       scan.data = exact.get() + start;
       scan.end = exact.get() + damaged.size();
       NullSink sink;
-      (void)jpeg_entropy::DecodeScan(scan, 0, scan.mcu_rows - 1, &sink);
+      (void)DecodeWhole(scan, &sink);
     }
   }
 }
@@ -570,7 +608,7 @@ TEST(JpegEntropyTest, TheDcPredictorWrapsAsLibjpegs) {
   const Scan scan = MakeScan(header.info, jpeg, 64, &tables);
   jvirt_barray_ptr* arrays = jpeg_read_coefficients(&header.info);
   CoefficientCompareSink sink(&header.info, arrays, scan);
-  EXPECT_TRUE(jpeg_entropy::DecodeScan(scan, 0, scan.mcu_rows - 1, &sink));
+  EXPECT_TRUE(DecodeWhole(scan, &sink));
   EXPECT_EQ(sink.differences, 0);
 }
 
@@ -616,7 +654,7 @@ TEST(JpegEntropyTest, SkippedSymbolsEndEachBlockWhereLibjpegDoes) {
       const Scan scan = MakeScan(header.info, jpeg, limit, &tables);
       jvirt_barray_ptr* arrays = jpeg_read_coefficients(&header.info);
       CoefficientCompareSink sink(&header.info, arrays, scan);
-      EXPECT_TRUE(jpeg_entropy::DecodeScan(scan, 0, scan.mcu_rows - 1, &sink))
+      EXPECT_TRUE(DecodeWhole(scan, &sink))
           << "seed " << seed << " limit " << limit;
       EXPECT_EQ(sink.differences, 0) << "seed " << seed << " limit " << limit;
     }
