@@ -93,9 +93,12 @@ inline void Skip(Bits* b, int n) {
 // True while no padding bit has been used.
 inline bool Sound(const Bits& b, const Source& source) { return b.count >= source.padding; }
 
-// Discards the partial byte before a restart marker, and the marker, which
-// must be RST `expected` (0..7); false otherwise.
-bool Restart(int expected, Bits* b, Source* source);
+// Whether the bits `b` leaves end the interval at a restart marker RST
+// `expected` (0..7): only the partial byte before it, which is discarded
+// with the marker (the caller then empties its buffer). Takes the buffer by
+// value so that a decoder's buffer never has its address taken (it stays
+// in registers).
+bool Restart(int expected, Bits b, Source* source);
 
 // After the last MCU of a scan: whether the next marker (past fill bytes
 // and any stray bytes, which libjpeg skips with a warning) is `marker`.

@@ -124,11 +124,11 @@ Bits FillSlow(Bits in, Source* source) {
   return {bits, count};
 }
 
-bool Restart(int expected, Bits* b, Source* source) {
-  if (!Sound(*b, *source)) return false;
+bool Restart(int expected, Bits b, Source* source) {
+  if (!Sound(b, *source)) return false;
   // Whole unread bytes before the marker mean the interval held more data
   // than its MCUs: libjpeg skips it with a warning; leave that to libjpeg.
-  if (b->count - source->padding >= 8) return false;
+  if (b.count - source->padding >= 8) return false;
   if (source->marker == 0) {
     const uint8_t* look = source->next;
     while (look < source->end && *look == 0xFF) ++look;
@@ -137,7 +137,6 @@ bool Restart(int expected, Bits* b, Source* source) {
     source->next = look + 1;
   }
   if (source->marker != 0xD0 + expected) return false;
-  *b = {0, 0};
   source->padding = 0;
   source->marker = 0;
   return true;
@@ -316,7 +315,8 @@ bool DecodeScan(const Scan& scan, const McuWindow& window, BlockSink* sink) {
     for (int x = 0; x < scan.mcus_per_row; ++x) {
       if (scan.restart_interval > 0) {
         if (until_restart == 0) {
-          if (!Restart(next_restart, &b, &source)) return false;
+          if (!Restart(next_restart, b, &source)) return false;
+          b = {0, 0};
           next_restart = (next_restart + 1) & 7;
           until_restart = scan.restart_interval;
           dc[0] = dc[1] = dc[2] = 0;

@@ -97,28 +97,27 @@ inline uint32_t EndOfBandRun(Bits* b, Source* source, int r) {
 }
 
 // The correction bits of the nonzero coefficients in `positions` (one bit
-// each, in zig-zag order): applied to the corner's, the others skipped.
+// each, in zig-zag order): applied to the corner's, the others skipped. Up
+// to 24 bits are taken at once; the positions are walked only while a
+// corner position remains, and the update is branch-free (the bits are
+// data).
 inline void Corrections(Bits* b, Source* source, uint64_t positions, int al, CornerBlock* block) {
-  if ((positions & kCorner.mask) == 0) {
-    for (int n = PopCount(positions); n > 0;) {
-      Fill(b, source);
-      const int m = std::min(n, 24);
-      Skip(b, m);
-      n -= m;
-    }
-    return;
-  }
   const int p1 = 1 << al;
-  while (positions != 0) {
-    const int k = __builtin_ctzll(positions);
-    positions &= positions - 1;
+  for (int n = PopCount(positions); n > 0;) {
     Fill(b, source);
-    const bool bit = Peek(*b, 1) != 0;
-    Skip(b, 1);
-    const int slot = kCorner.slot[k];
-    if (bit && slot >= 0) {
+    const int m = std::min(n, 24);
+    uint64_t word = b->bits;  // its top m bits: the m lowest positions' bits, in order
+    Skip(b, m);
+    n -= m;
+    for (int i = 0; i < m && (positions & kCorner.mask) != 0; ++i, word <<= 1) {
+      const int k = __builtin_ctzll(positions);
+      positions &= positions - 1;
+      const int slot = kCorner.slot[k];
+      if (slot < 0) continue;
       int16_t& coefficient = block->corner[slot];
-      if ((coefficient & p1) == 0) coefficient = Wrap16(coefficient + (coefficient >= 0 ? p1 : -p1));
+      const bool apply = (word >> 63) != 0 && (coefficient & p1) == 0;
+      const int step = coefficient >= 0 ? p1 : -p1;
+      coefficient = Wrap16(static_cast<uint32_t>(coefficient + (apply ? step : 0)));
     }
   }
 }
@@ -142,8 +141,16 @@ class ProgressiveDecoder {
   bool DecodeOneScan(const ScanParams& scan, const uint8_t* start, int* marker,
                      const uint8_t** after);
   bool AtMcu(Bits* b, Source* source);
-  bool DecodeInterleavedDc(const ScanParams& scan, Bits* b, Source* source);
-  bool DecodeSingle(const ScanParams& scan, Bits* b, Source* source);
+  // A scan's kind; each gets its own decoding loop (DecodeInterleaved,
+  // DecodeSingle), so that no block asks and each loop keeps its bit
+  // buffer in registers.
+  enum Kind { kDcFirst, kDcRefine, kAcFirst, kAcRefine };
+  template <int kKind>
+  __attribute__((noinline)) bool DecodeInterleaved(const ScanParams& scan, Bits* b,
+                                                   Source* source);
+  template <int kKind>
+  __attribute__((noinline)) bool DecodeSingle(const ScanParams& scan, Bits* b, Source* source);
+  template <int kKind>
   inline bool DecodeBlock(const ScanParams& scan, int index, Bits* b, Source* source,
                           CornerBlock* block);
   inline bool AcFirst(const ScanParams& scan, const HuffmanTable& table, Bits* b, Source* source,
@@ -214,8 +221,20 @@ bool ProgressiveDecoder::DecodeOneScan(const ScanParams& scan, const uint8_t* st
   Bits b{0, 0};
   std::fill(std::begin(dc_), std::end(dc_), 0);
   end_of_band_ = 0;
-  const bool ok = scan.count > 1 ? DecodeInterleavedDc(scan, &b, &source)
-                                 : DecodeSingle(scan, &b, &source);
+  const Kind kind = scan.ss == 0 ? (scan.ah == 0 ? kDcFirst : kDcRefine)
+                                 : (scan.ah == 0 ? kAcFirst : kAcRefine);
+  bool ok = false;
+  if (scan.count > 1) {  // DC only (Prepare refuses an interleaved AC scan, as libjpeg does)
+    if (kind == kDcFirst) ok = DecodeInterleaved<kDcFirst>(scan, &b, &source);
+    if (kind == kDcRefine) ok = DecodeInterleaved<kDcRefine>(scan, &b, &source);
+  } else {
+    switch (kind) {
+      case kDcFirst: ok = DecodeSingle<kDcFirst>(scan, &b, &source); break;
+      case kDcRefine: ok = DecodeSingle<kDcRefine>(scan, &b, &source); break;
+      case kAcFirst: ok = DecodeSingle<kAcFirst>(scan, &b, &source); break;
+      case kAcRefine: ok = DecodeSingle<kAcRefine>(scan, &b, &source); break;
+    }
+  }
   if (!ok || !Sound(b, source)) return false;
   // The rest of the scan (its rows below the crop) is skipped: on to the
   // next marker that is not a restart marker.
@@ -232,7 +251,8 @@ bool ProgressiveDecoder::DecodeOneScan(const ScanParams& scan, const uint8_t* st
 bool ProgressiveDecoder::AtMcu(Bits* b, Source* source) {
   if (headers_.restart_interval == 0) return true;
   if (until_restart_ == 0) {
-    if (!Restart(next_restart_, b, source)) return false;
+    if (!Restart(next_restart_, *b, source)) return false;
+    *b = {0, 0};
     next_restart_ = (next_restart_ + 1) & 7;
     until_restart_ = headers_.restart_interval;
     std::fill(std::begin(dc_), std::end(dc_), 0);
@@ -242,33 +262,36 @@ bool ProgressiveDecoder::AtMcu(Bits* b, Source* source) {
   return true;
 }
 
-bool ProgressiveDecoder::DecodeInterleavedDc(const ScanParams& scan, Bits* b, Source* source) {
+template <int kKind>
+bool ProgressiveDecoder::DecodeInterleaved(const ScanParams& scan, Bits* b, Source* source) {
   int blocks_per_mcu = 0;
   for (int i = 0; i < scan.count; ++i) blocks_per_mcu += h_[scan.component[i]] * v_[scan.component[i]];
   if (blocks_per_mcu > kMaxBlocksPerMcu) return false;  // libjpeg refuses it
   until_restart_ = headers_.restart_interval;
   next_restart_ = 0;
+  Bits bits = *b;  // a local, kept in registers through the loop
   for (int y = 0; y <= last_mcu_row_; ++y) {
     for (int x = 0; x < mcus_per_row_; ++x) {
-      if (!AtMcu(b, source)) return false;
+      if (!AtMcu(&bits, source)) return false;
       for (int i = 0; i < scan.count; ++i) {
         const int c = scan.component[i];
         for (int by = 0; by < v_[c]; ++by) {
           for (int bx = 0; bx < h_[c]; ++bx) {
-            if (!DecodeBlock(scan, i, b, source, &planes_[c].at(x * h_[c] + bx, y * v_[c] + by))) {
-              return false;
-            }
+            CornerBlock* block = &planes_[c].at(x * h_[c] + bx, y * v_[c] + by);
+            if (!DecodeBlock<kKind>(scan, i, &bits, source, block)) return false;
           }
         }
       }
     }
-    if (!Sound(*b, *source)) return false;
+    if (!Sound(bits, *source)) return false;
   }
+  *b = bits;
   return true;
 }
 
 // A single-component scan covers the component's own block grid, one block
 // per MCU, down to the rows the crop needs.
+template <int kKind>
 bool ProgressiveDecoder::DecodeSingle(const ScanParams& scan, Bits* b, Source* source) {
   until_restart_ = headers_.restart_interval;
   next_restart_ = 0;
@@ -278,7 +301,9 @@ bool ProgressiveDecoder::DecodeSingle(const ScanParams& scan, Bits* b, Source* s
   for (int y = 0; y < rows; ++y) {
     CornerBlock* row = &planes_[c].at(0, y);
     for (int x = 0; x < width_in_blocks_[c]; ++x) {
-      if (!AtMcu(&bits, source) || !DecodeBlock(scan, 0, &bits, source, row + x)) return false;
+      if (!AtMcu(&bits, source) || !DecodeBlock<kKind>(scan, 0, &bits, source, row + x)) {
+        return false;
+      }
     }
     if (!Sound(bits, *source)) return false;
   }
@@ -286,26 +311,26 @@ bool ProgressiveDecoder::DecodeSingle(const ScanParams& scan, Bits* b, Source* s
   return true;
 }
 
+template <int kKind>
 __attribute__((always_inline)) inline bool ProgressiveDecoder::DecodeBlock(
-    const ScanParams& scan, int index, Bits* b, Source* source,
-                                     CornerBlock* block) {
-  const int c = scan.component[index];
-  if (scan.ss == 0) {
-    if (scan.ah != 0) {  // DC refinement: one bit
-      Fill(b, source);
-      if (Peek(*b, 1) != 0) block->corner[0] = Wrap16(block->corner[0] | (1u << scan.al));
-      Skip(b, 1);
-      return true;
-    }
+    const ScanParams& scan, int index, Bits* b, Source* source, CornerBlock* block) {
+  if constexpr (kKind == kDcRefine) {  // one bit
+    Fill(b, source);
+    if (Peek(*b, 1) != 0) block->corner[0] = Wrap16(block->corner[0] | (1u << scan.al));
+    Skip(b, 1);
+    return true;
+  } else if constexpr (kKind == kDcFirst) {
+    const int c = scan.component[index];
     int diff;
     if (!DecodeDcDiff(b, source, headers_.table(0, scan.dc_table[index]), &diff)) return false;
     dc_[c] = Wrap16(static_cast<uint32_t>(dc_[c] + diff));
     block->corner[0] = Wrap16(static_cast<uint32_t>(dc_[c]) << scan.al);
     return true;
+  } else {
+    const HuffmanTable& table = headers_.table(1, scan.ac_table[0]);
+    return kKind == kAcFirst ? AcFirst(scan, table, b, source, block)
+                             : AcRefine(scan, table, b, source, block);
   }
-  const HuffmanTable& table = headers_.table(1, scan.ac_table[0]);
-  return scan.ah == 0 ? AcFirst(scan, table, b, source, block)
-                      : AcRefine(scan, table, b, source, block);
 }
 
 __attribute__((always_inline)) inline bool ProgressiveDecoder::AcFirst(
