@@ -97,11 +97,12 @@ inline uint32_t EndOfBandRun(Bits* b, Source* source, int r) {
 }
 
 // The correction bits of the nonzero coefficients in `positions` (one bit
-// each, in zig-zag order): applied to the corner's, the others skipped. Up
-// to 24 bits are taken at once; the positions are walked only while a
-// corner position remains, and the update is branch-free (the bits are
-// data).
-inline void Corrections(Bits* b, Source* source, uint64_t positions, int al, CornerBlock* block) {
+// each, in zig-zag order): applied to the kept ones (`keep`: positions with
+// a corner slot), the others skipped. Up to 24 bits are taken at once; the
+// positions are walked only while a kept position remains, and the update
+// is branch-free (the bits are data).
+inline void Corrections(Bits* b, Source* source, uint64_t positions, uint64_t keep, int al,
+                        CornerBlock* block) {
   const int p1 = 1 << al;
   for (int n = PopCount(positions); n > 0;) {
     Fill(b, source);
@@ -109,12 +110,11 @@ inline void Corrections(Bits* b, Source* source, uint64_t positions, int al, Cor
     uint64_t word = b->bits;  // its top m bits: the m lowest positions' bits, in order
     Skip(b, m);
     n -= m;
-    for (int i = 0; i < m && (positions & kCorner.mask) != 0; ++i, word <<= 1) {
+    for (int i = 0; i < m && (positions & keep) != 0; ++i, word <<= 1) {
       const int k = __builtin_ctzll(positions);
       positions &= positions - 1;
-      const int slot = kCorner.slot[k];
-      if (slot < 0) continue;
-      int16_t& coefficient = block->corner[slot];
+      if (((keep >> k) & 1) == 0) continue;
+      int16_t& coefficient = block->corner[kCorner.slot[k]];
       const bool apply = (word >> 63) != 0 && (coefficient & p1) == 0;
       const int step = coefficient >= 0 ? p1 : -p1;
       coefficient = Wrap16(static_cast<uint32_t>(coefficient + (apply ? step : 0)));
@@ -167,6 +167,7 @@ class ProgressiveDecoder {
   int width_in_blocks_[kMaxComponents] = {}, height_in_blocks_[kMaxComponents] = {};
   ScanHeaders headers_;  // tables, restart interval, progression
   // Per scan state.
+  uint64_t keep_[kMaxComponents] = {};  // per component, its plane's keep within the corner
   int dc_[kMaxComponents] = {};
   uint32_t end_of_band_ = 0;  // blocks left in the current end-of-band run
   int until_restart_ = 0, next_restart_ = 0;
@@ -190,6 +191,7 @@ bool ProgressiveDecoder::Setup() {
     width_in_blocks_[c] = static_cast<int>((width + 7) / 8);
     height_in_blocks_[c] = static_cast<int>((height + 7) / 8);
     CornerPlane& plane = planes_[c];
+    keep_[c] = plane.keep & kCorner.mask;
     plane.blocks_per_row = mcus_per_row_ * h_[c];
     plane.rows = (last_mcu_row_ + 1) * v_[c];
     plane.blocks.assign(static_cast<size_t>(plane.blocks_per_row) * plane.rows, CornerBlock{});
@@ -356,7 +358,7 @@ __attribute__((always_inline)) inline bool ProgressiveDecoder::AcFirst(
     // writes one; left to libjpeg.
     if (Wrap16(static_cast<uint32_t>(value) << scan.al) == 0) return false;
     block->nonzero |= 1ull << k;
-    if (kCorner.slot[k] >= 0) {
+    if ((keep_[scan.component[0]] >> k) & 1) {
       block->corner[kCorner.slot[k]] = Wrap16(static_cast<uint32_t>(value) << scan.al);
     }
   }
@@ -370,6 +372,7 @@ __attribute__((always_inline)) inline bool ProgressiveDecoder::AcRefine(
     const ScanParams& scan, const HuffmanTable& table, Bits* b,
                                   Source* source, CornerBlock* block) {
   const int p1 = 1 << scan.al;
+  const uint64_t keep = keep_[scan.component[0]];
   int k = scan.ss;
   if (end_of_band_ == 0) {
     for (; k <= scan.se; ++k) {
@@ -386,24 +389,31 @@ __attribute__((always_inline)) inline bool ProgressiveDecoder::AcRefine(
       uint64_t zeros = ~block->nonzero & Range(k, scan.se);
       for (int i = 0; i < run && zeros != 0; ++i) zeros &= zeros - 1;
       const int target = zeros != 0 ? __builtin_ctzll(zeros) : scan.se + 1;
-      Corrections(b, source, block->nonzero & Range(k, target - 1), scan.al, block);
+      Corrections(b, source, block->nonzero & Range(k, target - 1), keep, scan.al, block);
       k = target;
       if (size == 1) {
         if (k > scan.se) return false;
         block->nonzero |= 1ull << k;
-        const int slot = kCorner.slot[k];
-        if (slot >= 0) block->corner[slot] = static_cast<int16_t>(value > 0 ? p1 : -p1);
+        if ((keep >> k) & 1) block->corner[kCorner.slot[k]] = static_cast<int16_t>(value > 0 ? p1 : -p1);
       }
     }
   }
   if (end_of_band_ > 0) {
-    Corrections(b, source, block->nonzero & Range(k, scan.se), scan.al, block);
+    Corrections(b, source, block->nonzero & Range(k, scan.se), keep, scan.al, block);
     --end_of_band_;
   }
   return true;
 }
 
 }  // namespace
+
+uint64_t CornerPositions(int rows, int cols) {
+  uint64_t positions = 0;
+  for (int k = 0; k < 64; ++k) {
+    if (kNatural[k] / 8 < rows && kNatural[k] % 8 < cols) positions |= 1ull << k;
+  }
+  return positions;
+}
 
 bool DecodeProgressive(const jpeg_decompress_struct& info, const uint8_t* data, size_t size,
                        int last_mcu_row, CornerPlane* planes) {

@@ -37,12 +37,20 @@ struct CornerBlock {
 // A frame component's blocks, on the grid libjpeg's coefficient arrays use
 // (width padded to whole MCUs), rows [0, rows).
 struct CornerPlane {
+  // The zig-zag positions whose coefficients are kept (set before decoding;
+  // only those of the 4 x 4 corner count, e.g. CornerPositions(2, 2)); the
+  // corner's other coefficients stay 0. A refinement's correction bits past
+  // the last kept position are skipped unread, however many.
+  uint64_t keep = ~0ull;
   int blocks_per_row = 0;
   int rows = 0;
   std::vector<CornerBlock> blocks;  // rows * blocks_per_row
   // REQUIRES: 0 <= x < blocks_per_row, 0 <= y < rows (not checked).
   CornerBlock& at(int x, int y) { return blocks[static_cast<size_t>(y) * blocks_per_row + x]; }
 };
+
+// The zig-zag positions of natural rows r < rows and columns c < cols.
+uint64_t CornerPositions(int rows, int cols);
 
 // Decodes every scan of the progressive JPEG whose header `info` holds
 // (read from data[0, size)), the MCU rows [0, last_mcu_row] of each, into

@@ -391,6 +391,9 @@ bool DecodeScaledUnchecked(const jpeg_decompress_struct& info, const uint8_t* da
   const jpeg_entropy::McuWindow window{first_row, last_row, first_col, end_col};
   if (!progressive) return jpeg_entropy::DecodeScan(scan, window, &sink);
   jpeg_entropy::CornerPlane corners[kMaxComponents];
+  for (int c = 0; c < components; ++c) {
+    corners[c].keep = jpeg_entropy::CornerPositions(plans[c].idct_h, plans[c].idct_w);
+  }
   if (!jpeg_entropy::DecodeProgressive(info, data, size, last_row, corners)) return false;
   FeedCorners(corners, plans, components, window, &sink);
   return true;

@@ -135,7 +135,10 @@ inline long CompareCorners(j_decompress_ptr info, jvirt_barray_ptr* arrays,
         const JCOEF* expected = row[0][x];
         const jpeg_entropy::CornerBlock& got = planes[c].at(x, y);
         for (int r = 0; r < 4; ++r) {
-          for (int col = 0; col < 4; ++col) differences += got.corner[4 * r + col] != expected[8 * r + col];
+          for (int col = 0; col < 4; ++col) {
+            const bool kept = (planes[c].keep >> kZigZagOfNatural[8 * r + col]) & 1;
+            differences += got.corner[4 * r + col] != (kept ? expected[8 * r + col] : 0);
+          }
         }
         for (int n = 1; n < 64; ++n) {
           differences += static_cast<int>((got.nonzero >> kZigZagOfNatural[n]) & 1) != (expected[n] != 0);

@@ -446,9 +446,20 @@ TEST(JpegProgressiveTest, CornersEqualLibjpegsCoefficients) {
     ASSERT_TRUE(header.info.progressive_mode);
     const int vmax = header.info.max_v_samp_factor;
     const int mcu_rows = static_cast<int>((encoding.height + 8 * vmax - 1) / (8 * vmax));
-    for (int last_row : {mcu_rows - 1, mcu_rows / 2}) {
+    // Every corner, then 2 x 2 corners (a 1/4 decode), then DC only, then
+    // a 4 x 2 luma corner and 2 x 1 chroma corners.
+    const std::vector<std::vector<uint64_t>> keeps = {
+        {~0ull, ~0ull, ~0ull},
+        {jpeg_entropy::CornerPositions(2, 2), jpeg_entropy::CornerPositions(2, 2),
+         jpeg_entropy::CornerPositions(2, 2)},
+        {1, 1, 1},
+        {jpeg_entropy::CornerPositions(4, 2), jpeg_entropy::CornerPositions(2, 1),
+         jpeg_entropy::CornerPositions(2, 1)}};
+    for (size_t pass = 0; pass < 2 * keeps.size(); ++pass) {
+      const int last_row = pass % 2 == 0 ? mcu_rows - 1 : mcu_rows / 2;
       Header fresh(jpeg);
       jpeg_entropy::CornerPlane planes[3];
+      for (int c = 0; c < 3; ++c) planes[c].keep = keeps[pass / 2][c];
       ASSERT_TRUE(jpeg_entropy::DecodeProgressive(fresh.info, Bytes(jpeg), jpeg.size(), last_row,
                                                   planes))
           << Describe(encoding) << (encoding.custom_script ? " custom script" : "");
@@ -458,7 +469,8 @@ TEST(JpegProgressiveTest, CornersEqualLibjpegsCoefficients) {
       jpeg_finish_decompress(&header.info);
       jpeg_abort_decompress(&header.info);
       EXPECT_GT(compared, 0);
-      EXPECT_EQ(mismatches, 0) << Describe(encoding) << " last row " << last_row;
+      EXPECT_EQ(mismatches, 0) << Describe(encoding) << " last row " << last_row << " keep "
+                               << pass / 2;
       // A new header for the next pass (the coefficients were read).
       jpeg_mem_src(&header.info, Bytes(jpeg), jpeg.size());
       jpeg_read_header(&header.info, TRUE);
