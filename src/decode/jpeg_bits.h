@@ -136,6 +136,45 @@ __attribute__((always_inline)) inline bool DecodeDcDiff(Bits* b, Source* source,
   return true;
 }
 
+// Reads an AC symbol and its magnitude bits: kSymbol with its run, size
+// and value (size and value 0 for sixteen zeros), or kEnd for a size-0
+// symbol other than sixteen zeros (the end of a block; in a progressive
+// scan, run r starts an end-of-band run of 2^r + r more bits of blocks), or
+// kBad for an invalid code.
+constexpr int kSymbol = 0, kEnd = 1, kBad = -1;
+
+inline int DecodeAcSymbol(Bits* b, Source* source, const HuffmanTable& table, int* run, int* size,
+                          int* value) {
+  Fill(b, source);
+  const uint32_t entry = table.lookup[Peek(*b, kLookupBits)];
+  int symbol;
+  if (entry & kFull) {
+    Skip(b, entry & kLengthMask);
+    *run = (entry >> kRunShift) & 15;
+    *size = (entry >> kSizeShift) & 15;
+    if (entry & kEndOfBlock) return kEnd;
+    *value = static_cast<int16_t>(entry >> kValueShift);
+    return kSymbol;
+  }
+  if (entry & kCode) {
+    Skip(b, entry & kLengthMask);
+    symbol = static_cast<int>((entry >> kRunShift) & 15) << 4 | ((entry >> kSizeShift) & 15);
+  } else {
+    symbol = DecodeSlow(b, table);
+    if (symbol < 0) return kBad;
+  }
+  *run = symbol >> 4;
+  *size = symbol & 15;
+  if (*size == 0) {
+    *value = 0;
+    return *run == 15 ? kSymbol : kEnd;
+  }
+  Fill(b, source);
+  *value = Extend(static_cast<int>(Peek(*b, *size)), *size);
+  Skip(b, *size);
+  return kSymbol;
+}
+
 }  // namespace jpeg_entropy
 }  // namespace gpufeed
 

@@ -176,26 +176,12 @@ namespace {
 
 // Reads past one AC symbol and its magnitude bits: how far it moves through
 // the block (run + 1; 16 for sixteen zeros), 0 for an end of block, -1 for
-// an invalid code. REQUIRES: Fill just called.
+// an invalid code.
 inline int SkipSymbol(Bits* b, Source* source, const HuffmanTable& table) {
-  const uint32_t entry = table.lookup[Peek(*b, kLookupBits)];
-  if (entry & kFull) {
-    Skip(b, entry & kLengthMask);
-    return (entry & kEndOfBlock) ? 0 : static_cast<int>((entry >> kRunShift) & 15) + 1;
-  }
-  int symbol;
-  if (entry & kCode) {
-    Skip(b, entry & kLengthMask);
-    symbol = static_cast<int>((entry >> kRunShift) & 15) << 4 | ((entry >> kSizeShift) & 15);
-  } else {
-    symbol = DecodeSlow(b, table);
-    if (symbol < 0) return -1;
-  }
-  const int run = symbol >> 4, size = symbol & 15;
-  if (size == 0) return run == 15 ? 16 : 0;
-  Fill(b, source);
-  Skip(b, size);
-  return run + 1;
+  int run, size, value;
+  const int kind = DecodeAcSymbol(b, source, table, &run, &size, &value);
+  if (kind != kSymbol) return kind == kEnd ? 0 : -1;
+  return size == 0 ? 16 : run + 1;
 }
 
 // Reads past a block's AC symbols from zig-zag index k on: as many whole

@@ -48,42 +48,6 @@ inline uint64_t Range(int from, int to) {
   return upto & ~((1ull << from) - 1);
 }
 
-// An AC symbol: its run, and its value (0 for sixteen zeros), or an
-// end-of-band run (kEnd, run r: 2^r + r more bits of blocks). -1: a bad code.
-constexpr int kSymbol = 0, kEnd = 1, kBad = -1;
-
-inline int DecodeAcSymbol(Bits* b, Source* source, const HuffmanTable& table, int* run, int* size,
-                          int* value) {
-  Fill(b, source);
-  const uint32_t entry = table.lookup[Peek(*b, kLookupBits)];
-  int symbol;
-  if (entry & kFull) {
-    Skip(b, entry & kLengthMask);
-    *run = (entry >> kRunShift) & 15;
-    *size = (entry >> kSizeShift) & 15;
-    if (entry & kEndOfBlock) return kEnd;
-    *value = static_cast<int16_t>(entry >> kValueShift);
-    return kSymbol;
-  }
-  if (entry & kCode) {
-    Skip(b, entry & kLengthMask);
-    symbol = static_cast<int>((entry >> kRunShift) & 15) << 4 | ((entry >> kSizeShift) & 15);
-  } else {
-    symbol = DecodeSlow(b, table);
-    if (symbol < 0) return kBad;
-  }
-  *run = symbol >> 4;
-  *size = symbol & 15;
-  if (*size == 0) {
-    *value = 0;
-    return *run == 15 ? kSymbol : kEnd;
-  }
-  Fill(b, source);
-  *value = Extend(static_cast<int>(Peek(*b, *size)), *size);
-  Skip(b, *size);
-  return kSymbol;
-}
-
 // Reads the end-of-band run's extra bits: the blocks it covers, this one
 // included.
 inline uint32_t EndOfBandRun(Bits* b, Source* source, int r) {
