@@ -9,6 +9,7 @@ namespace gpufeed {
 namespace jpeg_entropy {
 
 bool HuffmanTable::Build(const uint8_t counts[17], const uint8_t symbols_in[256], bool dc) {
+  skip_built = false;  // a skip table left from an earlier build no longer applies
   std::memset(lookup, 0, sizeof(lookup));
   int total = 0;
   for (int length = 1; length <= 16; ++length) total += counts[length];

@@ -86,7 +86,8 @@ class BlockSink {
   // blocks[c] + kBlockStride * (by * h + bx). Called only for the MCUs the
   // sink asked for (McuWindow), left to right, row by row.
   virtual void Mcu(int mcu_x, int mcu_y, const int16_t* const* blocks) = 0;
-  // After the last wanted MCU of row mcu_y.
+  // After each wanted row mcu_y (its last wanted MCU), also when the
+  // window has no column.
   virtual void RowDone(int mcu_y) { (void)mcu_y; }
 };
 

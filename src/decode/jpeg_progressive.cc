@@ -358,7 +358,9 @@ __attribute__((always_inline)) inline bool ProgressiveDecoder::AcRefine(
       if (size == 1) {
         if (k > scan.se) return false;
         block->nonzero |= 1ull << k;
-        if ((keep >> k) & 1) block->corner[kCorner.slot[k]] = static_cast<int16_t>(value > 0 ? p1 : -p1);
+        if ((keep >> k) & 1) {
+          block->corner[kCorner.slot[k]] = static_cast<int16_t>(value > 0 ? p1 : -p1);
+        }
       }
     }
   }

@@ -38,9 +38,10 @@ struct CornerBlock {
 // (width padded to whole MCUs), rows [0, rows).
 struct CornerPlane {
   // The zig-zag positions whose coefficients are kept (set before decoding;
-  // only those of the 4 x 4 corner count, e.g. CornerPositions(2, 2)); the
-  // corner's other coefficients stay 0. A refinement's correction bits past
-  // the last kept position are skipped unread, however many.
+  // only those of the 4 x 4 corner count, e.g. CornerPositions(2, 2); the DC
+  // coefficient, position 0, is always kept); the corner's other
+  // coefficients stay 0. A refinement's correction bits past the last kept
+  // position are skipped unread, however many.
   uint64_t keep = ~0ull;
   int blocks_per_row = 0;
   int rows = 0;

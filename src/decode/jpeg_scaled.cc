@@ -2,8 +2,6 @@
 
 #include "decode/jpeg_scaled.h"
 
-#include <emmintrin.h>  // SSE2: part of x86-64
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -14,6 +12,11 @@
 #include "decode/jpeg_decoder.h"
 #include "decode/jpeg_entropy.h"
 #include "decode/jpeg_progressive.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <emmintrin.h>  // SSE2: part of x86-64
+#define GPUFEED_SCALED_SSE2 1
+#endif
 
 namespace gpufeed {
 
@@ -61,9 +64,12 @@ inline uint8_t ToPixel(float sum) { return static_cast<uint8_t>(std::min(std::ma
 
 // Dequantizes and transforms the W x H corner of `coef` (quant: the
 // corner's steps, [v * W + u]), writing (W * RX) x (H * RY) pixels at dst.
+#ifdef GPUFEED_SCALED_SSE2
 // TransformBlock for a corner 4 wide, a row per SSE register: the same
-// products summed in the same order as the scalar loops (no FMA on
-// x86-64), so the same pixels. REQUIRES: the block has AC coefficients.
+// products summed in the same order as the scalar loops, so the same pixels
+// (as built: baseline x86-64 has no FMA to contract either into; a build
+// for a CPU with FMA may contract the two differently, by a level at
+// most). REQUIRES: the block has AC coefficients.
 template <int H, int RX, int RY>
 void TransformRows4(const float* quant, const int16_t* coef, uint8_t* dst, size_t stride) {
   const Basis& basis = TheBasis();
@@ -97,6 +103,7 @@ void TransformRows4(const float* quant, const int16_t* coef, uint8_t* dst, size_
     }
   }
 }
+#endif  // GPUFEED_SCALED_SSE2
 
 template <int W, int H, int RX, int RY>
 void TransformBlock(const float* quant, const int16_t* coef, uint8_t* dst, size_t stride) {
@@ -122,9 +129,11 @@ void TransformBlock(const float* quant, const int16_t* coef, uint8_t* dst, size_
     pixels[H - 1][W - 1] = ToPixel(s * (a - bx - by + c) + 128.5f);
   } else if (ac == 0) {  // a flat block: its mean
     std::memset(pixels, ToPixel(corner[0][0] / 8.0f + 128.5f), sizeof(pixels));
+#ifdef GPUFEED_SCALED_SSE2
   } else if (W == 4) {
     TransformRows4<H, RX, RY>(quant, coef, dst, stride);
     return;
+#endif
   } else {
     float rows[H][W];  // the horizontal pass
     for (int v = 0; v < H; ++v) {

@@ -45,6 +45,9 @@ struct Encoding {
   bool optimize = false;
   bool progressive = false;
   bool custom_script = false;  // progressive with split bands and more refinements
+  // Tables: Y DC 0 / AC 0, Cb DC 1 / AC 1, Cr DC 1 / AC 1 (libjpeg's); when
+  // crossed, Cb DC 1 / AC 0 (Y's AC table) and Cr DC 0 / AC 1.
+  bool crossed_tables = false;
   double noise = 10;  // amplitude of the pixel noise (more: longer codes)
   uint32_t seed = 1;
 };
@@ -53,7 +56,8 @@ std::string Describe(const Encoding& e) {
   return std::to_string(e.width) + "x" + std::to_string(e.height) + " c" +
          std::to_string(e.components) + " " + std::to_string(e.h) + "x" + std::to_string(e.v) +
          " q" + std::to_string(e.quality) + " ri" + std::to_string(e.restart_interval) +
-         (e.optimize ? " optimized" : "") + (e.progressive ? " progressive" : "");
+         (e.optimize ? " optimized" : "") + (e.progressive ? " progressive" : "") +
+         (e.crossed_tables ? " crossed tables" : "");
 }
 
 std::string Encode(const Encoding& e) {
@@ -87,6 +91,12 @@ std::string Encode(const Encoding& e) {
                           info->comp_info[c].v_samp_factor = e.chroma_v;
                         }
                         info->restart_interval = e.restart_interval;
+                        if (e.crossed_tables && e.components == 3) {
+                          info->comp_info[1].dc_tbl_no = 1;
+                          info->comp_info[1].ac_tbl_no = 0;
+                          info->comp_info[2].dc_tbl_no = 0;
+                          info->comp_info[2].ac_tbl_no = 1;
+                        }
                         info->optimize_coding = e.optimize ? TRUE : FALSE;
                         if (e.progressive) jpeg_simple_progression(info);
                         if (e.custom_script) {
@@ -161,6 +171,9 @@ std::vector<Encoding> Encodings() {
   all.push_back(e);  // large values, long codes (past the lookup: the slow path)
   e.h = 1, e.v = 1, e.quality = 98, e.restart_interval = 5, e.components = 3;
   all.push_back(e);
+  e = Encoding();
+  e.crossed_tables = true, e.optimize = true, e.noise = 40;
+  all.push_back(e);  // a chroma component sharing luma's AC table, each table fitted to its data
   return all;
 }
 
@@ -202,6 +215,16 @@ TEST(JpegEntropyTest, OnlyTheWantedMcusReachTheSink) {
   ASSERT_TRUE(jpeg_entropy::DecodeScan(scan, {0, 1, 1, 2}, &window));
   EXPECT_EQ(window.seen, (std::vector<std::pair<int, int>>{{1, 0}, {1, 1}}));
   EXPECT_EQ(window.rows_done, (std::vector<int>{0, 1}));
+  // The last row's first MCU; then no column (each wanted row still done).
+  const int last = scan.mcu_rows - 1;
+  NullSink corner;
+  ASSERT_TRUE(jpeg_entropy::DecodeScan(scan, {last, last, 0, 1}, &corner));
+  EXPECT_EQ(corner.seen, (std::vector<std::pair<int, int>>{{0, last}}));
+  EXPECT_EQ(corner.rows_done, std::vector<int>{last});
+  NullSink none;
+  ASSERT_TRUE(jpeg_entropy::DecodeScan(scan, {0, 1, 2, 2}, &none));
+  EXPECT_TRUE(none.seen.empty());
+  EXPECT_EQ(none.rows_done, (std::vector<int>{0, 1}));
 }
 
 // MCUs outside the window are only read past, their DC predictors kept:
@@ -564,8 +587,14 @@ class BitWriter {
       }
     }
   }
-  std::string Finish() {
+  // Pads the last byte with ones, as before a marker.
+  void Align() {
     while (count_ != 0) Put(1, 1);
+  }
+  // Appends bytes as they are (a marker).
+  void Raw(const std::string& bytes) { out_ += bytes; }
+  std::string Finish() {
+    Align();
     return out_;
   }
 
@@ -671,6 +700,120 @@ TEST(JpegEntropyTest, SkippedSymbolsEndEachBlockWhereLibjpegDoes) {
       const auto [blocks, differences] = CompareWhole(jpeg, limit);
       EXPECT_EQ(blocks, (w / 8) * (h / 8)) << "seed " << seed << " limit " << limit;
       EXPECT_EQ(differences, 0) << "seed " << seed << " limit " << limit;
+    }
+  }
+}
+
+// A grayscale baseline JPEG of w x h with the given DHT contents (counts
+// per length at [1..16] and symbols in code order), restart interval and
+// data.
+std::string CraftGrayWithTables(int w, int h, const std::vector<int>& dc_counts,
+                                const std::vector<int>& dc_symbols,
+                                const std::vector<int>& ac_counts,
+                                const std::vector<int>& ac_symbols, int restart_interval,
+                                const std::string& data) {
+  auto dht = [](int table_class, const std::vector<int>& counts, const std::vector<int>& symbols) {
+    std::string payload(1, static_cast<char>(table_class << 4));
+    for (int length = 1; length <= 16; ++length) payload += static_cast<char>(counts[length]);
+    for (int symbol : symbols) payload += static_cast<char>(symbol);
+    return Segment(0xC4, payload);
+  };
+  std::string out = "\xFF\xD8";
+  out += Segment(0xDB, std::string(1, '\0') + std::string(64, '\1'));
+  out += Segment(0xC0, std::string{8, static_cast<char>(h >> 8), static_cast<char>(h & 0xFF),
+                                   static_cast<char>(w >> 8), static_cast<char>(w & 0xFF), 1, 1,
+                                   0x11, 0});
+  out += dht(0, dc_counts, dc_symbols) + dht(1, ac_counts, ac_symbols);
+  if (restart_interval > 0) {
+    out += Segment(0xDD, std::string{static_cast<char>(restart_interval >> 8),
+                                     static_cast<char>(restart_interval & 0xFF)});
+  }
+  out += Segment(0xDA, std::string{1, 1, 0, 0, 63, 0});
+  return out + data + "\xFF\xD9";
+}
+
+// Random AC tables (short and long codes, sizes up to 15, size-0 symbols
+// other than sixteen zeros, which end a block as libjpeg reads them) and
+// random streams, with and without restart markers: the same coefficients
+// as libjpeg at several limits, in random windows.
+TEST(JpegEntropyTest, RandomTablesAndStreamsEqualLibjpegs) {
+  for (uint32_t seed = 1; seed <= 200; ++seed) {
+    std::mt19937 g(seed);
+    std::vector<int> symbols = {0x00, 0xF0};
+    for (int i = static_cast<int>(g() % 3); i > 0; --i) symbols.push_back((1 + g() % 14) << 4);
+    for (int i = 2 + static_cast<int>(g() % 20); i > 0; --i) {
+      const int size = 1 + static_cast<int>(g() % 4 == 0 ? g() % 15 : g() % 3);
+      symbols.push_back(static_cast<int>(g() % 16) << 4 | size);
+    }
+    std::sort(symbols.begin(), symbols.end());
+    symbols.erase(std::unique(symbols.begin(), symbols.end()), symbols.end());
+    std::shuffle(symbols.begin(), symbols.end(), g);
+    // Code lengths: a random count per length, drawn again until the codes
+    // fit (the all-ones code is never used, as libjpeg requires).
+    std::vector<int> counts;
+    for (bool fit = false; !fit;) {
+      counts.assign(17, 0);
+      int left = static_cast<int>(symbols.size());
+      fit = true;
+      for (uint64_t length = 1, next = 0; length <= 16 && left > 0; ++length, next <<= 1) {
+        const int free = static_cast<int>(std::min<uint64_t>((1ull << length) - 1 - next, 1 << 16));
+        int count = length == 16 ? left : static_cast<int>(g() % (std::min(free, left) + 1));
+        if (count == free && count < left) --count;  // room for longer codes
+        fit = fit && count <= free;
+        counts[length] = count;
+        left -= count;
+        next += count;
+      }
+    }
+    std::vector<std::pair<uint32_t, int>> code_of(256);  // (code, length) per symbol
+    for (int length = 1, index = 0, code = 0; length <= 16; ++length, code <<= 1) {
+      for (int i = 0; i < counts[length]; ++i) code_of[symbols[index++]] = {code++, length};
+    }
+    std::vector<int> ends;  // the size-0 symbols other than sixteen zeros
+    std::vector<int> values;
+    for (int symbol : symbols) ((symbol & 15) == 0 && symbol != 0xF0 ? ends : values).push_back(symbol);
+    const int w = 8 * (1 + static_cast<int>(g() % 12)), h = 8 * (1 + static_cast<int>(g() % 6));
+    const int restart = g() % 3 == 0 ? 1 + static_cast<int>(g() % 5) : 0;
+    const uint32_t end_per_mille = 20 + g() % 250;
+    BitWriter bits;
+    for (int block = 0, marker = 0; block < (w / 8) * (h / 8); ++block) {
+      if (restart > 0 && block > 0 && block % restart == 0) {
+        bits.Align();
+        bits.Raw(std::string{'\xFF', static_cast<char>(0xD0 + marker)});
+        marker = (marker + 1) & 7;
+      }
+      const int dc_size = static_cast<int>(g() % 3);  // DC codes 0, 10, 110 for sizes 0-2
+      bits.Put((1u << dc_size) - 1 << 1, dc_size + 1);
+      if (dc_size > 0) bits.Put(g() & ((1u << dc_size) - 1), dc_size);
+      for (int k = 1; k < 64; ++k) {
+        const int symbol = g() % 1000 < end_per_mille ? ends[g() % ends.size()]
+                                                      : values[g() % values.size()];
+        bits.Put(code_of[symbol].first, code_of[symbol].second);
+        const int run = symbol >> 4, size = symbol & 15;
+        if (size == 0 && run != 15) break;
+        k += run;
+        if (size > 0) bits.Put(g() & ((1u << size) - 1), size);
+      }
+    }
+    std::vector<int> dc_counts(17, 0);
+    dc_counts[1] = dc_counts[2] = dc_counts[3] = 1;
+    const std::string jpeg = CraftGrayWithTables(w, h, dc_counts, {0, 1, 2}, counts, symbols,
+                                                 restart, bits.Finish());
+    for (int limit : {1, 2, 5, 25, 63}) {
+      Header header(jpeg);
+      std::vector<HuffmanTable> tables;
+      const Scan scan = MakeScan(header.info, jpeg, limit, &tables);
+      jvirt_barray_ptr* arrays = jpeg_read_coefficients(&header.info);
+      CoefficientCompareSink sink(&header.info, arrays, scan);
+      const int first_row = static_cast<int>(g() % scan.mcu_rows);
+      const int first_col = static_cast<int>(g() % scan.mcus_per_row);
+      const jpeg_entropy::McuWindow window{
+          first_row, first_row + static_cast<int>(g() % (scan.mcu_rows - first_row)), first_col,
+          first_col + 1 + static_cast<int>(g() % (scan.mcus_per_row - first_col))};
+      EXPECT_TRUE(jpeg_entropy::DecodeScan(scan, window, &sink))
+          << "seed " << seed << " limit " << limit;
+      EXPECT_GT(sink.blocks_seen, 0) << "seed " << seed;
+      EXPECT_EQ(sink.differences, 0) << "seed " << seed << " limit " << limit;
     }
   }
 }
