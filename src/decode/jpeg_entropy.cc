@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 namespace gpufeed {
 namespace jpeg_entropy {
@@ -83,6 +84,60 @@ void HuffmanTable::BuildSkip() {
     skip[index] = static_cast<uint16_t>(used | advance << 4 | end);
   }
   skip_built = true;
+}
+
+namespace {
+
+struct CachedTable {
+  bool valid = false;
+  bool dc = false;
+  uint64_t hash = 0;
+  uint64_t last_use = 0;
+  uint8_t counts[17] = {};
+  uint8_t symbols[256] = {};
+  HuffmanTable table;
+};
+
+struct TableCache {
+  std::unique_ptr<CachedTable[]> entries{new CachedTable[kTableCacheSize]};
+  uint64_t clock = 0;
+};
+
+}  // namespace
+
+const HuffmanTable* SharedBaselineTable(const uint8_t counts[17], const uint8_t symbols[256],
+                                        bool dc) {
+  thread_local TableCache cache;
+  int total = 0;
+  for (int length = 1; length <= 16; ++length) total += counts[length];
+  total = std::min(total, 256);  // Build refuses more
+  uint64_t hash = dc ? 0x9E3779B97F4A7C15ull : 14695981039346656037ull;  // FNV-1a
+  for (int length = 1; length <= 16; ++length) hash = (hash ^ counts[length]) * 1099511628211ull;
+  for (int i = 0; i < total; ++i) hash = (hash ^ symbols[i]) * 1099511628211ull;
+  CachedTable* oldest = &cache.entries[0];
+  for (int i = 0; i < kTableCacheSize; ++i) {
+    CachedTable& entry = cache.entries[i];
+    if (entry.valid && entry.hash == hash && entry.dc == dc &&
+        std::memcmp(entry.counts + 1, counts + 1, 16) == 0 &&
+        std::memcmp(entry.symbols, symbols, total) == 0) {
+      entry.last_use = ++cache.clock;
+      return &entry.table;
+    }
+    if (!entry.valid || (oldest->valid && entry.last_use < oldest->last_use)) oldest = &entry;
+  }
+  // The least recently used entry: one of this decode's own tables is among
+  // the latest kTableCacheSize calls, so it is not replaced while in use.
+  CachedTable& entry = *oldest;
+  entry.valid = false;
+  if (!entry.table.Build(counts, symbols, dc)) return nullptr;
+  if (!dc) entry.table.BuildSkip();
+  entry.valid = true;
+  entry.dc = dc;
+  entry.hash = hash;
+  entry.last_use = ++cache.clock;
+  std::memcpy(entry.counts, counts, 17);
+  std::memcpy(entry.symbols, symbols, 256);
+  return &entry.table;
 }
 
 int ZigZagLimit(int rows, int cols) {

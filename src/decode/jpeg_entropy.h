@@ -67,6 +67,16 @@ struct HuffmanTable {
 
 constexpr uint16_t kSkipEndOfBlock = 1u << 10;
 
+// The tables of baseline scans, built once per thread and reused while a
+// DHT's contents repeat (a dataset's files mostly share their encoder's
+// tables): the table Build makes from (counts, symbols) as a DC or an AC
+// table (AC: with its skip table), or nullptr when Build refuses it. The
+// pointer stays valid on this thread until kTableCacheSize further calls.
+// May throw std::bad_alloc (its first call on a thread allocates the cache).
+constexpr int kTableCacheSize = 8;
+const HuffmanTable* SharedBaselineTable(const uint8_t counts[17], const uint8_t symbols[256],
+                                        bool dc);
+
 // One component of the scan.
 struct Component {
   int h = 1, v = 1;  // sampling factors

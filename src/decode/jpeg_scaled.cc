@@ -318,13 +318,14 @@ void McuGrid(const jpeg_decompress_struct& info, Plan* plans, int* mcus_per_row,
 
 // A baseline scan's layout and each component's plan (in scan order), or
 // false when this path does not decode the image.
-bool PlanBaseline(const jpeg_decompress_struct& info, int denominator, Scan* scan, Plan* plans,
-                  std::vector<HuffmanTable>* tables) {
+static_assert(2 * kMaxComponents <= jpeg_entropy::kTableCacheSize,
+              "a decode's own tables must outlive its lookups");
+
+bool PlanBaseline(const jpeg_decompress_struct& info, int denominator, Scan* scan, Plan* plans) {
   bool gray = false;
   if (info.progressive_mode || !DecodableFrame(info, &gray)) return false;
   if (info.comps_in_scan != info.num_components) return false;  // one scan holds them all
   if (info.Ss != 0 || info.Se != 63 || info.Ah != 0 || info.Al != 0) return false;
-  tables->resize(2 * info.comps_in_scan);
   scan->components = info.comps_in_scan;
   for (int c = 0; c < info.comps_in_scan; ++c) {
     const jpeg_component_info* comp = info.cur_comp_info[c];
@@ -335,19 +336,12 @@ bool PlanBaseline(const jpeg_decompress_struct& info, int denominator, Scan* sca
     const JHUFF_TBL* ac = comp->ac_tbl_no >= 0 && comp->ac_tbl_no < NUM_HUFF_TBLS
                               ? info.ac_huff_tbl_ptrs[comp->ac_tbl_no] : nullptr;
     if (dc == nullptr || ac == nullptr) return false;
-    HuffmanTable& dc_table = (*tables)[2 * c];
-    HuffmanTable* ac_table = &(*tables)[2 * c + 1];
-    if (!dc_table.Build(dc->bits, dc->huffval, true)) return false;
-    // Components sharing an AC table (Cb and Cr, usually) share its build.
-    int same = 0;
-    while (same < c && info.cur_comp_info[same]->ac_tbl_no != comp->ac_tbl_no) ++same;
-    if (same < c) {
-      ac_table = &(*tables)[2 * same + 1];
-    } else {
-      if (!ac_table->Build(ac->bits, ac->huffval, false)) return false;
-      ac_table->BuildSkip();
-    }
-    scan->component[c] = {plan.h, plan.v, &dc_table, ac_table,
+    // Built once per thread while the files' tables repeat (valid through
+    // this decode: it looks up at most 2 * kMaxComponents tables).
+    const HuffmanTable* dc_table = jpeg_entropy::SharedBaselineTable(dc->bits, dc->huffval, true);
+    const HuffmanTable* ac_table = jpeg_entropy::SharedBaselineTable(ac->bits, ac->huffval, false);
+    if (dc_table == nullptr || ac_table == nullptr) return false;
+    scan->component[c] = {plan.h, plan.v, dc_table, ac_table,
                           jpeg_entropy::ZigZagLimit(plan.idct_h, plan.idct_w)};
   }
   McuGrid(info, plans, &scan->mcus_per_row, &scan->mcu_rows);
@@ -409,10 +403,9 @@ bool DecodeScaledUnchecked(const jpeg_decompress_struct& info, const uint8_t* da
                            DecodedColumns* columns) {
   Scan scan;
   Plan plans[kMaxComponents];
-  std::vector<HuffmanTable> tables;
   const bool progressive = info.progressive_mode;
   if (progressive ? !PlanProgressive(info, denominator, plans, &scan.mcus_per_row, &scan.mcu_rows)
-                  : !PlanBaseline(info, denominator, &scan, plans, &tables)) {
+                  : !PlanBaseline(info, denominator, &scan, plans)) {
     return false;
   }
   const int components = info.num_components;

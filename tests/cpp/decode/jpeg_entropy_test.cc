@@ -310,6 +310,40 @@ TEST(JpegEntropyTest, ImpossibleTablesAreRefused) {
   EXPECT_TRUE(table.Build(counts, symbols, false));
 }
 
+// A file's tables are built once per thread: the same contents give the
+// same table (with its skip table) until kTableCacheSize other lookups;
+// DC and AC builds of one content differ; a refused table is nullptr; the
+// tables stay usable after more lookups than one decode makes.
+TEST(JpegEntropyTest, SharedTablesAreReusedPerThread) {
+  uint8_t counts[17] = {0};
+  uint8_t symbols[256] = {0};
+  counts[1] = 1, counts[2] = 1, counts[3] = 1;
+  symbols[0] = 0x00, symbols[1] = 0x01, symbols[2] = 0x02;
+  const HuffmanTable* ac = jpeg_entropy::SharedBaselineTable(counts, symbols, false);
+  ASSERT_NE(ac, nullptr);
+  EXPECT_TRUE(ac->skip_built);
+  EXPECT_EQ(jpeg_entropy::SharedBaselineTable(counts, symbols, false), ac);
+  const HuffmanTable* dc = jpeg_entropy::SharedBaselineTable(counts, symbols, true);
+  ASSERT_NE(dc, nullptr);
+  EXPECT_NE(dc, ac);
+  // Other contents: a different table; 2 * kMaxComponents - 2 of them leave
+  // the first two in place (a decode looks up at most 2 * kMaxComponents).
+  for (int i = 0; i < 2 * jpeg_entropy::kMaxComponents - 2; ++i) {
+    uint8_t other[256] = {0};
+    other[0] = 0x00, other[1] = static_cast<uint8_t>(0x11 + i), other[2] = 0x02;
+    const HuffmanTable* table = jpeg_entropy::SharedBaselineTable(counts, other, false);
+    ASSERT_NE(table, nullptr);
+    EXPECT_NE(table, ac);
+  }
+  EXPECT_EQ(jpeg_entropy::SharedBaselineTable(counts, symbols, false), ac);
+  EXPECT_EQ(jpeg_entropy::SharedBaselineTable(counts, symbols, true), dc);
+  // The table decodes as a freshly built one: the skip entry of 0 (end of
+  // block, 1 bit) reads one bit and ends the block.
+  EXPECT_EQ(ac->skip[0], 1 | jpeg_entropy::kSkipEndOfBlock);
+  counts[1] = 2;  // 0 and 1: the all-ones code
+  EXPECT_EQ(jpeg_entropy::SharedBaselineTable(counts, symbols, false), nullptr);
+}
+
 // ------------------------------------------------------- the scaled decode
 
 struct Decoded {
