@@ -67,6 +67,7 @@ inline uint32_t EndOfBandRun(Bits* b, Source* source, int r) {
 // is branch-free (the bits are data).
 inline void Corrections(Bits* b, Source* source, uint64_t positions, uint64_t keep, int al,
                         CornerBlock* block) {
+  if (positions == 0) return;  // most of a last refinement's symbols pass no nonzero coefficient
   const int p1 = 1 << al;
   for (int n = PopCount(positions); n > 0;) {
     Fill(b, source);
@@ -337,6 +338,7 @@ __attribute__((always_inline)) inline bool ProgressiveDecoder::AcRefine(
                                   Source* source, CornerBlock* block) {
   const int p1 = 1 << scan.al;
   const uint64_t keep = keep_[scan.component[0]];
+  const uint64_t band = Range(scan.ss, scan.se);
   int k = scan.ss;
   if (end_of_band_ == 0) {
     for (; k <= scan.se; ++k) {
@@ -350,10 +352,17 @@ __attribute__((always_inline)) inline bool ProgressiveDecoder::AcRefine(
       if (size > 1) return false;  // libjpeg warns and reads one bit: leave it to libjpeg
       // Past the nonzero coefficients (each taking a correction bit) and
       // `run` zeros, to the next zero: the new coefficient's place.
-      uint64_t zeros = ~block->nonzero & Range(k, scan.se);
-      for (int i = 0; i < run && zeros != 0; ++i) zeros &= zeros - 1;
+      const uint64_t from_k = band & (~0ull << k);  // k <= se <= 63 here
+      uint64_t zeros = ~block->nonzero & from_k;
+      // Drop the run's zeros: the first three by selects (runs are mostly
+      // short and their lengths are data), the rest in a loop.
+      zeros &= run > 0 ? zeros - 1 : ~0ull;
+      zeros &= run > 1 ? zeros - 1 : ~0ull;
+      zeros &= run > 2 ? zeros - 1 : ~0ull;
+      for (int i = 3; i < run && zeros != 0; ++i) zeros &= zeros - 1;
       const int target = zeros != 0 ? __builtin_ctzll(zeros) : scan.se + 1;
-      Corrections(b, source, block->nonzero & Range(k, target - 1), keep, scan.al, block);
+      const uint64_t below_target = target >= 64 ? ~0ull : (1ull << target) - 1;
+      Corrections(b, source, block->nonzero & from_k & below_target, keep, scan.al, block);
       k = target;
       if (size == 1) {
         if (k > scan.se) return false;
