@@ -99,7 +99,6 @@ bool CheckCoefficients(const std::vector<uint8_t>& data, int* kind, long* differ
   *kind = 0;
   *differences = 0;
   *libjpeg_failed = false;
-  std::vector<HuffmanTable> tables;
   CornerPlane planes[kMaxComponents];
   if (setjmp(failure.jump) != 0) {
     *libjpeg_failed = true;
@@ -118,7 +117,7 @@ bool CheckCoefficients(const std::vector<uint8_t>& data, int* kind, long* differ
       } else if (info.comps_in_scan == info.num_components) {
         *kind = 1;
         bool ok = false;
-        const Scan scan = BaselineScanOf(info, data.data() + data.size(), 64, &tables, &ok);
+        const Scan scan = BaselineScanOf(info, data.data() + data.size(), 64, &ok);
         jvirt_barray_ptr* arrays = jpeg_read_coefficients(&info);
         CoefficientCompareSink sink(&info, arrays, scan);  // no libjpeg call while it lives
         taken = ok && DecodeScan(scan, {0, scan.mcu_rows - 1, 0, scan.mcus_per_row}, &sink);

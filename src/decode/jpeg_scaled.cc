@@ -107,18 +107,24 @@ void TransformRows4(const float* quant, const int16_t* coef, uint8_t* dst, size_
 
 template <int W, int H, int RX, int RY>
 void TransformBlock(const float* quant, const int16_t* coef, uint8_t* dst, size_t stride) {
+  int ac = 0;
+  for (int v = 0; v < H; ++v) {
+    for (int u = 0; u < W; ++u) ac |= (u | v) != 0 ? coef[v * 8 + u] : 0;
+  }
+  uint8_t pixels[H][W];
+#ifdef GPUFEED_SCALED_SSE2
+  if (W == 4 && ac != 0) {  // it dequantizes the corner itself
+    TransformRows4<H, RX, RY>(quant, coef, dst, stride);
+    return;
+  }
+#endif
   const Basis& basis = TheBasis();
   const auto& mw = basis.m[Log2(W)];
   const auto& mh = basis.m[Log2(H)];
   float corner[H][W];
-  int ac = 0;
   for (int v = 0; v < H; ++v) {
-    for (int u = 0; u < W; ++u) {
-      corner[v][u] = coef[v * 8 + u] * quant[v * W + u];
-      ac |= (u | v) != 0 ? coef[v * 8 + u] : 0;
-    }
+    for (int u = 0; u < W; ++u) corner[v][u] = coef[v * 8 + u] * quant[v * W + u];
   }
-  uint8_t pixels[H][W];
   if (W == 2 && H == 2 && ac != 0) {
     // The 2-point basis is +-sqrt(1/2)/2 on every term: sums and differences.
     const float s = 0.125f;
@@ -129,11 +135,6 @@ void TransformBlock(const float* quant, const int16_t* coef, uint8_t* dst, size_
     pixels[H - 1][W - 1] = ToPixel(s * (a - bx - by + c) + 128.5f);
   } else if (ac == 0) {  // a flat block: its mean
     std::memset(pixels, ToPixel(corner[0][0] / 8.0f + 128.5f), sizeof(pixels));
-#ifdef GPUFEED_SCALED_SSE2
-  } else if (W == 4) {
-    TransformRows4<H, RX, RY>(quant, coef, dst, stride);
-    return;
-#endif
   } else {
     float rows[H][W];  // the horizontal pass
     for (int v = 0; v < H; ++v) {

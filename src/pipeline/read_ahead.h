@@ -60,7 +60,8 @@ class ReadAhead {
   static std::unique_ptr<ReadAhead> Create(const Dataset* dataset, const IoOptions& io,
                                            std::mutex* mutex, std::condition_variable* changed);
   // The engine finishes its reads in flight (into the queue), then the
-  // collector stops. REQUIRES: no worker inside Submit or Take.
+  // collector stops. REQUIRES: no worker inside Submit or Take; the caller
+  // does not hold the mutex (the collector takes it).
   ~ReadAhead();
   ReadAhead(const ReadAhead&) = delete;
   ReadAhead& operator=(const ReadAhead&) = delete;

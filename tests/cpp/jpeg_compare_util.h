@@ -43,17 +43,18 @@ constexpr int kZigZagOfNatural[64] = {
     46, 51, 55, 60, 21, 34, 37, 47, 50, 56, 59, 61, 35, 36, 48, 49, 57, 58, 62, 63};
 
 // The scan of a baseline JPEG whose header `info` read, as DecodeScan takes
-// it, keeping `limit` coefficients per block; the file ends at `end`; the
-// tables built in *tables. *ok false when a table is missing, out of range
-// (libjpeg checks the numbers only when it decodes) or refused.
+// it, keeping `limit` coefficients per block; the file ends at `end`; its
+// tables are the thread's shared ones, as the scaled decode takes them
+// (jpeg_entropy::SharedBaselineTable: the scan is valid until this thread
+// makes kTableCacheSize further lookups). *ok false
+// when a table is missing, out of range (libjpeg checks the numbers only
+// when it decodes) or refused.
 inline jpeg_entropy::Scan BaselineScanOf(const jpeg_decompress_struct& info, const uint8_t* end,
-                                         int limit, std::vector<jpeg_entropy::HuffmanTable>* tables,
-                                         bool* ok) {
+                                         int limit, bool* ok) {
   jpeg_entropy::Scan scan;
   scan.data = info.src->next_input_byte;
   scan.end = end;
   scan.components = info.comps_in_scan;
-  tables->resize(2 * static_cast<size_t>(info.comps_in_scan));
   *ok = true;
   for (int c = 0; c < info.comps_in_scan; ++c) {
     const jpeg_component_info* comp = info.cur_comp_info[c];
@@ -61,12 +62,12 @@ inline jpeg_entropy::Scan BaselineScanOf(const jpeg_decompress_struct& info, con
                          comp->ac_tbl_no >= 0 && comp->ac_tbl_no < NUM_HUFF_TBLS;
     const JHUFF_TBL* dc = numbers ? info.dc_huff_tbl_ptrs[comp->dc_tbl_no] : nullptr;
     const JHUFF_TBL* ac = numbers ? info.ac_huff_tbl_ptrs[comp->ac_tbl_no] : nullptr;
-    *ok = *ok && dc != nullptr && ac != nullptr &&
-          (*tables)[2 * c].Build(dc->bits, dc->huffval, true) &&
-          (*tables)[2 * c + 1].Build(ac->bits, ac->huffval, false);
-    if (*ok) (*tables)[2 * c + 1].BuildSkip();
-    scan.component[c] = {comp->h_samp_factor, comp->v_samp_factor, &(*tables)[2 * c],
-                         &(*tables)[2 * c + 1], limit};
+    const jpeg_entropy::HuffmanTable* dc_table =
+        dc != nullptr ? jpeg_entropy::SharedBaselineTable(dc->bits, dc->huffval, true) : nullptr;
+    const jpeg_entropy::HuffmanTable* ac_table =
+        ac != nullptr ? jpeg_entropy::SharedBaselineTable(ac->bits, ac->huffval, false) : nullptr;
+    *ok = *ok && dc_table != nullptr && ac_table != nullptr;
+    scan.component[c] = {comp->h_samp_factor, comp->v_samp_factor, dc_table, ac_table, limit};
   }
   if (scan.components == 1) {  // one block per MCU, the component's own grid
     scan.component[0].h = scan.component[0].v = 1;

@@ -122,11 +122,10 @@ struct Header {
 };
 
 // The scan of a baseline JPEG as DecodeScan takes it, keeping `limit`
-// coefficients per block; tables in *tables.
-Scan MakeScan(const jpeg_decompress_struct& info, const std::string& jpeg, int limit,
-              std::vector<HuffmanTable>* tables) {
+// coefficients per block (the thread's shared tables).
+Scan MakeScan(const jpeg_decompress_struct& info, const std::string& jpeg, int limit) {
   bool ok = false;
-  const Scan scan = BaselineScanOf(info, Bytes(jpeg) + jpeg.size(), limit, tables, &ok);
+  const Scan scan = BaselineScanOf(info, Bytes(jpeg) + jpeg.size(), limit, &ok);
   EXPECT_TRUE(ok);
   return scan;
 }
@@ -182,8 +181,7 @@ std::vector<Encoding> Encodings() {
 // coefficients that differ; -1 blocks when DecodeScan refused the scan.
 std::pair<long, long> CompareWhole(const std::string& jpeg, int limit) {
   Header header(jpeg);
-  std::vector<HuffmanTable> tables;
-  const Scan scan = MakeScan(header.info, jpeg, limit, &tables);
+  const Scan scan = MakeScan(header.info, jpeg, limit);
   jvirt_barray_ptr* arrays = jpeg_read_coefficients(&header.info);
   CoefficientCompareSink sink(&header.info, arrays, scan);
   if (!DecodeWhole(scan, &sink)) return {-1, sink.differences};
@@ -204,8 +202,7 @@ TEST(JpegEntropyTest, CoefficientsEqualLibjpegsAtEveryLimit) {
 TEST(JpegEntropyTest, OnlyTheWantedMcusReachTheSink) {
   const std::string jpeg = Encode(Encoding());
   Header header(jpeg);
-  std::vector<HuffmanTable> tables;
-  const Scan scan = MakeScan(header.info, jpeg, 64, &tables);
+  const Scan scan = MakeScan(header.info, jpeg, 64);
   NullSink rows;
   ASSERT_TRUE(jpeg_entropy::DecodeScan(scan, {1, 1, 0, scan.mcus_per_row}, &rows));
   EXPECT_EQ(rows.mcus, scan.mcus_per_row);
@@ -234,8 +231,7 @@ TEST(JpegEntropyTest, AWindowsCoefficientsEqualLibjpegs) {
     const std::string jpeg = Encode(encoding);
     for (int limit : {1, 5, 64}) {
       Header header(jpeg);
-      std::vector<HuffmanTable> tables;
-      const Scan scan = MakeScan(header.info, jpeg, limit, &tables);
+      const Scan scan = MakeScan(header.info, jpeg, limit);
       jvirt_barray_ptr* arrays = jpeg_read_coefficients(&header.info);
       CoefficientCompareSink sink(&header.info, arrays, scan);
       const int last_col = std::max(1, scan.mcus_per_row - 1);
@@ -258,8 +254,7 @@ TEST(JpegEntropyTest, DataThatEndsEarlyIsRefused) {
     // The entropy-coded data ends before the EOI marker (2 bytes).
     for (size_t end = start; end + 2 < jpeg.size(); ++end) {
       const std::string cut = jpeg.substr(0, end);
-      std::vector<HuffmanTable> tables;
-      Scan scan = MakeScan(header.info, jpeg, 64, &tables);
+      Scan scan = MakeScan(header.info, jpeg, 64);
       scan.end = Bytes(jpeg) + end;  // the same bytes, the file ending at `end`
       NullSink sink;
       EXPECT_FALSE(DecodeWhole(scan, &sink))
@@ -285,8 +280,7 @@ TEST(JpegEntropyTest, DamagedDataNeverReadsOutOfBounds) {
       // Copied to a buffer of exactly its size, so a read past it is caught.
       std::unique_ptr<uint8_t[]> exact(new uint8_t[damaged.size()]);
       std::memcpy(exact.get(), damaged.data(), damaged.size());
-      std::vector<HuffmanTable> tables;
-      Scan scan = MakeScan(header.info, jpeg, 64, &tables);
+      Scan scan = MakeScan(header.info, jpeg, 64);
       scan.data = exact.get() + start;
       scan.end = exact.get() + damaged.size();
       NullSink sink;
@@ -686,8 +680,7 @@ TEST(JpegEntropyTest, TheDcPredictorWrapsAsLibjpegs) {
   }
   const std::string jpeg = CraftGray(w, h, 1, 15, {0x00}, bits.Finish());
   Header header(jpeg);
-  std::vector<HuffmanTable> tables;
-  const Scan scan = MakeScan(header.info, jpeg, 64, &tables);
+  const Scan scan = MakeScan(header.info, jpeg, 64);
   jvirt_barray_ptr* arrays = jpeg_read_coefficients(&header.info);
   CoefficientCompareSink sink(&header.info, arrays, scan);
   EXPECT_TRUE(DecodeWhole(scan, &sink));
@@ -835,8 +828,7 @@ TEST(JpegEntropyTest, RandomTablesAndStreamsEqualLibjpegs) {
                                                  restart, bits.Finish());
     for (int limit : {1, 2, 5, 25, 63}) {
       Header header(jpeg);
-      std::vector<HuffmanTable> tables;
-      const Scan scan = MakeScan(header.info, jpeg, limit, &tables);
+      const Scan scan = MakeScan(header.info, jpeg, limit);
       jvirt_barray_ptr* arrays = jpeg_read_coefficients(&header.info);
       CoefficientCompareSink sink(&header.info, arrays, scan);
       const int first_row = static_cast<int>(g() % scan.mcu_rows);
