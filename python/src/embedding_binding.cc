@@ -29,7 +29,10 @@ namespace {
 std::optional<TensorDtype> DtypeFromPython(const py::object& value) {
   if (value.is_none()) return std::nullopt;
   if (py::isinstance<py::str>(value)) {
-    return py::type::of<TensorDtype>()(value).cast<TensorDtype>();
+    // The bound enum's class, found from one of its values: pybind11 3's
+    // type::of<T>() accepts only class_ types, not enums.
+    const py::type dtype_class = py::type::of(py::cast(TensorDtype::kFloat32));
+    return dtype_class(value).cast<TensorDtype>();
   }
   return value.cast<TensorDtype>();
 }
