@@ -486,6 +486,39 @@ else
   set_row pytest "${summary:-no summary}, exit $pytest_status" FAIL
 fi
 
+# A crash of the Python side (a signal, not a failed test): how the
+# extension and torch load together in each order, and the native frames
+# where it stops (gdb when the machine has it, else a SIGSEGV/SIGABRT handler
+# preloaded into python that prints backtrace_symbols), into crash.log.
+if [ "$pytest_status" -ge 128 ]; then
+  crash_log=$OUT/crash.log
+  trace_so=$BUILD/crash_trace.so
+  printf '%s\n' '#include <execinfo.h>' '#include <signal.h>' '#include <unistd.h>' \
+    'static void on_signal(int s) { void* f[64]; int n = backtrace(f, 64);' \
+    '  backtrace_symbols_fd(f, n, 2); signal(s, SIG_DFL); raise(s); }' \
+    '__attribute__((constructor)) static void install(void) {' \
+    '  signal(SIGSEGV, on_signal); signal(SIGABRT, on_signal); }' >"$BUILD/crash_trace.c"
+  "$CXX_COMPILER" -x c -shared -fPIC -o "$trace_so" "$BUILD/crash_trace.c" 2>>"$crash_log" || trace_so=
+  for pair in "import gpufeed._core; import torch" "import torch; import gpufeed._core"; do
+    echo "== python -c '$pair'" >>"$crash_log"
+    "${in_build[@]}" env PYTHONPATH="$STAGE" ${trace_so:+LD_PRELOAD=$trace_so} timeout 120 \
+      "$PY" -c "$pair; print('both loaded')" >>"$crash_log" 2>&1
+    say "gpu_check: crash: python -c '$pair': exit $?"
+  done
+  echo "== pytest test_device.py under the trace" >>"$crash_log"
+  if command -v gdb >/dev/null; then
+    "${in_build[@]}" env PYTHONPATH="$STAGE" GPUFEED_REQUIRE_GPU=1 timeout 240 gdb -q -batch \
+      -ex run -ex bt -ex 'info sharedlibrary' --args "$PY" -m pytest -x -q -p no:faulthandler \
+      -p no:cacheprovider "$ROOT/tests/python/test_device.py" >>"$crash_log" 2>&1
+  else
+    "${in_build[@]}" env PYTHONPATH="$STAGE" GPUFEED_REQUIRE_GPU=1 ${trace_so:+LD_PRELOAD=$trace_so} \
+      timeout 240 "$PY" -m pytest -x -q -p no:faulthandler -p no:cacheprovider \
+      "$ROOT/tests/python/test_device.py" >>"$crash_log" 2>&1
+  fi
+  grep -E '^#[0-9]|\(\+0x|\[0x' "$crash_log" | head -30 | sed 's/^/gpu_check: crash.log| /' |
+    tee -a "$SUMMARY"
+fi
+
 # ------------------------------------------------------------------ 5. benchmark
 DEMO=$(ls -d "$ROOT"/benchmarks/data/demo-recordio-* 2>/dev/null | sed -n 1p)
 if [ -z "$DEMO" ]; then

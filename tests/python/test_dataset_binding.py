@@ -223,3 +223,18 @@ def test_the_loader_takes_a_dataset_options_struct(corpus):
     batch = native.next()
     assert batch.data.shape == [4, 8] and batch.sample_ids == [0, 1, 2, 3]
     native.close()
+
+
+def test_core_exports_its_entry_point_only():
+    """gpufeed._core binds every other symbol inside itself (its version
+    script): nothing of it interposes on, or is interposed by, a library of
+    the same process (torch and its CUDA libraries)."""
+    import shutil
+    import subprocess
+    import sys
+    if not sys.platform.startswith("linux") or shutil.which("nm") is None:
+        pytest.skip("needs Linux and binutils' nm")
+    out = subprocess.run(["nm", "-D", "--defined-only", _core.__file__], capture_output=True,
+                         text=True, check=True).stdout
+    names = {line.split()[-1] for line in out.splitlines() if line.strip()}
+    assert names == {"PyInit__core"}, sorted(names)[:20]
