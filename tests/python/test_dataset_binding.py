@@ -6,7 +6,10 @@ ShardInfo, StorageStats, VerifyReport, PackSummary, CacheReport,
 CacheWarmSummary), and the public dicts made from them unchanged."""
 
 import copy
+import shutil
 import struct
+import subprocess
+import sys
 
 import pytest
 
@@ -229,9 +232,6 @@ def test_core_exports_its_entry_point_only():
     """gpufeed._core binds every other symbol inside itself (its version
     script): nothing of it interposes on, or is interposed by, a library of
     the same process (torch and its CUDA libraries)."""
-    import shutil
-    import subprocess
-    import sys
     if not sys.platform.startswith("linux") or shutil.which("nm") is None:
         pytest.skip("needs Linux and binutils' nm")
     out = subprocess.run(["nm", "-D", "--defined-only", _core.__file__], capture_output=True,
