@@ -14,7 +14,9 @@
 #   --build-without-gpu   when the GPU (or its driver) is all that is missing: build
 #                         everything anyway, then stop with the "no GPU" line, exit 3.
 #
-# Steps, each logged into $OUT as it runs (a trap copies the rest, whatever fails):
+# Steps, each logged into $OUT as it runs (a trap copies the rest, whatever fails,
+# and leaves $OUT with summary.txt, build/ctest/pytest/crash/bench.log and
+# logs.tar.gz holding every log and result: at most 8 files):
 #   1. pre-flight: nvidia-smi -L, driver, free GPU memory, compute capability,
 #      nvcc, cmake, ninja, the C++ compiler, python3 (and Python.h), torch and
 #      torch.cuda.is_available(), pytest/numpy/PIL, pybind11, every dependency
@@ -137,7 +139,27 @@ finish() {
   elif [ "$status" -ne 0 ]; then
     say "gpu_check: STOP: interrupted or failed (exit $status) before the tests; logs in $OUT"
   fi
+  bundle_logs
   exit "$status"
+}
+
+# $OUT ends with at most 8 files (what a lent GPU machine sends back): every
+# log and result in logs.tar.gz, and beside it the summary and the logs a
+# failure is read from first.
+bundle_logs() {
+  (
+    cd "$OUT" 2>/dev/null || exit 0
+    tar --exclude=./logs.tar.gz.tmp -czf logs.tar.gz.tmp . 2>/dev/null
+    # 1: a file changed while it was read (the folder itself): still complete.
+    [ $? -le 1 ] || { rm -f logs.tar.gz.tmp; exit 0; }
+    mv -f logs.tar.gz.tmp logs.tar.gz
+    for f in * .[!.]*; do
+      case "$f" in
+        summary.txt | logs.tar.gz | build.log | ctest.log | pytest.log | crash.log | bench.log) ;;
+        *) rm -rf -- "$f" ;;
+      esac
+    done
+  )
 }
 trap finish EXIT
 trap 'exit 143' TERM
