@@ -66,6 +66,10 @@ BUILD_SECONDS=${GPU_CHECK_BUILD_SECONDS:-$((JOBS >= 8 ? 600 : 2400))}
 PY=${PYTHON:-$(command -v python3 || true)}
 CMAKE_DIR=$BUILD/cmake
 STAGE=$BUILD/python        # the staging copy: $STAGE/gpufeed
+# $OUT is bundled at the end (bundle_logs) only when this run made it or found
+# it empty: nothing it did not write is ever packed or removed.
+bundle=0
+if [ ! -e "$OUT" ] || [ -z "$(ls -A "$OUT" 2>/dev/null)" ]; then bundle=1; fi
 mkdir -p "$BUILD" "$OUT" || { echo "gpu_check: STOP: cannot create $BUILD and $OUT"; exit 2; }
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
@@ -144,18 +148,23 @@ finish() {
 }
 
 # $OUT ends with at most 8 files (what a lent GPU machine sends back): every
-# log and result in logs.tar.gz, and beside it the summary and the logs a
-# failure is read from first.
+# log and result in logs.tar.gz, and beside it the summary, the logs a
+# failure is read from first and the log a stop line names. Only when this
+# run made $OUT or found it empty (bundle=1).
 bundle_logs() {
+  [ "$bundle" = 1 ] || return 0
+  local named
+  named=$(echo "$stop_line" | grep -oE '\([a-z_]+\.log\)$' | tr -d '()')
   (
     cd "$OUT" 2>/dev/null || exit 0
-    tar --exclude=./logs.tar.gz.tmp -czf logs.tar.gz.tmp . 2>/dev/null
+    tar --exclude=./logs.tar.gz --exclude=./logs.tar.gz.tmp -czf logs.tar.gz.tmp . 2>/dev/null
     # 1: a file changed while it was read (the folder itself): still complete.
     [ $? -le 1 ] || { rm -f logs.tar.gz.tmp; exit 0; }
     mv -f logs.tar.gz.tmp logs.tar.gz
     for f in * .[!.]*; do
       case "$f" in
         summary.txt | logs.tar.gz | build.log | ctest.log | pytest.log | crash.log | bench.log) ;;
+        "$named") ;;
         *) rm -rf -- "$f" ;;
       esac
     done
@@ -415,7 +424,7 @@ mkdir -p "$STAGE/gpufeed"
   find . -type f \( -name '*.py' -o -name '*.pyi' -o -name 'py.typed' \) -not -path '*/__pycache__/*' \
     -exec cp --parents {} "$STAGE/gpufeed/" \;)
 run_step configure 300 cmake -S "$ROOT" -B "$CMAKE_DIR" -G Ninja \
-  -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_BUILD_TYPE=Release -DGPUFEED_PYTHON_KEEP_SYMBOLS=ON \
   -DCMAKE_MAKE_PROGRAM="$(command -v ninja)" \
   -DCMAKE_CXX_COMPILER="$CXX_COMPILER" \
   -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
@@ -508,38 +517,63 @@ else
   set_row pytest "${summary:-no summary}, exit $pytest_status" FAIL
 fi
 
-# A crash of the Python side (a signal, not a failed test): how the
-# extension and torch load together in each order, and the native frames
-# where it stops (gdb when the machine has it, else a SIGSEGV/SIGABRT handler
-# preloaded into python that prints backtrace_symbols), into crash.log.
-if [ "$pytest_status" -ge 128 ]; then
-  crash_log=$OUT/crash.log
-  trace_so=$BUILD/crash_trace.so
-  printf '%s\n' '#include <execinfo.h>' '#include <signal.h>' '#include <unistd.h>' \
-    'static void on_signal(int s) { void* f[64]; int n = backtrace(f, 64);' \
-    '  backtrace_symbols_fd(f, n, 2); signal(s, SIG_DFL); raise(s); }' \
-    '__attribute__((constructor)) static void install(void) {' \
-    '  signal(SIGSEGV, on_signal); signal(SIGABRT, on_signal); }' >"$BUILD/crash_trace.c"
-  "$CXX_COMPILER" -x c -shared -fPIC -o "$trace_so" "$BUILD/crash_trace.c" 2>>"$crash_log" || trace_so=
-  for pair in "import gpufeed._core; import torch" "import torch; import gpufeed._core"; do
-    echo "== python -c '$pair'" >>"$crash_log"
-    "${in_build[@]}" env PYTHONPATH="$STAGE" ${trace_so:+LD_PRELOAD=$trace_so} timeout 120 \
-      "$PY" -c "$pair; print('both loaded')" >>"$crash_log" 2>&1
-    say "gpu_check: crash: python -c '$pair': exit $?"
-  done
-  echo "== pytest test_device.py under the trace" >>"$crash_log"
-  if command -v gdb >/dev/null; then
-    "${in_build[@]}" env PYTHONPATH="$STAGE" GPUFEED_REQUIRE_GPU=1 timeout 240 gdb -q -batch \
-      -ex run -ex bt -ex 'info sharedlibrary' --args "$PY" -m pytest -x -q -p no:faulthandler \
-      -p no:cacheprovider "$ROOT/tests/python/test_device.py" >>"$crash_log" 2>&1
-  else
-    "${in_build[@]}" env PYTHONPATH="$STAGE" GPUFEED_REQUIRE_GPU=1 ${trace_so:+LD_PRELOAD=$trace_so} \
-      timeout 240 "$PY" -m pytest -x -q -p no:faulthandler -p no:cacheprovider \
-      "$ROOT/tests/python/test_device.py" >>"$crash_log" 2>&1
-  fi
-  grep -E '^#[0-9]|\(\+0x|\[0x' "$crash_log" | head -30 | sed 's/^/gpu_check: crash.log| /' |
-    tee -a "$SUMMARY"
-fi
+# A crash of the Python side (SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV; not
+# a test that failed or hung): how the extension and torch load together in
+# each order, and the native frames where it stops, into crash.log: gdb where
+# the machine has it, else (or when gdb gave no frames) a SIGSEGV/SIGABRT
+# handler preloaded into python that prints backtrace_symbols; frames in
+# _core (built with its symbols here) are resolved with addr2line, and the
+# module itself goes into logs.tar.gz. At most 4.5 minutes.
+case "$pytest_status" in
+  132 | 134 | 135 | 136 | 139)
+    crash_log=$OUT/crash.log
+    : >"$crash_log"
+    trace_dir=$(mktemp -d)  # a path without spaces: LD_PRELOAD splits on them
+    trace_so=$trace_dir/crash_trace.so
+    printf '%s\n' '#include <execinfo.h>' '#include <signal.h>' '#include <unistd.h>' \
+      'static void on_signal(int s) { void* f[64]; int n = backtrace(f, 64);' \
+      '  backtrace_symbols_fd(f, n, 2); signal(s, SIG_DFL); raise(s); }' \
+      '__attribute__((constructor)) static void install(void) {' \
+      '  signal(SIGSEGV, on_signal); signal(SIGABRT, on_signal); }' >"$trace_dir/crash_trace.c"
+    "$CXX_COMPILER" -x c -shared -fPIC -o "$trace_so" "$trace_dir/crash_trace.c" \
+      2>>"$crash_log" || trace_so=
+    preload=()
+    [ -n "$trace_so" ] && preload=("LD_PRELOAD=$trace_so")
+    for pair in "import gpufeed._core; import torch" "import torch; import gpufeed._core"; do
+      echo "== python -c '$pair'" >>"$crash_log"
+      "${in_build[@]}" env PYTHONPATH="$STAGE" "${preload[@]}" timeout 60 \
+        "$PY" -c "$pair; print('both loaded')" >>"$crash_log" 2>&1
+      say "gpu_check: crash: python -c '$pair': exit $?"
+    done
+    # -s: the handler writes to fd 2, which pytest would otherwise capture and lose.
+    pytest_args=(-m pytest -x -q -s -p no:faulthandler -p no:cacheprovider
+      "$ROOT/tests/python/test_device.py")
+    if command -v gdb >/dev/null; then
+      echo "== pytest test_device.py under gdb" >>"$crash_log"
+      "${in_build[@]}" env PYTHONPATH="$STAGE" GPUFEED_REQUIRE_GPU=1 timeout 150 gdb -q -batch \
+        -iex 'set debuginfod enabled off' -ex run -ex bt -ex 'info sharedlibrary' \
+        --args "$PY" "${pytest_args[@]}" >>"$crash_log" 2>&1
+    fi
+    if ! grep -q '^#0' "$crash_log"; then
+      echo "== pytest test_device.py under the preloaded handler" >>"$crash_log"
+      "${in_build[@]}" env PYTHONPATH="$STAGE" GPUFEED_REQUIRE_GPU=1 "${preload[@]}" timeout 60 \
+        "$PY" "${pytest_args[@]}" >>"$crash_log" 2>&1
+    fi
+    core_module=$(ls "$STAGE"/gpufeed/_core*.so 2>/dev/null | sed -n 1p)
+    if [ -n "$core_module" ] && command -v addr2line >/dev/null; then
+      echo "== frames in $(basename "$core_module"), resolved" >>"$crash_log"
+      grep -oE '_core[^ (]*\.so\(\+0x[0-9a-f]+\)' "$crash_log" | grep -oE '0x[0-9a-f]+' | sort -u |
+        head -40 | while read -r offset; do
+          echo "$offset $(addr2line -f -C -e "$core_module" "$offset" | head -1)"
+        done >>"$crash_log"
+    fi
+    [ -n "$core_module" ] && cp -f "$core_module" "$OUT/"
+    rm -rf "$trace_dir"
+    { grep -E '^0x[0-9a-f]+ ' "$crash_log" | head -15
+      grep -E '^#[0-9]|\(\+0x|\[0x' "$crash_log" | head -30; } |
+      sed 's/^/gpu_check: crash.log| /' | tee -a "$SUMMARY"
+    ;;
+esac
 
 # ------------------------------------------------------------------ 5. benchmark
 DEMO=$(ls -d "$ROOT"/benchmarks/data/demo-recordio-* 2>/dev/null | sed -n 1p)
