@@ -559,18 +559,19 @@ case "$pytest_status" in
       "${in_build[@]}" env PYTHONPATH="$STAGE" GPUFEED_REQUIRE_GPU=1 "${preload[@]}" timeout 60 \
         "$PY" "${pytest_args[@]}" >>"$crash_log" 2>&1
     fi
-    core_module=$(ls "$STAGE"/gpufeed/_core*.so 2>/dev/null | sed -n 1p)
-    if [ -n "$core_module" ] && command -v addr2line >/dev/null; then
+    # core_module: the module the build step checked it made.
+    if command -v addr2line >/dev/null; then
       echo "== frames in $(basename "$core_module"), resolved" >>"$crash_log"
       grep -oE '_core[^ (]*\.so\(\+0x[0-9a-f]+\)' "$crash_log" | grep -oE '0x[0-9a-f]+' | sort -u |
-        head -40 | while read -r offset; do
-          echo "$offset $(addr2line -f -C -e "$core_module" "$offset" | head -1)"
+        sed -n 1,40p | while read -r offset; do
+          echo "$offset $(addr2line -f -C -e "$core_module" "$offset" | sed -n 1p)"
         done >>"$crash_log"
     fi
-    [ -n "$core_module" ] && cp -f "$core_module" "$OUT/"
+    cp -f "$core_module" "$OUT/"
     rm -rf "$trace_dir"
-    { grep -E '^0x[0-9a-f]+ ' "$crash_log" | head -15
-      grep -E '^#[0-9]|\(\+0x|\[0x' "$crash_log" | head -30; } |
+    # sed, not head: every reader takes its whole input (no SIGPIPE under pipefail).
+    { grep -E '^0x[0-9a-f]+ ' "$crash_log" | sed -n 1,15p
+      grep -E '^#[0-9]|\(\+0x|\[0x' "$crash_log" | sed -n 1,30p; } |
       sed 's/^/gpu_check: crash.log| /' | tee -a "$SUMMARY"
     ;;
 esac
