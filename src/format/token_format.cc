@@ -98,10 +98,12 @@ void WriteShard(const Manifest& manifest, const ManifestShard& shard, Json* entr
   if (shard.token_dtype != TokenDtype::kAuto) {
     (*entry)["token_dtype"] = TokenDtypeName(shard.token_dtype);
   }
-  if (manifest.format == DatasetFormat::kMegatron) {
-    (*entry)["documents"] = shard.documents;
-    (*entry)["sequences"] = shard.sequences;
-  }
+  // Megatron's counts are always written; another corpus's only when its
+  // manifest gave them (ParseShard accepts them on every token format), so
+  // every field ParseShard accepted survives a write and a read.
+  const bool megatron = manifest.format == DatasetFormat::kMegatron;
+  if (megatron || shard.documents != 0) (*entry)["documents"] = shard.documents;
+  if (megatron || shard.sequences != 0) (*entry)["sequences"] = shard.sequences;
 }
 
 // Every file's size, xxh64 and token dtype, and a Megatron .idx's too.

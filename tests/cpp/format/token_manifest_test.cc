@@ -156,6 +156,23 @@ TEST_F(TokenManifestTest, RoundTripKeepsEveryTokenField) {
   EXPECT_NE(status.message().find("do not fit"), std::string::npos) << status.ToString();
 }
 
+// The fuzzer's finding: an llm.c manifest with Megatron's counts (accepted
+// on every token format) lost them when written back.
+TEST_F(TokenManifestTest, RoundTripKeepsCountsGivenOnAnyTokenFormat) {
+  const std::string text =
+      R"({"format": "llmc", "format_version": 1, "records": 1,
+          "shards": [{"file": "a.bin", "records": 1, "documents": 3, "sequences": 4}]})";
+  Manifest first, again;
+  ASSERT_TRUE(ParseManifest(text, "/x/gpufeed.json", &first).ok());
+  ASSERT_TRUE(ParseManifest(SerializeManifest(first), "/x/gpufeed.json", &again).ok());
+  ASSERT_EQ(again.shards.size(), 1u);
+  EXPECT_EQ(again.shards[0].documents, 3u);
+  EXPECT_EQ(again.shards[0].sequences, 4u);
+  // Without them, an llm.c shard is written without them.
+  first.shards[0].documents = first.shards[0].sequences = 0;
+  EXPECT_EQ(SerializeManifest(first).find("documents"), std::string::npos);
+}
+
 TEST_F(TokenManifestTest, AFileThatChangedFailsItsFirstReadNamingItTheOffsetAndTheSample) {
   WriteShards();
   Index(dir_.path());
