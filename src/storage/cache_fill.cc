@@ -45,7 +45,10 @@ namespace {
 // claimed is read by nobody else, so a reader needing a part of it waits
 // for the fill. While readers use the file the fill claims small regions
 // (kSharedChunk x kSharedChunksInFlight), so that such a wait is one short
-// read rather than a batch of large ones.
+// read rather than a batch of large ones. Without readers the regions start
+// at the small size and double up to kFillChunk x kFillChunksInFlight: the
+// readers of a prefetched file usually arrive soon after its fill began,
+// and find small regions then, while a long fill still reads in large ones.
 constexpr size_t kFillChunk = 4 << 20;
 constexpr size_t kFillChunksInFlight = 4;
 constexpr size_t kSharedChunk = 512 << 10;
@@ -166,10 +169,13 @@ bool FileFill::Copy() {
   bool use_engine = engine != nullptr && engine->AdoptFile(input_.get(), source_.path, &file).ok();
   bool going = true;
   uint64_t offset = 0;
+  size_t alone_chunk = kSharedChunk;  // the next region's chunk without readers
   while (going && offset < source_.size) {
     const bool shared = request_.readers && request_.readers();
-    const size_t chunk = shared ? kSharedChunk : kFillChunk;
-    const size_t in_flight = shared ? kSharedChunksInFlight : kFillChunksInFlight;
+    const size_t chunk = shared ? kSharedChunk : alone_chunk;
+    const size_t in_flight = shared || chunk < kFillChunk ? kSharedChunksInFlight
+                                                          : kFillChunksInFlight;
+    if (!shared) alone_chunk = std::min(kFillChunk, alone_chunk * 2);
     const uint64_t end = std::min<uint64_t>(source_.size, offset + uint64_t{chunk} * in_flight);
     std::vector<ByteRange> gaps;
     if (request_.claim) {

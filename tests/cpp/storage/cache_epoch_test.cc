@@ -131,14 +131,15 @@ TEST_F(CacheEpochTest, ReadersRacingTheFillsReadTheSourceOnce) {
 }
 
 // What a fill claims at a time (a reader needing a claimed part waits for
-// the fill) and how often it publishes: large regions for a file nobody
-// reads yet, small ones while readers use the copy, and progress after
-// every read, so that a waiting reader is released by the read it needs.
+// the fill) and how often it publishes: for a file nobody reads yet, regions
+// that start small (its readers may come soon) and double up to large ones,
+// small ones while readers use the copy, and progress after every read, so
+// that a waiting reader is released by the read it needs.
 TEST(CacheFillRegionsTest, WithReadersTheFillClaimsAndPublishesSmallRegions) {
   TempDir dir;
   std::shared_ptr<CacheDirectory> directory;
   ASSERT_TRUE(CacheDirectory::Open(JoinPath(dir.path(), "cache"), "", true, &directory).ok());
-  const uint64_t size = (20 << 20) + 12345;
+  const uint64_t size = (40 << 20) + 12345;
   for (bool readers : {false, true}) {
     SCOPED_TRACE(readers);
     const std::string path = JoinPath(dir.path(), readers ? "read.rec" : "idle.rec");
@@ -171,6 +172,11 @@ TEST(CacheFillRegionsTest, WithReadersTheFillClaimsAndPublishesSmallRegions) {
     uint64_t largest = 0;
     for (const ByteRange& claim : claims) largest = std::max(largest, claim.second - claim.first);
     EXPECT_EQ(largest, readers ? uint64_t{1} << 20 : uint64_t{16} << 20);
+    ASSERT_GE(claims.size(), 4u);
+    for (int i = 0; i < 3; ++i) {  // without readers: 1, 2, 4 MiB, then 16
+      const uint64_t expected = readers ? uint64_t{1} << 20 : uint64_t{1} << (20 + i);
+      EXPECT_EQ(claims[i].second - claims[i].first, expected);
+    }
     ASSERT_FALSE(progress.empty());
     EXPECT_EQ(progress.back(), size);
     uint64_t step = 0, last = 0;
