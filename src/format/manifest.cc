@@ -172,10 +172,12 @@ std::string SerializeManifest(const Manifest& manifest) {
     entry["records"] = shard.records;
     entry["bytes"] = shard.bytes;
     entry["xxh64"] = shard.xxh64;
-    if (!shard.index_xxh64.empty()) {
+    // Every field ParseManifest accepted is written back (a write and a read
+    // keep the manifest), the index's only when given.
+    if (!shard.index_xxh64.empty() || shard.index_bytes != 0) {
       entry["index_bytes"] = shard.index_bytes;
-      entry["index_xxh64"] = shard.index_xxh64;
     }
+    if (!shard.index_xxh64.empty()) entry["index_xxh64"] = shard.index_xxh64;
     if (format != nullptr && format->write_manifest_shard != nullptr) {
       format->write_manifest_shard(manifest, shard, &entry);
     }

@@ -1,5 +1,5 @@
 // Fuzz target: gpufeed.json parsing. An accepted manifest must serialize
-// and parse back to the same shards and counts (token fields included), and the path check used at
+// and parse back to the same fields (token fields included), and the path check used at
 // open (ResolveInsideDirectory) must refuse every name that is absolute or
 // has a ".." segment.
 #include <cstdint>
@@ -43,8 +43,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // legitimately change, but the manifest must still parse.
     std::abort();
   }
+  // Parsed names are valid UTF-8 (the JSON parser refuses anything else),
+  // so every field comes back as it was.
   if (again.records != manifest.records || again.shards.size() != manifest.shards.size() ||
-      again.format != manifest.format || again.integer_labels != manifest.integer_labels) {
+      again.format != manifest.format || again.integer_labels != manifest.integer_labels ||
+      again.classes != manifest.classes) {
     std::abort();
   }
   for (size_t i = 0; i < manifest.shards.size(); ++i) {
@@ -54,7 +57,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         again.shards[i].data_offset != manifest.shards[i].data_offset ||
         again.shards[i].token_dtype != manifest.shards[i].token_dtype ||
         again.shards[i].documents != manifest.shards[i].documents ||
-        again.shards[i].sequences != manifest.shards[i].sequences) {
+        again.shards[i].sequences != manifest.shards[i].sequences ||
+        again.shards[i].file != manifest.shards[i].file ||
+        again.shards[i].index != manifest.shards[i].index ||
+        again.shards[i].index_bytes != manifest.shards[i].index_bytes ||
+        again.shards[i].index_xxh64 != manifest.shards[i].index_xxh64) {
       std::abort();
     }
     const std::string& name = manifest.shards[i].file;
