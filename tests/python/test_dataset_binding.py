@@ -6,6 +6,7 @@ ShardInfo, StorageStats, VerifyReport, PackSummary, CacheReport,
 CacheWarmSummary), and the public dicts made from them unchanged."""
 
 import copy
+import re
 import shutil
 import struct
 import subprocess
@@ -238,3 +239,14 @@ def test_core_exports_its_entry_point_only():
                          text=True, check=True).stdout
     names = {line.split()[-1] for line in out.splitlines() if line.strip()}
     assert names == {"PyInit__core"}, sorted(names)[:20]
+
+
+def test_core_keeps_its_own_pybind11_internals():
+    """gpufeed._core's pybind11 state is its own (PYBIND11_INTERNALS_KIND):
+    another module built with the same pybind11 ABI, torch's included, never
+    shares it."""
+    with open(_core.__file__, "rb") as module:
+        data = module.read()
+    ids = set(re.findall(rb"__pybind11_(?:internals|module_local)_v[0-9A-Za-z_]*", data))
+    assert ids, "no pybind11 internals id in the module"
+    assert all(b"_gpufeed" in found for found in ids), sorted(ids)
