@@ -524,7 +524,8 @@ fi
 # handler preloaded into python that prints backtrace_symbols; frames in
 # _core (built with its symbols here) are resolved with addr2line, and the
 # module itself goes into logs.tar.gz. Under a minute when the imports
-# load; at most about 6 minutes when every step runs into its timeout.
+# load; at most about 7.5 minutes when every step runs into its timeout
+# (2 x 45 + 2 x 30 + 45 + 30 + 150 + 60 s).
 case "$pytest_status" in
   132 | 134 | 135 | 136 | 139)
     crash_log=$OUT/crash.log
@@ -542,43 +543,51 @@ case "$pytest_status" in
     [ -n "$trace_so" ] && preload=("LD_PRELOAD=$trace_so")
     for pair in "import gpufeed._core; import torch" "import torch; import gpufeed._core"; do
       echo "== python -c '$pair'" >>"$crash_log"
-      "${in_build[@]}" env PYTHONPATH="$STAGE" "${preload[@]}" timeout 60 \
+      "${in_build[@]}" env PYTHONPATH="$STAGE" "${preload[@]}" timeout 45 \
         "$PY" -c "$pair; print('both loaded')" >>"$crash_log" 2>&1
       say "gpu_check: crash: python -c '$pair': exit $?"
     done
-    # The same without LD_PRELOAD's handler and without LD_LIBRARY_PATH (the
-    # kit's libraries then reach the process only through _core's RUNPATH,
-    # never in place of a library torch loads); which loaded objects define
-    # libstdc++'s locale and stream internals (more than libstdc++.so.6: two
-    # C++ runtimes in one process); where _core's references bind
-    # (LD_DEBUG=bindings: any file but libstdc++, libc, libm, libgcc_s and
-    # the kit's libraries interposes on it). 30 s each.
+    # The same without LD_PRELOAD's handler and without the kit in
+    # LD_LIBRARY_PATH (the kit's libraries then reach the process only
+    # through _core's RUNPATH, never in place of a library torch loads);
+    # which objects torch loads define libstdc++'s locale and stream
+    # internals (more than libstdc++.so.6: two C++ runtimes in one process);
+    # where _core's references bind once torch is loaded (LD_DEBUG=bindings,
+    # _core loaded RTLD_NOW so that every reference binds then: any file but
+    # libstdc++, libc, libm, libgcc_s, python and the kit interposes on it).
+    no_kit=${LD_LIBRARY_PATH:-}
+    [ -n "$KIT_LIBDIR" ] && no_kit=${no_kit#"$KIT_LIBDIR"} && no_kit=${no_kit#:}
     for pair in "import gpufeed._core; import torch" "import torch; import gpufeed._core"; do
-      echo "== without LD_LIBRARY_PATH: python -c '$pair'" >>"$crash_log"
-      "${in_build[@]}" env -u LD_LIBRARY_PATH PYTHONPATH="$STAGE" timeout 30 \
+      echo "== without the kit in LD_LIBRARY_PATH: python -c '$pair'" >>"$crash_log"
+      "${in_build[@]}" env LD_LIBRARY_PATH="$no_kit" PYTHONPATH="$STAGE" timeout 30 \
         "$PY" -c "$pair; print('both loaded')" >>"$crash_log" 2>&1
-      say "gpu_check: crash: without LD_LIBRARY_PATH, python -c '$pair': exit $?"
+      say "gpu_check: crash: without the kit in LD_LIBRARY_PATH, python -c '$pair': exit $?"
     done
-    echo "== objects defining libstdc++'s locale and ostream internals (torch first)" >>"$crash_log"
-    "${in_build[@]}" env PYTHONPATH="$STAGE" timeout 30 "$PY" -c '
-import subprocess, torch, gpufeed._core
+    echo "== objects defining libstdc++'s locale and ostream internals (after import torch)" >>"$crash_log"
+    "${in_build[@]}" env PYTHONPATH="$STAGE" timeout 45 "$PY" -u -c '
+import shutil, subprocess, torch
 names = ("_ZNSt6locale5_Impl16_M_install_facetEPKNS_2idEPKNS_5facetE",
          "_ZNSt7num_putIcSt19ostreambuf_iteratorIcSt11char_traitsIcEEE2idE",
          "_ZNSo9_M_insertIdEERSoT_")
+if shutil.which("nm") is None:
+    raise SystemExit("no nm on this machine")
 for path in sorted({l.split()[-1] for l in open("/proc/self/maps") if ".so" in l}):
     out = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True).stdout
     found = [n for n in names if n in out]
     if found:
-        print(path, len(found), "of", len(names))
+        print(path, len(found), "of", len(names), flush=True)
 ' >>"$crash_log" 2>&1
     bindings=$trace_dir/bindings
     "${in_build[@]}" env PYTHONPATH="$STAGE" LD_DEBUG=bindings LD_DEBUG_OUTPUT="$bindings" timeout 30 \
-      "$PY" -c "import gpufeed._core; import torch" >/dev/null 2>&1
-    echo "== where _core's references bind outside libstdc++, libc, libm, libgcc_s and the kit" >>"$crash_log"
-    # Field 7 of "PID: binding file FROM [0] to TO [0]: normal symbol ...".
+      "$PY" -c "import os, sys, torch; sys.setdlopenflags(os.RTLD_NOW); import gpufeed._core" \
+      >/dev/null 2>&1
+    echo "== where _core's references bind outside libstdc++, libc, libm, libgcc_s, python and the kit" \
+      >>"$crash_log"
+    # Field 7 of "PID: binding file FROM [0] to TO [0]: normal symbol ...";
+    # the 20 files most bound to.
     cat "$bindings".* 2>/dev/null | grep -E "binding file [^ ]*/_core[.][^ ]*so " | awk '{print $7}' |
       grep -vE "/(libstdc\+\+|libc|libm|libgcc_s|ld-linux-x86-64)\.so|/python[0-9.]*$|/libpython" |
-      grep -v "^${KIT_LIBDIR:-/nonexistent}/" | sort | uniq -c | sed -n 1,20p >>"$crash_log"
+      grep -v "^${KIT_LIBDIR:-/nonexistent}/" | sort | uniq -c | sort -rn | sed -n 1,20p >>"$crash_log"
     # -s: the handler writes to fd 2, which pytest would otherwise capture and lose.
     pytest_args=(-m pytest -x -q -s -p no:faulthandler -p no:cacheprovider
       "$ROOT/tests/python/test_device.py")

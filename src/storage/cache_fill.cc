@@ -46,9 +46,11 @@ namespace {
 // for the fill. While readers use the file the fill claims small regions
 // (kSharedChunk x kSharedChunksInFlight), so that such a wait is one short
 // read rather than a batch of large ones. Without readers the regions start
-// at the small size and double up to kFillChunk x kFillChunksInFlight: the
-// readers of a prefetched file usually arrive soon after its fill began,
-// and find small regions then, while a long fill still reads in large ones.
+// at the small size and double up to kFillChunk x kFillChunksInFlight (1, 2,
+// 4, then 9 MiB up to the first writeback window, then 16 MiB): the readers
+// of a prefetched file usually arrive soon after its fill began, and find
+// small regions then, while a long fill still reads in large ones. No
+// region crosses a writeback window's end.
 constexpr size_t kFillChunk = 4 << 20;
 constexpr size_t kFillChunksInFlight = 4;
 constexpr size_t kSharedChunk = 512 << 10;
@@ -176,7 +178,11 @@ bool FileFill::Copy() {
     const size_t in_flight = shared || chunk < kFillChunk ? kSharedChunksInFlight
                                                           : kFillChunksInFlight;
     if (!shared) alone_chunk = std::min(kFillChunk, alone_chunk * 2);
-    const uint64_t end = std::min<uint64_t>(source_.size, offset + uint64_t{chunk} * in_flight);
+    // A region ends at the next writeback window at the latest (the ramp's
+    // 1 + 2 + 4 MiB would otherwise shift every later region off them).
+    const uint64_t window_end = (offset / kWritebackWindow + 1) * kWritebackWindow;
+    const uint64_t end = std::min<uint64_t>(
+        {source_.size, offset + uint64_t{chunk} * in_flight, window_end});
     std::vector<ByteRange> gaps;
     if (request_.claim) {
       gaps = request_.claim(offset, end);

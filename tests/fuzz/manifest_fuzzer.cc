@@ -39,8 +39,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   Manifest again;
   if (!ParseManifest(SerializeManifest(manifest), "/fuzz/gpufeed.json", &again).ok()) {
-    // Names that are not valid UTF-8 are written with U+FFFD: they may
-    // legitimately change, but the manifest must still parse.
     std::abort();
   }
   // Parsed names are valid UTF-8 (the JSON parser refuses anything else),

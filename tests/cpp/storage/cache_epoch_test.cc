@@ -30,7 +30,7 @@ namespace {
 
 constexpr size_t kRecordBytes = 96 << 10;
 constexpr int kShards = 2;
-constexpr int kPerShard = 300;  // ~29 MB a shard: two fill regions and a part
+constexpr int kPerShard = 300;  // ~29 MB a shard: the fill's ramp, a 16 MiB region and a part
 
 std::string RecordBytes(uint64_t index) {
   std::string bytes(kRecordBytes, '\0');
@@ -172,8 +172,12 @@ TEST(CacheFillRegionsTest, WithReadersTheFillClaimsAndPublishesSmallRegions) {
     uint64_t largest = 0;
     for (const ByteRange& claim : claims) largest = std::max(largest, claim.second - claim.first);
     EXPECT_EQ(largest, readers ? uint64_t{1} << 20 : uint64_t{16} << 20);
-    ASSERT_GE(claims.size(), 4u);
-    for (int i = 0; i < 3; ++i) {  // without readers: 1, 2, 4 MiB, then 16
+    ASSERT_GE(claims.size(), 5u);
+    // Without readers: 1, 2, 4 MiB, then 9 (up to the first writeback window)
+    // and 16.
+    EXPECT_EQ(claims[3].second - claims[3].first, readers ? uint64_t{1} << 20 : uint64_t{9} << 20);
+    EXPECT_EQ(claims[4].second - claims[4].first, readers ? uint64_t{1} << 20 : uint64_t{16} << 20);
+    for (int i = 0; i < 3; ++i) {
       const uint64_t expected = readers ? uint64_t{1} << 20 : uint64_t{1} << (20 + i);
       EXPECT_EQ(claims[i].second - claims[i].first, expected);
     }
