@@ -232,8 +232,10 @@ Status JpegDecoder::DecodeRegion(const CropRect& requested, int min_width, int m
   const ScaledCrop scaled = StartScaledCrop(info, crop, denominator, cmyk);
   const int requested_width = scaled.x1 - scaled.x0;
   // Straight into *out, whole rows as decoded, when the caller takes the
-  // extra columns (RGB only: CMYK is converted row by row).
-  const bool in_place = decoded_columns != nullptr && !cmyk;
+  // extra columns or there are none (RGB only: CMYK is converted row by row).
+  const bool whole_rows =
+      scaled.skip_x == 0 && requested_width == static_cast<int>(info->output_width);
+  const bool in_place = (decoded_columns != nullptr || whole_rows) && !cmyk;
   out->width = in_place ? static_cast<int>(info->output_width) : requested_width;
   out->height = scaled.y1 - scaled.y0;
   if (decoded_columns != nullptr) {
