@@ -541,12 +541,18 @@ case "$pytest_status" in
       2>>"$crash_log" || trace_so=
     preload=()
     [ -n "$trace_so" ] && preload=("LD_PRELOAD=$trace_so")
-    for pair in "import gpufeed._core; import torch" "import torch; import gpufeed._core"; do
-      echo "== python -c '$pair'" >>"$crash_log"
-      "${in_build[@]}" env PYTHONPATH="$STAGE" "${preload[@]}" timeout 45 \
-        "$PY" -c "$pair; print('both loaded')" >>"$crash_log" 2>&1
-      say "gpu_check: crash: python -c '$pair': exit $?"
-    done
+    # import_pairs LABEL SECONDS ENV...: both import orders under `env ENV...`.
+    import_pairs() {
+      local label=$1 seconds=$2 pair
+      shift 2
+      for pair in "import gpufeed._core; import torch" "import torch; import gpufeed._core"; do
+        echo "== ${label}python -c '$pair'" >>"$crash_log"
+        "${in_build[@]}" env PYTHONPATH="$STAGE" "$@" timeout "$seconds" \
+          "$PY" -c "$pair; print('both loaded')" >>"$crash_log" 2>&1
+        say "gpu_check: crash: ${label}python -c '$pair': exit $?"
+      done
+    }
+    import_pairs "" 45 "${preload[@]}"
     # The same without LD_PRELOAD's handler and without the kit in
     # LD_LIBRARY_PATH (the kit's libraries then reach the process only
     # through _core's RUNPATH, never in place of a library torch loads);
@@ -557,12 +563,7 @@ case "$pytest_status" in
     # libstdc++, libc, libm, libgcc_s, python and the kit interposes on it).
     no_kit=${LD_LIBRARY_PATH:-}
     [ -n "$KIT_LIBDIR" ] && no_kit=${no_kit#"$KIT_LIBDIR"} && no_kit=${no_kit#:}
-    for pair in "import gpufeed._core; import torch" "import torch; import gpufeed._core"; do
-      echo "== without the kit in LD_LIBRARY_PATH: python -c '$pair'" >>"$crash_log"
-      "${in_build[@]}" env LD_LIBRARY_PATH="$no_kit" PYTHONPATH="$STAGE" timeout 30 \
-        "$PY" -c "$pair; print('both loaded')" >>"$crash_log" 2>&1
-      say "gpu_check: crash: without the kit in LD_LIBRARY_PATH, python -c '$pair': exit $?"
-    done
+    import_pairs "without the kit in LD_LIBRARY_PATH: " 30 LD_LIBRARY_PATH="$no_kit"
     echo "== objects defining libstdc++'s locale and ostream internals (after import torch)" >>"$crash_log"
     "${in_build[@]}" env PYTHONPATH="$STAGE" timeout 45 "$PY" -u -c '
 import shutil, subprocess, torch
