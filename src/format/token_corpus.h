@@ -83,6 +83,9 @@ struct TokenCorpus {
   uint64_t tokens = 0;
   uint64_t documents = 0;
   uint64_t sequences = 0;
+  // Opened from a manifest: where `gpufeed index` wrote the heads
+  // (token_heads.h), which may be missing. Empty otherwise.
+  std::string heads_path;
 };
 
 // Opens the token corpus at `path` when it is one. With a gpufeed.json that
@@ -118,9 +121,12 @@ Status OpenTokenCorpusFromManifest(const std::string& manifest_path, const Manif
                                    const DatasetOptions& options,
                                    const std::shared_ptr<Store>& store,
                                    std::shared_ptr<const TokenCorpus>* corpus);
-// The manifest WriteTokenManifest writes (the files opened, checksummed).
+// The manifest WriteTokenManifest writes (the files opened, checksummed),
+// and when `heads` is not null the bytes of the heads file it writes beside
+// it (token_heads.h), from the same read of each file.
 Status ManifestForTokenCorpus(const std::string& path, const DatasetOptions& options,
-                              std::string* manifest_path, Manifest* manifest);
+                              std::string* manifest_path, Manifest* manifest,
+                              std::string* heads = nullptr);
 // Reads the llm.c header of `file` (a lazily opened file: this read opens
 // it) and compares it with what the manifest said: Corruption naming the
 // file and byte offset when they differ.
@@ -138,16 +144,24 @@ Status NewTokenWindowDataset(const std::string& path, std::shared_ptr<Store> sto
 Status TokenWindowsOf(const std::shared_ptr<const Dataset>& dataset, uint32_t seq_len,
                       uint32_t block_bytes, std::shared_ptr<const Dataset>* windows);
 
+// Where a window's seq_len + 1 tokens are: the first seq_len at `tokens`,
+// the last at `last` (tokens + seq_len tokens, or in the corpus's heads when
+// the window was read without it).
+struct TokenWindowBytes {
+  const char* tokens = nullptr;
+  const char* last = nullptr;
+};
+
 // What a token-window dataset offers the loader beyond Dataset.
 class TokenWindows {
  public:
   virtual ~TokenWindows() = default;
-  // The bytes of window `index` (seq_len + 1 tokens) inside `data`, the
-  // bytes the read engine fetched for `location` (Locate's range): the same
-  // checks as ParseLocated, without the copy into a Record. Corruption when
-  // the range came back short.
+  // Window `index` inside `data`, the bytes the read engine fetched for
+  // `location` (Locate's range): the same checks as ParseLocated, without
+  // the copy into a Record. Corruption when the range came back short, or
+  // when the heads disagree with the bytes read.
   virtual Status WindowIn(uint64_t index, const RecordLocation& location, const char* data,
-                          size_t size, const char** window) const = 0;
+                          size_t size, TokenWindowBytes* window) const = 0;
   // The windows of one read unit (with block reads: one block of a file)
   // have the same Locate range, so a caller that located one of them may
   // give the others that range without locating each (a Locate copies the

@@ -5,8 +5,10 @@
 // (block_bytes 0: random access) or as its whole block (consecutive windows
 // of about block_bytes, one large read the engine shares between them); a
 // window that spans two files is read by Read, which assembles it from
-// both through the store.
+// both through the store. A window located alone whose last token the
+// corpus's heads keep (token_heads.h) is located without that token.
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -15,8 +17,10 @@
 
 #include "format/datasets.h"
 #include "format/token_corpus.h"
+#include "format/token_heads.h"
 #include "util/checksum.h"
 #include "util/file.h"
+#include "util/logging.h"
 #include "util/path.h"
 
 namespace gpufeed {
@@ -43,7 +47,7 @@ class TokenWindowDataset : public DatasetBase, public TokenWindows {
   const std::shared_ptr<const TokenCorpus>& corpus() const { return corpus_; }
   // ParseLocated without the copy: where the window lies in `data`.
   Status WindowIn(uint64_t index, const RecordLocation& location, const char* data, size_t size,
-                  const char** window) const override;
+                  TokenWindowBytes* window) const override;
   uint64_t ReadUnitOf(uint64_t index) const override;
 
  protected:
@@ -70,6 +74,14 @@ class TokenWindowDataset : public DatasetBase, public TokenWindows {
   // OK, or why file `f` must not be read (its llm.c header disagrees with
   // the manifest it was opened from), naming sample `index`.
   Status ReadyToRead(size_t f, uint64_t index) const;
+  // The head the corpus's heads keep for the token of file `f` at `token`
+  // (a stream position), or null. Window reads only; the heads file is
+  // mapped at the first call.
+  const char* HeadAt(size_t f, uint64_t token) const;
+  void LoadHeads() const;
+  // Corruption when the heads disagree with the bytes read for the window
+  // at byte `offset` of file `f` (its file changed since `gpufeed index`).
+  Status CheckHeads(size_t f, uint64_t index, uint64_t offset, const char* tokens) const;
 
   const std::shared_ptr<const TokenCorpus> corpus_;
   const uint64_t seq_len_;
@@ -85,6 +97,10 @@ class TokenWindowDataset : public DatasetBase, public TokenWindows {
     Status status;  // written once under `once`, then read only
   };
   mutable std::unique_ptr<FirstRead[]> first_reads_;
+  // Written once under heads_once_, then read only.
+  mutable std::once_flag heads_once_;
+  mutable std::shared_ptr<const TokenHeads> heads_;
+  mutable std::vector<const TokenHeadsEntry*> heads_of_file_;  // per file, or null
 };
 
 TokenWindowDataset::TokenWindowDataset(const std::string& path, std::shared_ptr<Store> store,
@@ -225,27 +241,91 @@ bool TokenWindowDataset::Locate(uint64_t index, RecordLocation* location) const 
   if (!window_reads_) {
     begin = block.begin_token;
     end = block.end_token;
+  } else if (HeadAt(block.file, end - 1) != nullptr) {
+    end -= 1;  // WindowIn takes the last token from the heads
   }
   return LocateRange(*file.file, file.path, ByteOffset(file, begin), (end - begin) * item_,
                      location);
 }
 
+const char* TokenWindowDataset::HeadAt(size_t f, uint64_t token) const {
+  if (!window_reads_ || corpus_->heads_path.empty()) return nullptr;
+  std::call_once(heads_once_, [this] { LoadHeads(); });
+  const TokenHeadsEntry* entry = heads_of_file_.empty() ? nullptr : heads_of_file_[f];
+  return entry == nullptr ? nullptr : heads_->At(*entry, ByteOffset(corpus_->files[f], token));
+}
+
+void TokenWindowDataset::LoadHeads() const {
+  // The heads only speed reads up: without usable ones, windows are read
+  // whole, and a heads file that is damaged or describes other files says
+  // so once.
+  Status opened = TokenHeads::Open(corpus_->heads_path, &heads_);
+  if (!opened.ok()) {
+    if (opened.code() != Status::Code::kNotFound) {
+      Log().warn("{}; token windows are read whole", opened.ToString());
+    }
+    return;
+  }
+  size_t missing = 0;
+  heads_of_file_.assign(corpus_->files.size(), nullptr);
+  for (size_t f = 0; f < corpus_->files.size(); ++f) {
+    const TokenFile& file = corpus_->files[f];
+    if (heads_->token_bytes() == item_) {
+      heads_of_file_[f] = heads_->Find(file.bytes, file.file->xxh64(), file.data_offset,
+                                       file.data_offset + file.tokens * item_);
+    }
+    missing += heads_of_file_[f] == nullptr ? 1 : 0;
+  }
+  if (missing > 0) {
+    Log().warn("{} does not describe {} of the corpus's {} files as its manifest does (run "
+               "`gpufeed index` again); their windows are read whole",
+               corpus_->heads_path, missing, corpus_->files.size());
+  }
+}
+
+Status TokenWindowDataset::CheckHeads(size_t f, uint64_t index, uint64_t offset,
+                                      const char* tokens) const {
+  // One head inside the bytes read (the first boundary at or after the
+  // window's start) is compared with them.
+  const TokenHeadsEntry& entry = *heads_of_file_[f];
+  const uint64_t boundary = heads_->NextBoundary(entry, offset);
+  const char* head = heads_->At(entry, boundary);
+  if (boundary >= offset + seq_len_ * item_ || head == nullptr ||
+      std::memcmp(head, tokens + (boundary - offset), item_) == 0) {
+    return Status::OK();
+  }
+  return Status::Corruption(corpus_->files[f].path + " at byte offset " +
+                            std::to_string(boundary) + ": the token there differs from " +
+                            heads_->path() +
+                            " (the file changed since `gpufeed index`: run it again), sample " +
+                            std::to_string(index));
+}
+
 Status TokenWindowDataset::WindowIn(uint64_t index, const RecordLocation& location,
-                                    const char* data, size_t size, const char** window) const {
+                                    const char* data, size_t size,
+                                    TokenWindowBytes* window) const {
   GPUFEED_RETURN_IF_ERROR(CheckIndex(index));
-  const TokenFile& file = corpus_->files[FileOfToken(index * seq_len_)];
+  const size_t f = FileOfToken(index * seq_len_);
+  const TokenFile& file = corpus_->files[f];
   const size_t bytes = (seq_len_ + 1) * item_;
-  uint64_t offset = ByteOffset(file, index * seq_len_);
+  const uint64_t offset = ByteOffset(file, index * seq_len_);
   // Counts nothing: the read is counted once, by CountLocatedRead, so the
   // per-window path touches no shared counter.
-  if (offset < location.offset || offset - location.offset + bytes > size) {
+  const char* head = nullptr;
+  const bool inside = offset >= location.offset;
+  const bool whole = inside && offset - location.offset + bytes <= size;
+  if (!whole && inside && offset - location.offset + bytes - item_ <= size) {
+    head = HeadAt(f, index * seq_len_ + seq_len_);  // located without it
+  }
+  if (!whole && head == nullptr) {
     return Status::Corruption(file.path + " at byte offset " +
                               std::to_string(location.offset + size) +
                               ": the file ends early (it held " + std::to_string(file.bytes) +
                               " bytes when opened), sample " + std::to_string(index));
   }
-  *window = data + (offset - location.offset);
-  return Status::OK();
+  window->tokens = data + (offset - location.offset);
+  window->last = whole ? window->tokens + seq_len_ * item_ : head;
+  return whole ? Status::OK() : CheckHeads(f, index, offset, window->tokens);
 }
 
 void TokenWindowDataset::CountLocatedRead(const RecordLocation& location, uint64_t bytes) const {
@@ -259,10 +339,11 @@ void TokenWindowDataset::CountLocatedRead(const RecordLocation& location, uint64
 
 Status TokenWindowDataset::ParseLocated(uint64_t index, const RecordLocation& location,
                                         const char* data, size_t size, Record* record) const {
-  const char* window = nullptr;
+  TokenWindowBytes window;
   GPUFEED_RETURN_IF_ERROR(WindowIn(index, location, data, size, &window));
   Describe(index, record);
-  record->data.assign(window, (seq_len_ + 1) * item_);
+  record->data.assign(window.tokens, seq_len_ * item_);
+  record->data.append(window.last, item_);
   return Status::OK();
 }
 

@@ -9,6 +9,7 @@
 #include "format/registry.h"
 #include "format/manifest.h"
 #include "format/token_corpus.h"
+#include "format/token_heads.h"
 #include "gpufeed/writer.h"
 #include "util/checksum.h"
 #include "util/file.h"
@@ -28,17 +29,11 @@ std::string RelativeTo(const std::string& directory, const std::string& path) {
   return path.compare(0, prefix.size(), prefix) == 0 ? path.substr(prefix.size()) : path;
 }
 
-Status Checksum(const std::string& path, std::string* hex) {
-  uint64_t digest = 0;
-  GPUFEED_RETURN_IF_ERROR(FileXxh64(path, &digest));
-  *hex = Xxh64Hex(digest);
-  return Status::OK();
-}
-
 }  // namespace
 
 Status ManifestForTokenCorpus(const std::string& path, const DatasetOptions& options,
-                              std::string* manifest_path, Manifest* manifest) {
+                              std::string* manifest_path, Manifest* manifest,
+                              std::string* heads) {
   const std::string absolute = AbsolutePath(path);
   *manifest_path = ManifestPathFor(absolute);
   const std::string directory = Dirname(*manifest_path);
@@ -74,6 +69,10 @@ Status ManifestForTokenCorpus(const std::string& path, const DatasetOptions& opt
   *manifest = Manifest();
   manifest->format = corpus->format;
   manifest->records = corpus->tokens;
+  const uint32_t token_bytes = static_cast<uint32_t>(TokenDtypeSize(corpus->dtype));
+  TokenHeadsLayout layout;
+  layout.token_bytes = token_bytes;
+  std::vector<std::string> file_heads;
   for (const TokenFile& file : corpus->files) {
     ManifestShard shard;
     shard.file = RelativeTo(directory, file.path);
@@ -81,7 +80,16 @@ Status ManifestForTokenCorpus(const std::string& path, const DatasetOptions& opt
     shard.bytes = file.bytes;
     shard.data_offset = file.data_offset;
     shard.token_dtype = corpus->dtype;
-    GPUFEED_RETURN_IF_ERROR(Checksum(file.path, &shard.xxh64));
+    // One read of the file for its checksum and its heads.
+    TokenHeadsEntry entry{file.bytes, 0, file.data_offset,
+                          file.data_offset + file.tokens * token_bytes};
+    TokenHeadsSpan(entry.data_offset, entry.data_end, layout.granule, token_bytes, &entry.first,
+                   &entry.count);
+    file_heads.emplace_back();
+    GPUFEED_RETURN_IF_ERROR(ScanTokenFile(file.path, entry.data_offset, entry.data_end,
+                                          token_bytes, &entry.xxh64, &file_heads.back()));
+    shard.xxh64 = Xxh64Hex(entry.xxh64);
+    layout.entries.push_back(entry);
     if (corpus->format == DatasetFormat::kMegatron) {
       const std::string idx_path = file.path.substr(0, file.path.size() - 4) + ".idx";
       std::string index_bytes;
@@ -99,14 +107,19 @@ Status ManifestForTokenCorpus(const std::string& path, const DatasetOptions& opt
     }
     manifest->shards.push_back(std::move(shard));
   }
+  if (heads != nullptr) *heads = SerializeTokenHeads(&layout, file_heads);
   return Status::OK();
 }
 
 Status WriteTokenManifest(const std::string& path, const DatasetOptions& options,
                           std::string* manifest_path, uint64_t* tokens) {
   Manifest manifest;
-  GPUFEED_RETURN_IF_ERROR(ManifestForTokenCorpus(path, options, manifest_path, &manifest));
+  std::string heads;
+  GPUFEED_RETURN_IF_ERROR(ManifestForTokenCorpus(path, options, manifest_path, &manifest, &heads));
   *tokens = manifest.records;
+  // The heads first: a manifest is never newer than the heads beside it.
+  GPUFEED_RETURN_IF_ERROR(
+      WriteFileAtomically(JoinPath(Dirname(*manifest_path), kTokenHeadsName), heads));
   return WriteManifest(*manifest_path, manifest);
 }
 
@@ -194,6 +207,9 @@ Status OpenTokenCorpusFromManifest(const std::string& manifest_path, const Manif
                                    " tokens, but token_dtype=\"" + TokenDtypeName(requested) +
                                    "\" was asked for");
   }
+  // Looked for at the first window read that can use it, not here: opening
+  // from the manifest touches no file.
+  opened->heads_path = JoinPath(directory, kTokenHeadsName);
   *corpus = std::move(opened);
   return Status::OK();
 }

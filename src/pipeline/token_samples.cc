@@ -113,7 +113,9 @@ class TokenSamples final : public SampleKind {
                               " bytes, not a window of " + std::to_string(length + 1) +
                               " tokens");
     }
-    WriteWindow(record.data.data(), layout, row);
+    const size_t item = TokenDtypeSize(token_dtype_);
+    WriteWindow(TokenWindowBytes{record.data.data(), record.data.data() + length * item}, layout,
+                row);
     return Status::OK();
   }
 
@@ -123,7 +125,7 @@ class TokenSamples final : public SampleKind {
                       const char* data, size_t size, const BatchLayout& layout,
                       const SampleRow& row, bool* handled, uint64_t* bytes) const override {
     *handled = true;
-    const char* window = nullptr;
+    TokenWindowBytes window;
     GPUFEED_RETURN_IF_ERROR(windows_->WindowIn(sample, location, data, size, &window));
     WriteWindow(window, layout, row);
     *bytes = TokenDtypeSize(token_dtype_) * options_.tokens.seq_len;
@@ -133,11 +135,19 @@ class TokenSamples final : public SampleKind {
  private:
   // x (the first seq_len tokens) into the data row, y (the last seq_len)
   // into the label row, widened to the output dtype.
-  void WriteWindow(const char* window, const BatchLayout& layout, const SampleRow& row) const {
+  void WriteWindow(const TokenWindowBytes& window, const BatchLayout& layout,
+                   const SampleRow& row) const {
     const size_t length = options_.tokens.seq_len;
-    WidenTokens(token_dtype_, window, length, layout.data_dtype, row.data);
-    WidenTokens(token_dtype_, window + TokenDtypeSize(token_dtype_), length, layout.label_dtype,
-                row.labels);
+    const size_t item = TokenDtypeSize(token_dtype_);
+    WidenTokens(token_dtype_, window.tokens, length, layout.data_dtype, row.data);
+    if (window.last == window.tokens + length * item) {
+      WidenTokens(token_dtype_, window.tokens + item, length, layout.label_dtype, row.labels);
+      return;
+    }
+    // The last token came from the heads.
+    WidenTokens(token_dtype_, window.tokens + item, length - 1, layout.label_dtype, row.labels);
+    WidenTokens(token_dtype_, window.last, 1, layout.label_dtype,
+                row.labels + (length - 1) * TensorDtypeSize(layout.label_dtype));
   }
 
   // Set by Prepare (the prepared dataset outlives the kind's use).
