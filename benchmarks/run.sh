@@ -335,7 +335,15 @@ fi
 if want tokens; then
   echo
   heading "[tokens] Megatron token corpus: DataLoader(TokenWindows) and the C++ loader vs fio sequential 1 MiB qd32 O_DIRECT"
-  "$PY" "$ROOT/benchmarks/token_compare.py" --prefix "$DATA/tokens-$raw_size" --size "$raw_size" \
+  # The corpus in a directory of its own (its gpufeed.json and heads describe
+  # it alone); one written by an older run beside the other data moves there.
+  mkdir -p "$DATA/tokens-$raw_size"
+  for ext in bin idx; do
+    if [ -f "$DATA/tokens-$raw_size.$ext" ] && [ ! -f "$DATA/tokens-$raw_size/tokens.$ext" ]; then
+      mv "$DATA/tokens-$raw_size.$ext" "$DATA/tokens-$raw_size/tokens.$ext"
+    fi
+  done
+  "$PY" "$ROOT/benchmarks/token_compare.py" --prefix "$DATA/tokens-$raw_size/tokens" --size "$raw_size" \
     --bench "$BUILD_DIR/benchmarks/gpufeed_token_bench" --repeats "$passes" \
     --memory-epochs "$([ ${#quick[@]} -gt 0 ] && echo 3 || echo 10)" --json "$RESULTS/tokens.json" \
     2> >(drop_info_logs) || echo "token benchmark failed (exit $?)"

@@ -75,8 +75,12 @@ def write_token_manifest(path, format="auto", token_dtype=None,
     headerless files, or one file or Megatron prefix of such a directory) in
     a ``gpufeed.json`` in its directory: each file's name, bytes, data offset,
     token count, dtype and xxh64. :func:`open_dataset` then opens the corpus
-    without opening a file until a window is read. Returns the manifest's
-    path and the corpus's token count."""
+    without opening a file until a window is read. Beside it, from the same
+    read of each file, ``gpufeed.heads``: the token at every 512-byte
+    boundary of the token data, with which global shuffle reads a window
+    whose last token starts a boundary one token short (seq_len 2048 of
+    uint16: 4,096 bytes instead of 4,608; docs/tokens.md). Returns the
+    manifest's path and the corpus's token count."""
     import os
     from . import _core
     from ._native import native_dataset_options

@@ -194,7 +194,8 @@ def _cmd_index(args) -> int:
             manifest_path, tokens = write_token_manifest(
                 path, format=args.format, token_dtype=args.token_dtype,
                 allow_external_paths=args.allow_external_paths)
-            print(f"described {tokens} tokens of {path} -> {manifest_path}")
+            heads = os.path.join(os.path.dirname(manifest_path), "gpufeed.heads")
+            print(f"described {tokens} tokens of {path} -> {manifest_path} (and {heads})")
             continue
         count = write_index(path, args.output)
         if path.endswith(".rec"):

@@ -21,6 +21,7 @@
 #include "format/irheader.h"
 #include "format/tar_index.h"
 #include "format/token_corpus.h"
+#include "format/token_heads.h"
 #include "jpeg_test_util.h"
 #include "protobuf_test_util.h"
 #include "util/file.h"
@@ -136,8 +137,9 @@ int main(int argc, char** argv) {
   Write("idx", size_prefix + "0\t0\n1 \t 40\textra\r\n\n   \n");
   Write("idx", size_prefix + "key\t99999999999999999999\n");
 
-  // Token headers: a parser byte (1: Megatron .idx, 0: llm.c), 8 bytes of
-  // the data file's size, then the index or the shard's header.
+  // Token headers: a parser byte (1: Megatron .idx, 0: llm.c, 2: a
+  // gpufeed.heads), 8 bytes of the data file's size (unused by the heads),
+  // then the index, the shard's header or the heads file.
   {
     auto put = [](std::string* out, const void* value, size_t bytes) {
       out->append(static_cast<const char*>(value), bytes);
@@ -165,6 +167,18 @@ int main(int argc, char** argv) {
     put(&llmc, &shard_size, 8);
     put(&llmc, header, sizeof(header));
     Write("token_header", llmc);
+    TokenHeadsLayout layout;
+    layout.token_bytes = 2;
+    std::vector<std::string> heads;
+    for (uint64_t data_end : {1024u + 2000u, 6000u}) {
+      TokenHeadsEntry entry{data_end + 10, 0x1234, data_end == 6000 ? 0u : 1024u, data_end};
+      TokenHeadsSpan(entry.data_offset, data_end, layout.granule, 2, &entry.first, &entry.count);
+      layout.entries.push_back(entry);
+      heads.push_back(std::string(entry.count * 2, 'h'));
+    }
+    std::string heads_seed(1, '\2');
+    heads_seed.append(8, '\0');
+    Write("token_header", heads_seed + SerializeTokenHeads(&layout, heads));
   }
 
   // .npy headers as np.save writes them (version 1.0 and 2.0), each with

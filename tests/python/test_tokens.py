@@ -393,3 +393,27 @@ def test_index_headerless_names_its_dtype(tmp_path):
     lazy = gpufeed.open_dataset(tmp_path / "train.bin", seq_len=10)
     assert lazy.storage_stats()["source_opens"] == 0
     assert lazy[5].data == tokens[50:61].tobytes()
+
+
+def test_index_writes_heads_and_global_shuffle_reads_each_window_one_token_short(tmp_path):
+    # seq_len 256 of uint16: 514-byte windows at a 512-byte stride, so every
+    # window's last token starts a 512-byte boundary that gpufeed.heads keeps.
+    rng = np.random.default_rng(13)
+    stream = write_megatron(tmp_path / "c", random_documents(rng, 40, 60000, 100, 400), np.uint16)
+    out = run_cli("index", tmp_path)
+    assert "gpufeed.heads" in out and (tmp_path / "gpufeed.heads").stat().st_size > 0
+    expected = as_sorted(reference_windows(stream, 256))
+    for direct in (False, True):
+        loader = gpufeed.DataLoader(tmp_path, batch_size=8, shuffle=True, seed=5, drop_last=False,
+                                    direct_io=direct, transform=gpufeed.TokenWindows(seq_len=256))
+        assert as_sorted(loader_rows(loader)) == expected
+        assert loader.stats()["bytes_read"] == len(expected) * 256 * 2
+    # The .bin rewritten at the same size after indexing: the heads disagree
+    # with the bytes read, and the window says where.
+    (tmp_path / "c.bin").write_bytes((stream ^ 0xFFFF).astype(np.uint16).tobytes())
+    loader = gpufeed.DataLoader(tmp_path, batch_size=8, shuffle=True, seed=5,
+                                transform=gpufeed.TokenWindows(seq_len=256))
+    with pytest.raises(gpufeed.CorruptRecordError,
+                       match=r"c\.bin at byte offset \d+: .*gpufeed\.heads.*sample \d+"):
+        for _ in loader:
+            pass

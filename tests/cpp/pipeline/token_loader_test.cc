@@ -12,6 +12,8 @@
 #include "gpufeed/loader.h"
 #include "pipeline/loader_factory.h"
 #include "test_util.h"
+#include "token_test_util.h"
+#include "gpufeed/writer.h"
 #include "util/path.h"
 
 namespace gpufeed {
@@ -153,6 +155,61 @@ TEST_F(TokenLoaderTest, WrongTransformIsRefused) {
   options = Options(ShuffleMode::kGlobal);
   options.tokens.dtype = TensorDtype::kFloat32;
   EXPECT_TRUE(Loader::Open(dataset_, options, &loader).IsInvalidArgument());
+}
+
+// An indexed corpus (gpufeed.heads beside its manifest) under global
+// shuffle: windows are read one token short and completed from the heads,
+// with the same x and y as the stream, with and without O_DIRECT.
+TEST(TokenLoaderHeadsTest, GlobalShuffleReadsOneTokenLessPerWindowWithTheSameBatches) {
+  TempDir dir;
+  std::vector<std::vector<uint16_t>> documents(7);
+  uint16_t next = 1;
+  for (auto& d : documents) {
+    for (int t = 0; t < 1000; ++t) d.push_back(next++);
+  }
+  const std::vector<uint16_t> stream = WriteMegatron(JoinPath(dir.path(), "corpus"), documents);
+  std::string manifest_path;
+  uint64_t tokens = 0;
+  ASSERT_TRUE(WriteTokenManifest(dir.path(), DatasetOptions(), &manifest_path, &tokens).ok());
+  std::unique_ptr<Dataset> opened;
+  ASSERT_TRUE(Dataset::Open(dir.path(), DatasetOptions(), &opened).ok());
+  std::shared_ptr<Dataset> dataset = std::move(opened);
+  const uint32_t seq_len = 256;  // 514-byte windows at a 512-byte stride
+  const uint64_t windows = (stream.size() - 1) / seq_len;
+  for (bool direct : {false, true}) {
+    LoaderOptions options;
+    options.batch_size = 5;
+    options.num_threads = 2;
+    options.shuffle = ShuffleMode::kGlobal;
+    options.seed = 3;
+    options.io.direct_io = direct;
+    options.transform = TransformKind::kTokenWindows;
+    options.tokens.seq_len = seq_len;
+    options.drop_last = false;
+    LoaderInternals internals;
+    internals.use_read_engine = true;
+    std::unique_ptr<Loader> loader;
+    Status status = LoaderFactory::Open(dataset, options, internals, &loader);
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    std::set<uint64_t> seen;
+    Batch batch;
+    while (true) {
+      ASSERT_TRUE(loader->Next(&batch).ok());
+      if (batch.end_of_epoch()) break;
+      const int64_t* x = static_cast<const int64_t*>(batch.data().data);
+      const int64_t* y = static_cast<const int64_t*>(batch.labels().data);
+      for (int64_t row = 0; row < batch.size(); ++row) {
+        const uint64_t start = batch.sample_ids()[row] * seq_len;
+        for (uint32_t j = 0; j < seq_len; ++j) {
+          ASSERT_EQ(x[row * seq_len + j], stream[start + j]) << direct << " " << start;
+          ASSERT_EQ(y[row * seq_len + j], stream[start + j + 1]) << direct << " " << start;
+        }
+        seen.insert(start);
+      }
+    }
+    EXPECT_EQ(seen.size(), windows);
+    EXPECT_EQ(loader->Stats().bytes_read, windows * seq_len * 2) << direct;
+  }
 }
 
 }  // namespace
