@@ -183,6 +183,10 @@ Status TokenHeads::Open(const std::string& path, std::shared_ptr<const TokenHead
     }
     opened->base_ = static_cast<const char*>(base);
     opened->size_ = size;
+    // Read ahead as a whole (0.4% of the corpus's bytes), not page by page
+    // at the windows' random offsets; the page cache shares it between the
+    // processes of a node.
+    ::madvise(base, size, MADV_WILLNEED);
   }
   GPUFEED_RETURN_IF_ERROR(ParseTokenHeads(opened->base_, opened->size_, path, &opened->layout_));
   for (size_t i = 0; i < opened->layout_.entries.size(); ++i) {

@@ -194,6 +194,27 @@ TEST_F(TokenHeadsTest, HeadsThatDisagreeWithTheDataFailNamingFileOffsetAndSample
   EXPECT_NE(status.message().find("sample 3"), std::string::npos) << status.ToString();
 }
 
+TEST_F(TokenHeadsTest, VerifyComparesEveryHeadWithItsToken) {
+  Index();
+  VerifyReport clean;
+  ASSERT_TRUE(Verify(dir_.path(), DatasetOptions(), &clean).ok());
+  EXPECT_TRUE(clean.problems.empty()) << clean.problems.front();
+  // The last byte of the file is the last head of shard 1.
+  const std::string path = JoinPath(dir_.path(), kTokenHeadsName);
+  std::string bytes;
+  ASSERT_TRUE(ReadFileToString(path, &bytes).ok());
+  bytes.back() ^= 1;
+  WriteBytes(path, bytes);
+  VerifyReport report;
+  ASSERT_TRUE(Verify(dir_.path(), DatasetOptions(), &report).ok());
+  ASSERT_EQ(report.problems.size(), 1u);
+  const uint64_t last_head = kLlmcHeaderBytes + (3000 * 2 - 2) / 512 * 512;
+  EXPECT_NE(report.problems[0].find(shards_[1] + " at byte offset " + std::to_string(last_head)),
+            std::string::npos)
+      << report.problems[0];
+  EXPECT_NE(report.problems[0].find(kTokenHeadsName), std::string::npos) << report.problems[0];
+}
+
 TEST(TokenHeadsFormatTest, ParserRefusesEntriesOutsideTheFile) {
   TokenHeadsLayout layout;
   layout.token_bytes = 2;
