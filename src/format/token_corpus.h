@@ -27,6 +27,8 @@
 
 namespace gpufeed {
 
+class TokenHeadsWriter;  // token_heads.h
+
 // Megatron-LM's .idx: "MMIDIDX\0\0", u64 version 1, u8 dtype code, u64
 // sequence count, u64 document count, int32 lengths[S], int64 byte
 // pointers[S], int64 document indices[D] (0 ... S), and in multimodal files
@@ -122,11 +124,11 @@ Status OpenTokenCorpusFromManifest(const std::string& manifest_path, const Manif
                                    const std::shared_ptr<Store>& store,
                                    std::shared_ptr<const TokenCorpus>* corpus);
 // The manifest WriteTokenManifest writes (the files opened, checksummed),
-// and when `heads` is not null the bytes of the heads file it writes beside
-// it (token_heads.h), from the same read of each file.
+// and when `heads` is not null the heads file beside it (token_heads.h),
+// from the same read of each file, opened and added to (not committed).
 Status ManifestForTokenCorpus(const std::string& path, const DatasetOptions& options,
                               std::string* manifest_path, Manifest* manifest,
-                              std::string* heads = nullptr);
+                              TokenHeadsWriter* heads = nullptr);
 // Reads the llm.c header of `file` (a lazily opened file: this read opens
 // it) and compares it with what the manifest said: Corruption naming the
 // file and byte offset when they differ.

@@ -74,13 +74,16 @@ class TokenWindowDataset : public DatasetBase, public TokenWindows {
   // OK, or why file `f` must not be read (its llm.c header disagrees with
   // the manifest it was opened from), naming sample `index`.
   Status ReadyToRead(size_t f, uint64_t index) const;
-  // The head the corpus's heads keep for the token of file `f` at `token`
-  // (a stream position), or null. Window reads only; the heads file is
-  // mapped at the first call.
-  const char* HeadAt(size_t f, uint64_t token) const;
+  // The head the corpus's heads keep for the last token of window `index`
+  // (in file `f`), or null: window reads only, and only for windows whose
+  // first seq_len tokens span at least one granule, so that the bytes read
+  // always hold heads to check (CheckHeads). The heads file is mapped at
+  // the first call.
+  const char* LastFromHeads(size_t f, uint64_t index) const;
   void LoadHeads() const;
-  // Corruption when the heads disagree with the bytes read for the window
-  // at byte `offset` of file `f` (its file changed since `gpufeed index`).
+  // Corruption when a head inside the bytes read for the window at byte
+  // `offset` of file `f` differs from them (the file changed since
+  // `gpufeed index`).
   Status CheckHeads(size_t f, uint64_t index, uint64_t offset, const char* tokens) const;
 
   const std::shared_ptr<const TokenCorpus> corpus_;
@@ -241,18 +244,19 @@ bool TokenWindowDataset::Locate(uint64_t index, RecordLocation* location) const 
   if (!window_reads_) {
     begin = block.begin_token;
     end = block.end_token;
-  } else if (HeadAt(block.file, end - 1) != nullptr) {
+  } else if (LastFromHeads(block.file, index) != nullptr) {
     end -= 1;  // WindowIn takes the last token from the heads
   }
   return LocateRange(*file.file, file.path, ByteOffset(file, begin), (end - begin) * item_,
                      location);
 }
 
-const char* TokenWindowDataset::HeadAt(size_t f, uint64_t token) const {
+const char* TokenWindowDataset::LastFromHeads(size_t f, uint64_t index) const {
   if (!window_reads_ || corpus_->heads_path.empty()) return nullptr;
   std::call_once(heads_once_, [this] { LoadHeads(); });
   const TokenHeadsEntry* entry = heads_of_file_.empty() ? nullptr : heads_of_file_[f];
-  return entry == nullptr ? nullptr : heads_->At(*entry, ByteOffset(corpus_->files[f], token));
+  if (entry == nullptr || seq_len_ * item_ < heads_->granule()) return nullptr;
+  return heads_->At(*entry, ByteOffset(corpus_->files[f], index * seq_len_ + seq_len_));
 }
 
 void TokenWindowDataset::LoadHeads() const {
@@ -267,6 +271,7 @@ void TokenWindowDataset::LoadHeads() const {
     return;
   }
   size_t missing = 0;
+  const TokenFile* first_missing = nullptr;
   heads_of_file_.assign(corpus_->files.size(), nullptr);
   for (size_t f = 0; f < corpus_->files.size(); ++f) {
     const TokenFile& file = corpus_->files[f];
@@ -274,31 +279,35 @@ void TokenWindowDataset::LoadHeads() const {
       heads_of_file_[f] = heads_->Find(file.bytes, file.file->xxh64(), file.data_offset,
                                        file.data_offset + file.tokens * item_);
     }
-    missing += heads_of_file_[f] == nullptr ? 1 : 0;
+    if (heads_of_file_[f] == nullptr && missing++ == 0) first_missing = &file;
   }
   if (missing > 0) {
-    Log().warn("{} does not describe {} of the corpus's {} files as its manifest does (run "
-               "`gpufeed index` again); their windows are read whole",
-               corpus_->heads_path, missing, corpus_->files.size());
+    Log().warn("{} does not describe {} of the corpus's {} files as its manifest does ({} and "
+               "any others: run `gpufeed index` again); their windows are read whole",
+               corpus_->heads_path, missing, corpus_->files.size(), first_missing->path);
+  }
+  if (missing < corpus_->files.size()) {
+    Log().info("{}: windows whose last token starts a {}-byte boundary are read without it",
+               corpus_->heads_path, heads_->granule());
   }
 }
 
 Status TokenWindowDataset::CheckHeads(size_t f, uint64_t index, uint64_t offset,
                                       const char* tokens) const {
-  // One head inside the bytes read (the first boundary at or after the
-  // window's start) is compared with them.
+  // Every head inside the bytes read (at least one: LastFromHeads) is
+  // compared with them.
   const TokenHeadsEntry& entry = *heads_of_file_[f];
-  const uint64_t boundary = heads_->NextBoundary(entry, offset);
-  const char* head = heads_->At(entry, boundary);
-  if (boundary >= offset + seq_len_ * item_ || head == nullptr ||
-      std::memcmp(head, tokens + (boundary - offset), item_) == 0) {
-    return Status::OK();
+  const uint64_t end = offset + seq_len_ * item_;
+  for (uint64_t b = heads_->NextBoundary(entry, offset); b + item_ <= end;
+       b += heads_->granule()) {
+    const char* head = heads_->At(entry, b);
+    if (head == nullptr || std::memcmp(head, tokens + (b - offset), item_) == 0) continue;
+    return Status::Corruption(corpus_->files[f].path + " at byte offset " + std::to_string(b) +
+                              ": the token there differs from " + heads_->path() +
+                              " (the file changed since `gpufeed index`: run it again), sample " +
+                              std::to_string(index));
   }
-  return Status::Corruption(corpus_->files[f].path + " at byte offset " +
-                            std::to_string(boundary) + ": the token there differs from " +
-                            heads_->path() +
-                            " (the file changed since `gpufeed index`: run it again), sample " +
-                            std::to_string(index));
+  return Status::OK();
 }
 
 Status TokenWindowDataset::WindowIn(uint64_t index, const RecordLocation& location,
@@ -315,7 +324,7 @@ Status TokenWindowDataset::WindowIn(uint64_t index, const RecordLocation& locati
   const bool inside = offset >= location.offset;
   const bool whole = inside && offset - location.offset + bytes <= size;
   if (!whole && inside && offset - location.offset + bytes - item_ <= size) {
-    head = HeadAt(f, index * seq_len_ + seq_len_);  // located without it
+    head = LastFromHeads(f, index);  // located without it
   }
   if (!whole && head == nullptr) {
     return Status::Corruption(file.path + " at byte offset " +

@@ -1,7 +1,9 @@
 // gpufeed.heads: parsing, writing and the read-only mapping (token_heads.h).
 #include "format/token_heads.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -9,6 +11,7 @@
 
 #include "util/checksum.h"
 #include "util/file.h"
+#include "util/path.h"
 
 namespace gpufeed {
 
@@ -143,29 +146,84 @@ Status ScanTokenFile(const std::string& path, uint64_t data_offset, uint64_t dat
   return Status::OK();
 }
 
-std::string SerializeTokenHeads(TokenHeadsLayout* layout, const std::vector<std::string>& heads) {
-  const size_t n = layout->entries.size();
-  uint64_t at = kTokenHeadsHeaderBytes + n * kTokenHeadsEntryBytes;
+// The header and directory of `layout` (its entries' `at` already set).
+std::string SerializeDirectory(const TokenHeadsLayout& layout) {
   std::string directory;
-  for (size_t i = 0; i < n; ++i) {
-    TokenHeadsEntry& e = layout->entries[i];
-    e.at = at;
-    at += heads[i].size();
+  for (const TokenHeadsEntry& e : layout.entries) {
     for (uint64_t v : {e.bytes, e.xxh64, e.data_offset, e.data_end, e.first, e.count, e.at}) {
       AppendU64(&directory, v);
     }
   }
   std::string out(kMagic, sizeof(kMagic));
   AppendU32(&out, kVersion);
-  AppendU32(&out, layout->granule);
-  AppendU32(&out, layout->token_bytes);
-  AppendU32(&out, static_cast<uint32_t>(n));
+  AppendU32(&out, layout.granule);
+  AppendU32(&out, layout.token_bytes);
+  AppendU32(&out, static_cast<uint32_t>(layout.entries.size()));
   Xxh64 digest;
   digest.Update(directory.data(), directory.size());
   AppendU64(&out, digest.Digest());
-  out += directory;
+  return out + directory;
+}
+
+std::string SerializeTokenHeads(TokenHeadsLayout* layout, const std::vector<std::string>& heads) {
+  uint64_t at = kTokenHeadsHeaderBytes + layout->entries.size() * kTokenHeadsEntryBytes;
+  for (size_t i = 0; i < layout->entries.size(); ++i) {
+    layout->entries[i].at = at;
+    at += heads[i].size();
+  }
+  std::string out = SerializeDirectory(*layout);
   for (const std::string& h : heads) out += h;
   return out;
+}
+
+TokenHeadsWriter::~TokenHeadsWriter() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(temporary_.c_str());
+  }
+}
+
+Status TokenHeadsWriter::Open(const std::string& path, uint32_t token_bytes, size_t files) {
+  path_ = path;
+  temporary_ = path + ".tmp." + std::to_string(::getpid());
+  layout_ = TokenHeadsLayout();
+  layout_.token_bytes = token_bytes;
+  files_ = files;
+  end_ = kTokenHeadsHeaderBytes + files * kTokenHeadsEntryBytes;
+  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) return Status::FromErrno(errno, "cannot create " + temporary_);
+  // The heads follow the header and directory, which Commit writes.
+  if (::lseek(fd_, static_cast<off_t>(end_), SEEK_SET) < 0) {
+    return Status::FromErrno(errno, "cannot seek in " + temporary_);
+  }
+  return Status::OK();
+}
+
+Status TokenHeadsWriter::Add(TokenHeadsEntry entry, const std::string& heads) {
+  entry.at = end_;
+  GPUFEED_RETURN_IF_ERROR(WriteFull(fd_, heads.data(), heads.size(), temporary_));
+  end_ += heads.size();
+  layout_.entries.push_back(entry);
+  return Status::OK();
+}
+
+Status TokenHeadsWriter::Commit() {
+  if (layout_.entries.size() != files_) {
+    return Status::Internal(temporary_ + ": " + std::to_string(layout_.entries.size()) +
+                            " files added of " + std::to_string(files_));
+  }
+  const std::string head = SerializeDirectory(layout_);
+  if (::lseek(fd_, 0, SEEK_SET) < 0) return Status::FromErrno(errno, "cannot seek in " + temporary_);
+  GPUFEED_RETURN_IF_ERROR(WriteFull(fd_, head.data(), head.size(), temporary_));
+  if (::fsync(fd_) != 0) return Status::FromErrno(errno, "cannot fsync " + temporary_);
+  ::close(fd_);
+  fd_ = -1;
+  if (::rename(temporary_.c_str(), path_.c_str()) != 0) {
+    Status failed = Status::FromErrno(errno, "cannot rename " + temporary_ + " to " + path_);
+    ::unlink(temporary_.c_str());
+    return failed;
+  }
+  return SyncDirectory(Dirname(path_));
 }
 
 Status TokenHeads::Open(const std::string& path, std::shared_ptr<const TokenHeads>* heads) {

@@ -77,6 +77,32 @@ Status ScanTokenFile(const std::string& path, uint64_t data_offset, uint64_t dat
 // each entry's heads in the same order.
 std::string SerializeTokenHeads(TokenHeadsLayout* layout, const std::vector<std::string>& heads);
 
+// Writes a heads file one token file at a time (memory: one file's heads):
+// to a temporary file beside `path`, renamed over it by Commit (readers
+// see the old file or the new one). Without Commit the temporary is removed.
+class TokenHeadsWriter {
+ public:
+  TokenHeadsWriter() = default;
+  ~TokenHeadsWriter();
+  TokenHeadsWriter(const TokenHeadsWriter&) = delete;
+  TokenHeadsWriter& operator=(const TokenHeadsWriter&) = delete;
+
+  // For `files` token files of `token_bytes`-byte tokens.
+  Status Open(const std::string& path, uint32_t token_bytes, size_t files);
+  // The next file's entry (its `at` is set here) and heads.
+  Status Add(TokenHeadsEntry entry, const std::string& heads);
+  // The header and directory, fsync, rename, and the directory's fsync.
+  // REQUIRES: Add called once per file.
+  Status Commit();
+
+ private:
+  std::string path_, temporary_;
+  int fd_ = -1;
+  TokenHeadsLayout layout_;
+  size_t files_ = 0;
+  uint64_t end_ = 0;
+};
+
 // A heads file mapped read-only. It is replaced only by a rename
 // (`gpufeed index` writes it atomically), so the mapping stays valid.
 class TokenHeads {
@@ -90,6 +116,7 @@ class TokenHeads {
 
   const std::string& path() const { return path_; }
   uint32_t token_bytes() const { return layout_.token_bytes; }
+  uint32_t granule() const { return layout_.granule; }
   // The entry of the token file with this size, xxh64 (16 hex digits, as
   // the manifest gives it) and token data range, or null.
   const TokenHeadsEntry* Find(uint64_t bytes, const std::string& xxh64, uint64_t data_offset,

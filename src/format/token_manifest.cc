@@ -31,48 +31,78 @@ std::string RelativeTo(const std::string& directory, const std::string& path) {
 
 }  // namespace
 
-Status ManifestForTokenCorpus(const std::string& path, const DatasetOptions& options,
-                              std::string* manifest_path, Manifest* manifest,
-                              std::string* heads) {
-  const std::string absolute = AbsolutePath(path);
-  *manifest_path = ManifestPathFor(absolute);
-  const std::string directory = Dirname(*manifest_path);
+namespace {
+
+// The corpus `gpufeed index` describes: read from its files (an old
+// manifest may describe them no longer), and for a file or prefix, the
+// whole directory that holds it.
+Status OpenCorpusToIndex(const std::string& absolute, const DatasetOptions& options,
+                         const std::string& directory,
+                         std::shared_ptr<const TokenCorpus>* corpus) {
   std::shared_ptr<Store> store;
   GPUFEED_RETURN_IF_ERROR(NewDatasetStore(CacheOptions(), absolute, &store));
-  // From the files themselves: an old manifest may describe them no longer.
-  std::shared_ptr<const TokenCorpus> corpus;
   bool recognised = false;
-  GPUFEED_RETURN_IF_ERROR(
-      OpenTokenCorpusFromFiles(absolute, options, store, &corpus, &recognised));
+  GPUFEED_RETURN_IF_ERROR(OpenTokenCorpusFromFiles(absolute, options, store, corpus, &recognised));
   if (!recognised) {
     return Status::InvalidArgument(absolute + ": not a token corpus (a Megatron prefix, llm.c "
                                    "shards, or with format=\"tokens\" and token_dtype headerless "
                                    "token files)");
   }
-  if (!IsDirectory(absolute)) {
-    // The manifest describes its whole directory (opening the directory
-    // reads it); a file or prefix of it is then opened as its shard alone.
-    DatasetOptions same_format = options;
-    same_format.format = corpus->format;
-    const std::string wanted = corpus->files.front().path;
-    GPUFEED_RETURN_IF_ERROR(
-        OpenTokenCorpusFromFiles(directory, same_format, store, &corpus, &recognised));
-    auto listed = [&](const TokenFile& file) { return file.path == wanted; };
-    if (!recognised ||
-        std::none_of(corpus->files.begin(), corpus->files.end(), listed)) {
-      return Status::InvalidArgument(
-          wanted + ": its directory, read as a " + FormatName(same_format.format) +
-          " corpus, does not hold it; a gpufeed.json describes a whole directory (move the file "
-          "into a directory of its own)");
-    }
+  if (IsDirectory(absolute)) return Status::OK();
+  // The manifest describes its whole directory (opening the directory
+  // reads it); a file or prefix of it is then opened as its shard alone.
+  DatasetOptions same_format = options;
+  same_format.format = (*corpus)->format;
+  const std::string wanted = (*corpus)->files.front().path;
+  GPUFEED_RETURN_IF_ERROR(
+      OpenTokenCorpusFromFiles(directory, same_format, store, corpus, &recognised));
+  auto listed = [&](const TokenFile& file) { return file.path == wanted; };
+  if (!recognised || std::none_of((*corpus)->files.begin(), (*corpus)->files.end(), listed)) {
+    return Status::InvalidArgument(
+        wanted + ": its directory, read as a " + FormatName(same_format.format) +
+        " corpus, does not hold it; a gpufeed.json describes a whole directory (move the file "
+        "into a directory of its own)");
   }
+  return Status::OK();
+}
+
+// A Megatron pair's .idx in its shard: name, size, checksum and counts.
+Status DescribeMegatronIndex(const std::string& directory, const TokenFile& file,
+                             ManifestShard* shard) {
+  const std::string idx_path = file.path.substr(0, file.path.size() - 4) + ".idx";
+  std::string index_bytes;
+  GPUFEED_RETURN_IF_ERROR(ReadFileToString(idx_path, &index_bytes));
+  MegatronIndex index;
+  GPUFEED_RETURN_IF_ERROR(ParseMegatronIndex(index_bytes.data(), index_bytes.size(), idx_path,
+                                             file.bytes, &index));
+  shard->index = RelativeTo(directory, idx_path);
+  shard->index_bytes = index_bytes.size();
+  Xxh64 index_digest;
+  index_digest.Update(index_bytes.data(), index_bytes.size());
+  shard->index_xxh64 = Xxh64Hex(index_digest.Digest());
+  shard->documents = index.documents;
+  shard->sequences = index.sequences;
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ManifestForTokenCorpus(const std::string& path, const DatasetOptions& options,
+                              std::string* manifest_path, Manifest* manifest,
+                              TokenHeadsWriter* heads) {
+  const std::string absolute = AbsolutePath(path);
+  *manifest_path = ManifestPathFor(absolute);
+  const std::string directory = Dirname(*manifest_path);
+  std::shared_ptr<const TokenCorpus> corpus;
+  GPUFEED_RETURN_IF_ERROR(OpenCorpusToIndex(absolute, options, directory, &corpus));
   *manifest = Manifest();
   manifest->format = corpus->format;
   manifest->records = corpus->tokens;
   const uint32_t token_bytes = static_cast<uint32_t>(TokenDtypeSize(corpus->dtype));
-  TokenHeadsLayout layout;
-  layout.token_bytes = token_bytes;
-  std::vector<std::string> file_heads;
+  if (heads != nullptr) {
+    GPUFEED_RETURN_IF_ERROR(
+        heads->Open(JoinPath(directory, kTokenHeadsName), token_bytes, corpus->files.size()));
+  }
   for (const TokenFile& file : corpus->files) {
     ManifestShard shard;
     shard.file = RelativeTo(directory, file.path);
@@ -83,43 +113,29 @@ Status ManifestForTokenCorpus(const std::string& path, const DatasetOptions& opt
     // One read of the file for its checksum and its heads.
     TokenHeadsEntry entry{file.bytes, 0, file.data_offset,
                           file.data_offset + file.tokens * token_bytes};
-    TokenHeadsSpan(entry.data_offset, entry.data_end, layout.granule, token_bytes, &entry.first,
-                   &entry.count);
-    file_heads.emplace_back();
+    TokenHeadsSpan(entry.data_offset, entry.data_end, kTokenHeadsGranule, token_bytes,
+                   &entry.first, &entry.count);
+    std::string file_heads;
     GPUFEED_RETURN_IF_ERROR(ScanTokenFile(file.path, entry.data_offset, entry.data_end,
-                                          token_bytes, &entry.xxh64, &file_heads.back()));
+                                          token_bytes, &entry.xxh64, &file_heads));
+    if (heads != nullptr) GPUFEED_RETURN_IF_ERROR(heads->Add(entry, file_heads));
     shard.xxh64 = Xxh64Hex(entry.xxh64);
-    layout.entries.push_back(entry);
     if (corpus->format == DatasetFormat::kMegatron) {
-      const std::string idx_path = file.path.substr(0, file.path.size() - 4) + ".idx";
-      std::string index_bytes;
-      GPUFEED_RETURN_IF_ERROR(ReadFileToString(idx_path, &index_bytes));
-      MegatronIndex index;
-      GPUFEED_RETURN_IF_ERROR(ParseMegatronIndex(index_bytes.data(), index_bytes.size(), idx_path,
-                                                 file.bytes, &index));
-      shard.index = RelativeTo(directory, idx_path);
-      shard.index_bytes = index_bytes.size();
-      Xxh64 index_digest;
-      index_digest.Update(index_bytes.data(), index_bytes.size());
-      shard.index_xxh64 = Xxh64Hex(index_digest.Digest());
-      shard.documents = index.documents;
-      shard.sequences = index.sequences;
+      GPUFEED_RETURN_IF_ERROR(DescribeMegatronIndex(directory, file, &shard));
     }
     manifest->shards.push_back(std::move(shard));
   }
-  if (heads != nullptr) *heads = SerializeTokenHeads(&layout, file_heads);
   return Status::OK();
 }
 
 Status WriteTokenManifest(const std::string& path, const DatasetOptions& options,
                           std::string* manifest_path, uint64_t* tokens) {
   Manifest manifest;
-  std::string heads;
+  TokenHeadsWriter heads;
   GPUFEED_RETURN_IF_ERROR(ManifestForTokenCorpus(path, options, manifest_path, &manifest, &heads));
   *tokens = manifest.records;
   // The heads first: a manifest is never newer than the heads beside it.
-  GPUFEED_RETURN_IF_ERROR(
-      WriteFileAtomically(JoinPath(Dirname(*manifest_path), kTokenHeadsName), heads));
+  GPUFEED_RETURN_IF_ERROR(heads.Commit());
   return WriteManifest(*manifest_path, manifest);
 }
 

@@ -84,7 +84,7 @@ Status CompareHeads(const TokenHeads& heads, const TokenHeadsEntry& entry, const
                     uint64_t offset, const char* data, size_t size) {
   const size_t item = heads.token_bytes();
   for (uint64_t b = heads.NextBoundary(entry, offset); b + item <= offset + size;
-       b += kTokenHeadsGranule) {
+       b += heads.granule()) {
     const char* head = heads.At(entry, b);
     if (head == nullptr) break;
     if (std::memcmp(head, data + (b - offset), item) != 0) {

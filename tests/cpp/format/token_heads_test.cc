@@ -142,6 +142,35 @@ TEST_F(TokenHeadsTest, AlignedWindowsReadOneTokenLessWithTheSameBytes) {
   EXPECT_LT(shortened, dataset->size());  // shard 1's unaligned windows are read whole
 }
 
+// A window whose first seq_len tokens are shorter than a granule would hold
+// no head to check the data against: it is read whole.
+TEST_F(TokenHeadsTest, WindowsShorterThanAGranuleAreReadWhole) {
+  Index();
+  DatasetOptions options;
+  options.tokens.seq_len = 128;  // 256 bytes
+  std::unique_ptr<Dataset> dataset;
+  ASSERT_TRUE(Dataset::Open(dir_.path(), options, &dataset).ok());
+  for (uint64_t i : {1u, 3u, 5u}) {  // windows ending on a boundary
+    RecordLocation location;
+    ASSERT_TRUE(ReadPathOf(*dataset).Locate(i, &location));
+    EXPECT_EQ(location.length, 129u * 2) << i;
+  }
+}
+
+TEST_F(TokenHeadsTest, AWriterWithoutCommitLeavesNoFile) {
+  const std::string path = JoinPath(dir_.path(), kTokenHeadsName);
+  {
+    TokenHeadsWriter writer;
+    ASSERT_TRUE(writer.Open(path, 2, 2).ok());
+    ASSERT_TRUE(writer.Add(TokenHeadsEntry{}, "").ok());
+    Status status = writer.Commit();  // one file of two added
+    EXPECT_EQ(status.code(), Status::Code::kInternal) << status.ToString();
+  }
+  std::vector<DirectoryEntry> entries;
+  ASSERT_TRUE(ListDirectory(dir_.path(), &entries).ok());
+  for (const DirectoryEntry& e : entries) EXPECT_EQ(e.name.find("gpufeed.heads"), std::string::npos);
+}
+
 TEST_F(TokenHeadsTest, WithoutHeadsEveryWindowIsReadWhole) {
   Index();
   ASSERT_EQ(::unlink(JoinPath(dir_.path(), kTokenHeadsName).c_str()), 0);
