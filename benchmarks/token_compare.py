@@ -242,9 +242,10 @@ def main():
     parser.add_argument("--bench", default=None, help="gpufeed_token_bench (C++ loader)")
     parser.add_argument("--memory-epochs", type=int, default=10,
                         help="warm epochs of the C++ loader for the RSS check")
-    parser.add_argument("--global-batches", type=int, default=2000,
+    parser.add_argument("--global-batches", type=int, default=-1,
                         help="batches of the cold global-shuffle run against fio's random "
-                             "4 KiB reads (0: skip)")
+                             "4 KiB reads (-1: the whole epoch after its first batch, about as "
+                             "long as fio's 5 s on a 1 GiB corpus; 0: skip)")
     parser.add_argument("--warm-batches", type=int, default=2000,
                         help="batches of the warm global-shuffle comparison with a numpy "
                              "memmap + torch DataLoader reference (0: skip)")
@@ -313,6 +314,9 @@ def main():
               f"{statistics.median(rates) / 1e6:.0f} MB/s)")
         result.update(memory_epochs=args.memory_epochs, rss_first_mb=first, rss_last_mb=last,
                       warm_cpp_median_mb_per_s=round(statistics.median(rates) / 1e6, 1))
+    if args.global_batches < 0:
+        windows_per_epoch = (os.path.getsize(args.prefix + ".bin") // 2 - 1) // args.seq_len
+        args.global_batches = windows_per_epoch // args.batch_size - 1
     if args.global_batches > 0:
         # Alternating in each repeat: fio's 4 KiB random reads, the indexed
         # corpus (its heads: a window whose last token starts a 512-byte
