@@ -110,8 +110,12 @@ def _inspect_tokens(dataset, args) -> int:
     tokens = dataset.tokens
     files = [dict(path=shard["path"], bytes=shard["bytes"], windows=shard["records"])
              for shard in dataset.shards]
+    directory = dataset.path if os.path.isdir(dataset.path) else os.path.dirname(dataset.path)
+    manifest, heads = (os.path.join(directory, name) for name in ("gpufeed.json", "gpufeed.heads"))
     info = dict(path=dataset.path, format=dataset.format, files=len(files), file_list=files,
-                bytes=sum(f["bytes"] for f in files), **tokens)
+                bytes=sum(f["bytes"] for f in files),
+                manifest=manifest if os.path.isfile(manifest) else None,
+                heads=heads if os.path.isfile(heads) else None, **tokens)
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -123,6 +127,13 @@ def _inspect_tokens(dataset, args) -> int:
     else:
         print("documents:  not recorded by this format")
     print(f"windows:    {tokens['windows']} of seq_len {tokens['seq_len']} (+1 target)")
+    if info["manifest"] is None:
+        print("index:      none (`gpufeed index` it: no file opened until read, and the heads "
+              "that let global shuffle read 4 KiB windows)")
+    else:
+        heads_note = (f", {info['heads']} (heads)" if info["heads"]
+                      else "; no heads (run `gpufeed index` again)")
+        print(f"index:      {info['manifest']}{heads_note}")
     print(f"files:      {len(files)}  ({_human_bytes(info['bytes'])})")
     for f in files[:10]:
         print(f"            {f['path']}  {_human_bytes(f['bytes'])}")

@@ -122,6 +122,10 @@ def test_megatron_inspect_verify_and_dataset(tmp_path):
     text = subprocess.run([sys.executable, "-m", "gpufeed", "inspect", str(tmp_path / "c")],
                           capture_output=True, text=True, check=True).stdout
     assert "tokens:" in text and "uint16" in text and "documents:  25" in text
+    assert "index:      none" in text and report["heads"] is None
+    run_cli("index", tmp_path / "c")
+    text = run_cli("inspect", tmp_path / "c")
+    assert f"index:      {tmp_path / 'gpufeed.json'}, {tmp_path / 'gpufeed.heads'} (heads)" in text
     verified = gpufeed.verify(tmp_path / "c")
     assert verified["problems"] == [] and verified["records_checked"] == len(stream)
     out = subprocess.run([sys.executable, "-m", "gpufeed", "verify", str(tmp_path / "c")],
