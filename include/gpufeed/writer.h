@@ -164,10 +164,14 @@ GPUFEED_EXPORT std::vector<std::string> TokenFormatNames();
 // options.tokens.token_dtype) of headerless files, or one file or Megatron
 // prefix of such a directory: the manifest always describes the whole
 // directory and is written in it, replacing one there atomically. Every
-// file is read once (the checksums). Dataset::Open then opens the corpus
-// from the manifest without touching a file until it is read
-// (docs/tokens.md, "Lazy opens"). Errors as Dataset::Open's for the
-// corpus; InvalidArgument when `path` is not a token corpus.
+// file is read once (the checksums, and the heads: gpufeed.heads, the token
+// at every 512-byte boundary of each file's token data, written beside the
+// manifest by rename before it; global shuffle then reads a window whose
+// last token starts a boundary without it; docs/tokens.md, "Heads").
+// Dataset::Open then opens the corpus from the manifest without touching a
+// file until it is read (docs/tokens.md, "Lazy opens"). Errors as
+// Dataset::Open's for the corpus; InvalidArgument when `path` is not a
+// token corpus.
 GPUFEED_EXPORT Status WriteTokenManifest(const std::string& path, const DatasetOptions& options,
                                          std::string* manifest_path, uint64_t* tokens);
 
