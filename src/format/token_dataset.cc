@@ -265,7 +265,11 @@ void TokenWindowDataset::LoadHeads() const {
   // so once.
   Status opened = TokenHeads::Open(corpus_->heads_path, &heads_);
   if (!opened.ok()) {
-    if (opened.code() != Status::Code::kNotFound) {
+    if (opened.code() == Status::Code::kNotFound) {
+      Log().info("{}: none (indexed before heads existed); windows are read whole, one token "
+                 "past seq_len (`gpufeed index` again writes it)",
+                 corpus_->heads_path);
+    } else {
       Log().warn("{}; token windows are read whole", opened.ToString());
     }
     return;
