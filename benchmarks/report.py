@@ -296,6 +296,11 @@ def headline_rows(data):
                          "windows/s"))
             rows.append(("tokens", "global windows/s / fio IOPS (target >= 0.9x)",
                          tokens["global_ratio"], "x"))
+        if "global_cpp_ratio" in tokens:
+            rows.append(("tokens", "cold global shuffle, C++ Loader, windows/s",
+                         tokens["global_cpp_windows_per_s"], "windows/s"))
+            rows.append(("tokens", "C++ Loader global windows/s / fio IOPS (target >= 0.9x)",
+                         tokens["global_cpp_ratio"], "x"))
         if "global_whole_windows_per_s" in tokens:
             rows.append(("tokens", "cold global shuffle without the heads (windows read whole)",
                          tokens["global_whole_windows_per_s"], "windows/s"))

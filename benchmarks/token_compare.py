@@ -154,12 +154,13 @@ def run_loader(prefix, seq_len, batch_size, dtype, threads):
     return windows * seq_len * 2 / seconds, stats
 
 
-def run_bench(bench, prefix, seq_len, batch_size, dtype, threads, epochs=1, direct=True):
+def run_bench(bench, prefix, seq_len, batch_size, dtype, threads, epochs=1, direct=True,
+              shuffle="block"):
     """gpufeed_token_bench (the C++ Loader, no Python in the loop): per-epoch
     token bytes/s and the RSS after each epoch."""
     command = [bench, prefix, "--seq-len", str(seq_len), "--batch", str(batch_size),
                "--dtype", dtype, "--direct", "1" if direct else "0", "--epochs", str(epochs),
-               "--shuffle", "block"]
+               "--shuffle", shuffle]
     if threads:
         command += ["--threads", str(threads)]
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
@@ -321,10 +322,11 @@ def main():
         # Alternating in each repeat: fio's 4 KiB random reads, the indexed
         # corpus (its heads: a window whose last token starts a 512-byte
         # boundary reads seq_len tokens, 4,096 bytes at seq_len 2048), and
-        # the same corpus with its heads moved aside (every window read whole).
-        fio_iops, windows, whole = [], [], []
+        # the same corpus with its heads moved aside (every window read whole);
+        # with --bench also the C++ loader's whole epoch with the heads.
+        fio_iops, windows, whole, cpp = [], [], [], []
         for repeat in range(args.repeats):
-            steps = ["fio", "heads", "whole"]
+            steps = ["fio", "heads", "whole"] + (["cpp"] if args.bench else [])
             for step in steps if repeat % 2 == 0 else reversed(steps):
                 if cold:
                     drop_caches()
@@ -333,6 +335,11 @@ def main():
                 elif step == "heads":
                     windows.append(run_global(args.prefix, args.seq_len, args.batch_size,
                                               args.threads, args.global_batches))
+                elif step == "cpp":
+                    rates, _, _ = run_bench(args.bench, args.prefix, args.seq_len,
+                                            args.batch_size, args.dtype, args.threads,
+                                            shuffle="global")
+                    cpp.append(rates[0] / (args.seq_len * 2))  # token bytes/s -> windows/s
                 else:
                     with _HeadsAside(args.prefix):
                         whole.append(run_global(args.prefix, args.seq_len, args.batch_size,
@@ -351,6 +358,14 @@ def main():
                       global_whole_windows_per_s=round(statistics.median(whole)),
                       global_whole_windows_per_s_runs=[round(v) for v in whole],
                       global_fio_iops_runs=[round(v) for v in fio_iops])
+        if cpp:
+            cpp_ratio = statistics.median(cpp) / statistics.median(fio_iops)
+            print(f"  the same, C++ Loader (whole epoch, with the heads): "
+                  f"{statistics.median(cpp):,.0f} windows/s: {cpp_ratio:.2f}x fio (target >= "
+                  f"0.9x: {'met' if cpp_ratio >= 0.9 else 'NOT met'})")
+            result.update(global_cpp_windows_per_s=round(statistics.median(cpp)),
+                          global_cpp_windows_per_s_runs=[round(v) for v in cpp],
+                          global_cpp_ratio=round(cpp_ratio, 3))
         # What a window read without the heads is: seq_len + 1 tokens, widened
         # to the 512-byte alignment of O_DIRECT (a seq_len-2048 window of 4,098
         # bytes at a 4 KiB-aligned start reads 4,608). When windows start

@@ -92,6 +92,7 @@ def test_tokens_file_is_reported(results):
         "python_ratio": 0.533, "cpp_median_mb_per_s": 900.0, "cpp_ratio": 0.6,
         "global_windows_per_s": 38000, "global_fio_iops": 65000, "global_ratio": 0.585,
         "global_whole_windows_per_s": 33000, "global_read_bytes": 4608,
+        "global_cpp_windows_per_s": 60000, "global_cpp_ratio": 0.92,
         "global_fio_same_iops": 34000, "global_same_ratio": 0.97,
         "warm_gpufeed_mb_per_s": 570.0, "warm_reference_mb_per_s": 15.0,
         "warm_get_batch_mb_per_s": 100.0, "warm_ratio": 38.0,
@@ -99,6 +100,7 @@ def test_tokens_file_is_reported(results):
     out = run_report(results)
     assert "-- tokens" in out and "gpufeed.DataLoader / fio (target >= 0.9x)" in out
     assert "without the heads" in out and "4,608-byte reads" in out
+    assert "C++ Loader global windows/s / fio IOPS (target >= 0.9x)" in out
     assert any("C++ Loader RSS after epoch 10" in line and line.endswith("MB")
                for line in out.splitlines())
     assert "tokens" in json.loads((results / "summary.json").read_text())["steps_run"]
