@@ -34,6 +34,9 @@ import time
 import numpy as np
 
 MIB = 1 << 20
+# The cold global-shuffle runs last at least this long (whole epochs): about
+# fio's 5 s run, on a corpus of any size.
+GLOBAL_MIN_SECONDS = 2.0
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from io_compare import can_drop_caches, drop_caches, parse_size, warm  # noqa: E402
 
@@ -120,19 +123,29 @@ def run_fio_random(path, seconds=5, queue_depth=64, block=4096, align=None):
     return json.loads(output[output.index("{"):])["jobs"][0]["read"]["iops"]
 
 
-def run_global(prefix, seq_len, batch_size, threads, batches):
+def run_global(prefix, seq_len, batch_size, threads, batches, min_seconds=GLOBAL_MIN_SECONDS):
     """Cold, global shuffle, O_DIRECT: windows/s over `batches` batches (each
-    window one random read of seq_len + 1 tokens)."""
+    window one random read), or with batches < 0 over whole epochs until
+    `min_seconds` have passed (a small corpus's epoch is a fraction of fio's
+    run; later epochs start inside the timed span, as they do in training)."""
     import gpufeed
     loader = gpufeed.DataLoader(prefix, batch_size=batch_size, shuffle=True, seed=1,
                                 direct_io=True, num_threads=threads,
                                 transform=gpufeed.TokenWindows(seq_len=seq_len))
     iterator = iter(loader)
     next(iterator)  # the epoch's order and the first reads: start-up, not the pattern
-    start, count = time.perf_counter(), 0
-    for _ in range(batches):
-        x, _y = next(iterator)
-        count += int(x.shape[0])
+    start, count, done, epoch = time.perf_counter(), 0, 0, 0
+    while True:
+        for x, _y in iterator:
+            count += int(x.shape[0])
+            done += 1
+            if 0 < batches <= done:
+                break
+        if 0 < batches <= done or (batches < 0 and time.perf_counter() - start >= min_seconds):
+            break
+        epoch += 1
+        loader.set_epoch(epoch)
+        iterator = iter(loader)
     rate = count / (time.perf_counter() - start)
     del iterator
     loader.close()
@@ -245,8 +258,8 @@ def main():
                         help="warm epochs of the C++ loader for the RSS check")
     parser.add_argument("--global-batches", type=int, default=-1,
                         help="batches of the cold global-shuffle run against fio's random "
-                             "4 KiB reads (-1: the whole epoch after its first batch, about as "
-                             "long as fio's 5 s on a 1 GiB corpus; 0: skip)")
+                             "4 KiB reads (-1: whole epochs until 2 s have passed, about as "
+                             "long as fio's 5 s run; 0: skip)")
     parser.add_argument("--warm-batches", type=int, default=2000,
                         help="batches of the warm global-shuffle comparison with a numpy "
                              "memmap + torch DataLoader reference (0: skip)")
@@ -315,10 +328,11 @@ def main():
               f"{statistics.median(rates) / 1e6:.0f} MB/s)")
         result.update(memory_epochs=args.memory_epochs, rss_first_mb=first, rss_last_mb=last,
                       warm_cpp_median_mb_per_s=round(statistics.median(rates) / 1e6, 1))
-    if args.global_batches < 0:
-        windows_per_epoch = (os.path.getsize(args.prefix + ".bin") // 2 - 1) // args.seq_len
-        args.global_batches = windows_per_epoch // args.batch_size - 1
-    if args.global_batches > 0:
+    windows_per_epoch = (os.path.getsize(args.prefix + ".bin") // 2 - 1) // args.seq_len
+    # The C++ loader's run: as many whole epochs as about GLOBAL_MIN_SECONDS
+    # take at 100,000 windows/s.
+    cpp_epochs = max(1, math.ceil(GLOBAL_MIN_SECONDS * 100_000 / max(1, windows_per_epoch)))
+    if args.global_batches != 0:
         # Alternating in each repeat: fio's 4 KiB random reads, the indexed
         # corpus (its heads: a window whose last token starts a 512-byte
         # boundary reads seq_len tokens, 4,096 bytes at seq_len 2048), and
@@ -338,8 +352,9 @@ def main():
                 elif step == "cpp":
                     rates, _, _ = run_bench(args.bench, args.prefix, args.seq_len,
                                             args.batch_size, args.dtype, args.threads,
-                                            shuffle="global")
-                    cpp.append(rates[0] / (args.seq_len * 2))  # token bytes/s -> windows/s
+                                            epochs=cpp_epochs, shuffle="global")
+                    # Token bytes/s per epoch -> windows/s over all of them.
+                    cpp.append(len(rates) / sum(args.seq_len * 2 / r for r in rates))
                 else:
                     with _HeadsAside(args.prefix):
                         whole.append(run_global(args.prefix, args.seq_len, args.batch_size,
