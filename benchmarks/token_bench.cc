@@ -7,7 +7,8 @@
 //
 // Prints per epoch the token MB/s (windows x seq_len x token size over the
 // epoch's wall time) and RSS, then
-//   RESULT token_mb_per_s=<median> epochs=N rss_first_mb=... rss_last_mb=... verdict="..."
+//   RESULT token_mb_per_s=<median> epochs=N rss_first_mb=... rss_last_mb=... io_requests=...
+//          io_mean_inflight=... threads=... verdict="..."
 #include <unistd.h>
 
 #include <algorithm>
@@ -116,9 +117,9 @@ int main(int argc, char** argv) {
   std::sort(sorted.begin(), sorted.end());
   LoaderStats stats = loader->Stats();
   std::printf("RESULT token_mb_per_s=%.1f epochs=%d rss_first_mb=%.0f rss_last_mb=%.0f "
-              "io_requests=%llu threads=%d verdict=\"%s\"\n",
+              "io_requests=%llu io_mean_inflight=%.1f threads=%d verdict=\"%s\"\n",
               sorted[sorted.size() / 2], epochs, rss.front(), rss.back(),
-              static_cast<unsigned long long>(stats.io_requests), stats.threads,
-              BottleneckName(stats.bottleneck));
+              static_cast<unsigned long long>(stats.io_requests), stats.io_mean_inflight,
+              stats.threads, BottleneckName(stats.bottleneck));
   return 0;
 }
