@@ -8,7 +8,6 @@
 // both through the store. A window located alone whose last token the
 // corpus's heads keep (token_heads.h) is located without that token.
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -300,18 +299,10 @@ Status TokenWindowDataset::CheckHeads(size_t f, uint64_t index, uint64_t offset,
                                       const char* tokens) const {
   // Every head inside the bytes read (at least one: LastFromHeads) is
   // compared with them.
-  const TokenHeadsEntry& entry = *heads_of_file_[f];
-  const uint64_t end = offset + seq_len_ * item_;
-  for (uint64_t b = heads_->NextBoundary(entry, offset); b + item_ <= end;
-       b += heads_->granule()) {
-    const char* head = heads_->At(entry, b);
-    if (head == nullptr || std::memcmp(head, tokens + (b - offset), item_) == 0) continue;
-    return Status::Corruption(corpus_->files[f].path + " at byte offset " + std::to_string(b) +
-                              ": the token there differs from " + heads_->path() +
-                              " (the file changed since `gpufeed index`: run it again), sample " +
-                              std::to_string(index));
-  }
-  return Status::OK();
+  Status compared = heads_->Compare(*heads_of_file_[f], corpus_->files[f].path, offset, tokens,
+                                    seq_len_ * item_);
+  if (compared.ok()) return compared;
+  return Status::Corruption(compared.message() + ", sample " + std::to_string(index));
 }
 
 Status TokenWindowDataset::WindowIn(uint64_t index, const RecordLocation& location,

@@ -120,29 +120,21 @@ Status ScanTokenFile(const std::string& path, uint64_t data_offset, uint64_t dat
                      uint32_t token_bytes, uint64_t* xxh64, std::string* heads) {
   uint64_t first = 0, count = 0;
   TokenHeadsSpan(data_offset, data_end, kTokenHeadsGranule, token_bytes, &first, &count);
-  UniqueFd fd;
-  GPUFEED_RETURN_IF_ERROR(OpenForRead(path, &fd));
-  Xxh64 hasher;
-  // A multiple of the granule: every head lies inside one buffer.
-  std::vector<char> buffer(4u << 20);
   uint64_t next = first, taken = 0;
-  for (uint64_t offset = 0;;) {
-    size_t got = 0;
-    GPUFEED_RETURN_IF_ERROR(PreadFull(fd.get(), buffer.data(), buffer.size(), offset, path, &got));
-    hasher.Update(buffer.data(), got);
-    for (; taken < count && next + token_bytes <= offset + got; next += kTokenHeadsGranule) {
-      heads->append(buffer.data() + (next - offset), token_bytes);
-      ++taken;
-    }
-    offset += got;
-    if (got < buffer.size()) break;
-  }
+  // Chunks start at multiples of 4 MiB, a multiple of the granule: no head
+  // spans two of them.
+  GPUFEED_RETURN_IF_ERROR(
+      FileXxh64(path, xxh64, [&](uint64_t offset, const char* data, size_t size) {
+        for (; taken < count && next + token_bytes <= offset + size; next += kTokenHeadsGranule) {
+          heads->append(data + (next - offset), token_bytes);
+          ++taken;
+        }
+      }));
   if (taken != count) {
     return Status::Corruption(path + " at byte offset " + std::to_string(next) +
                               ": the file ends early (its token data ends at " +
                               std::to_string(data_end) + ")");
   }
-  *xxh64 = hasher.Digest();
   return Status::OK();
 }
 
@@ -275,6 +267,21 @@ uint64_t TokenHeads::NextBoundary(const TokenHeadsEntry& entry, uint64_t offset)
   if (offset <= entry.first) return entry.first;
   const uint64_t g = layout_.granule;
   return entry.first + (offset - entry.first + g - 1) / g * g;
+}
+
+Status TokenHeads::Compare(const TokenHeadsEntry& entry, const std::string& file_path,
+                           uint64_t offset, const char* data, size_t size) const {
+  const uint32_t item = layout_.token_bytes;
+  for (uint64_t b = NextBoundary(entry, offset); b + item <= offset + size; b += layout_.granule) {
+    const char* head = At(entry, b);
+    if (head == nullptr) break;  // past the entry's last head
+    if (std::memcmp(head, data + (b - offset), item) != 0) {
+      return Status::Corruption(file_path + " at byte offset " + std::to_string(b) +
+                                ": the token there differs from " + path_ +
+                                " (the file changed since `gpufeed index`: run it again)");
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace gpufeed

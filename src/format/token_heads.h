@@ -128,10 +128,17 @@ class TokenHeads {
     const uint64_t k = (offset - entry.first) / layout_.granule;
     return k < entry.count ? base_ + entry.at + k * layout_.token_bytes : nullptr;
   }
-  // The first offset >= `offset` at which a head is kept (for checks).
-  uint64_t NextBoundary(const TokenHeadsEntry& entry, uint64_t offset) const;
+  // OK when every head of `entry` inside [offset, offset + size) equals the
+  // token at its place in `data` (those bytes of `file_path`); otherwise
+  // Corruption naming the file, the first differing head's byte offset and
+  // this heads file.
+  Status Compare(const TokenHeadsEntry& entry, const std::string& file_path, uint64_t offset,
+                 const char* data, size_t size) const;
 
  private:
+  // The first offset >= `offset` at which a head is kept.
+  uint64_t NextBoundary(const TokenHeadsEntry& entry, uint64_t offset) const;
+
   TokenHeads() = default;
   std::string path_;
   const char* base_ = nullptr;

@@ -3,7 +3,6 @@
 // its manifest each file's xxh64, each Megatron .idx's size and xxh64, and
 // every head of gpufeed.heads against the bytes it stands for.
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <string>
 
@@ -78,24 +77,6 @@ std::shared_ptr<const TokenHeads> HeadsToVerify(const TokenCorpus& corpus, Verif
   return opened.ok() ? heads : nullptr;
 }
 
-// The first head in [offset, offset + size) of `entry`'s file that differs
-// from `data` (those bytes), as a problem; OK when all agree.
-Status CompareHeads(const TokenHeads& heads, const TokenHeadsEntry& entry, const TokenFile& file,
-                    uint64_t offset, const char* data, size_t size) {
-  const size_t item = heads.token_bytes();
-  for (uint64_t b = heads.NextBoundary(entry, offset); b + item <= offset + size;
-       b += heads.granule()) {
-    const char* head = heads.At(entry, b);
-    if (head == nullptr) break;
-    if (std::memcmp(head, data + (b - offset), item) != 0) {
-      return Status::Corruption(file.path + " at byte offset " + std::to_string(b) +
-                                ": the token there differs from " + heads.path() +
-                                " (the file changed since `gpufeed index`: run it again)");
-    }
-  }
-  return Status::OK();
-}
-
 }  // namespace
 
 Status VerifyTokenCorpus(const std::string& path, const DatasetOptions& options,
@@ -161,7 +142,7 @@ Status VerifyTokenCorpus(const std::string& path, const DatasetOptions& options,
       }
       // Chunks start at data_offset and hold whole tokens: no head spans two.
       if (entry != nullptr && heads_agree.ok()) {
-        heads_agree = CompareHeads(*heads, *entry, file, offset, buffer.data(), done);
+        heads_agree = heads->Compare(*entry, file.path, offset, buffer.data(), done);
         if (!heads_agree.ok()) report->problems.push_back(heads_agree.ToString());
       }
       offset += done;

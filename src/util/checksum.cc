@@ -28,6 +28,11 @@ std::string Xxh64Hex(uint64_t digest) {
 }
 
 Status FileXxh64(const std::string& path, uint64_t* digest) {
+  return FileXxh64(path, digest, [](uint64_t, const char*, size_t) {});
+}
+
+Status FileXxh64(const std::string& path, uint64_t* digest,
+                 const std::function<void(uint64_t offset, const char* data, size_t size)>& chunk) {
   UniqueFd fd;
   GPUFEED_RETURN_IF_ERROR(OpenForRead(path, &fd));
   Xxh64 hasher;
@@ -38,6 +43,7 @@ Status FileXxh64(const std::string& path, uint64_t* digest) {
     GPUFEED_RETURN_IF_ERROR(PreadFull(fd.get(), buffer.data(), buffer.size(), offset, path, &got));
     if (got == 0) break;
     hasher.Update(buffer.data(), got);
+    chunk(offset, buffer.data(), got);
     offset += got;
     if (got < buffer.size()) break;
   }

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "gpufeed/status.h"
@@ -30,6 +31,10 @@ std::string Xxh64Hex(uint64_t digest);
 
 // xxh64 of a whole file, read in large sequential chunks.
 Status FileXxh64(const std::string& path, uint64_t* digest);
+// The same, handing each chunk read (its offset in the file, its bytes; at
+// most 4 MiB, each starting at a multiple of 4 MiB) to `chunk` as well.
+Status FileXxh64(const std::string& path, uint64_t* digest,
+                 const std::function<void(uint64_t offset, const char* data, size_t size)>& chunk);
 
 }  // namespace gpufeed
 
