@@ -18,7 +18,10 @@
 // fallback). `--register 0`: no registered buffers or files. A block device
 // is sized by seeking to its end.
 // Prints one line:
-//   RESULT backend=... mb_per_s=... iops=... mean_inflight=... requests=...
+//   RESULT backend=... mb_per_s=... iops=... mean_inflight=... mean_inflight_time=... requests=...
+// mean_inflight is sampled after each submission (the ring is refilled
+// then); mean_inflight_time is time-weighted while any read was in flight,
+// the loader's io_mean_inflight: compare a loader with the latter.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -42,11 +45,12 @@ void PrintResult(ReadEngine& engine, bool direct, const std::string& pattern, ui
                  int queue_depth, int backlog, double elapsed, uint64_t completed, uint64_t bytes) {
   IoStats stats = engine.stats();
   std::printf("RESULT backend=%s direct=%d pattern=%s bs=%llu qd=%d seconds=%.3f requests=%llu "
-              "mb_per_s=%.1f iops=%.0f mean_inflight=%.1f submit_calls=%llu wait_s=%.3f backlog=%d\n",
+              "mb_per_s=%.1f iops=%.0f mean_inflight=%.1f mean_inflight_time=%.1f submit_calls=%llu wait_s=%.3f backlog=%d\n",
               engine.backend_name(), direct ? 1 : 0, pattern.c_str(),
               static_cast<unsigned long long>(block), queue_depth, elapsed,
               static_cast<unsigned long long>(completed), bytes / elapsed / 1e6,
               completed / elapsed, stats.mean_inflight,
+              stats.busy_seconds > 0 ? stats.inflight_seconds / stats.busy_seconds : 0.0,
               static_cast<unsigned long long>(stats.submit_calls), stats.wait_seconds, backlog);
 }
 
