@@ -296,6 +296,11 @@ def headline_rows(data):
                          "windows/s"))
             rows.append(("tokens", "global windows/s / fio IOPS (target >= 0.9x)",
                          tokens["global_ratio"], "x"))
+        if "global_deep_ratio" in tokens:
+            rows.append(("tokens", f"global windows/s / fio IOPS at the loader's depth "
+                         f"[qd{tokens['global_queue_depth']} "
+                         f"{tokens['global_fio_deep_iops']:,} IOPS]",
+                         tokens["global_deep_ratio"], "x"))
         if "global_cpp_ratio" in tokens:
             rows.append(("tokens", "cold global shuffle, C++ Loader, windows/s",
                          tokens["global_cpp_windows_per_s"], "windows/s"))

@@ -3,7 +3,7 @@
 //
 //   gpufeed_token_bench PATH [--seq-len 2048] [--batch 32] [--shuffle block|global|none]
 //                       [--direct 0|1] [--register-buffers 0|1] [--threads N] [--dtype int64|int32] [--epochs 1]
-//                       [--prefetch 8] [--format auto|tokens] [--token-dtype uint16]
+//                       [--prefetch 8] [--format auto|tokens] [--token-dtype uint16] [--qd 64]
 //
 // Prints per epoch the token MB/s (windows x seq_len x token size over the
 // epoch's wall time) and RSS, then
@@ -59,6 +59,8 @@ int main(int argc, char** argv) {
                                           : ShuffleMode::kBlock;
     } else if (flag == "--direct") {
       options.io.direct_io = value == "1";
+    } else if (flag == "--qd") {
+      options.io.queue_depth = std::atoi(value.c_str());
     } else if (flag == "--register-buffers") {
       options.io.register_buffers = value == "1";
     } else if (flag == "--threads") {

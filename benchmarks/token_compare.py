@@ -113,7 +113,8 @@ def run_fio(path):
 
 def run_fio_random(path, seconds=5, queue_depth=64, block=4096, align=None):
     """fio's random O_DIRECT reads of `block` bytes at offsets that are
-    multiples of `align` (default: block), at the engine's queue depth: IOPS."""
+    multiples of `align` (default: block), `queue_depth` in flight (64: the
+    target's reference): IOPS."""
     command = ["fio", "--name=windows", f"--filename={path}", "--rw=randread", f"--bs={block}",
                f"--blockalign={align or block}",
                "--direct=1", "--ioengine=io_uring", f"--iodepth={queue_depth}", "--numjobs=1",
@@ -123,11 +124,13 @@ def run_fio_random(path, seconds=5, queue_depth=64, block=4096, align=None):
     return json.loads(output[output.index("{"):])["jobs"][0]["read"]["iops"]
 
 
-def run_global(prefix, seq_len, batch_size, threads, batches, min_seconds=GLOBAL_MIN_SECONDS):
+def run_global(prefix, seq_len, batch_size, threads, batches, min_seconds=GLOBAL_MIN_SECONDS,
+               seen=None):
     """Cold, global shuffle, O_DIRECT: windows/s over `batches` batches (each
     window one random read), or with batches < 0 over whole epochs until
     `min_seconds` have passed (a small corpus's epoch is a fraction of fio's
-    run; later epochs start inside the timed span, as they do in training)."""
+    run; later epochs start inside the timed span, as they do in training).
+    `seen` (a dict), if given, gets the engine's queue depth."""
     import gpufeed
     loader = gpufeed.DataLoader(prefix, batch_size=batch_size, shuffle=True, seed=1,
                                 direct_io=True, num_threads=threads,
@@ -147,6 +150,8 @@ def run_global(prefix, seq_len, batch_size, threads, batches, min_seconds=GLOBAL
         loader.set_epoch(epoch)
         iterator = iter(loader)
     rate = count / (time.perf_counter() - start)
+    if seen is not None:
+        seen["queue_depth"] = int(loader.stats()["io_queue_depth"])
     del iterator
     loader.close()
     return rate
@@ -338,17 +343,24 @@ def main():
         # boundary reads seq_len tokens, 4,096 bytes at seq_len 2048), and
         # the same corpus with its heads moved aside (every window read whole);
         # with --bench also the C++ loader's whole epoch with the heads.
-        fio_iops, windows, whole, cpp = [], [], [], []
+        # Also fio at the loader's own queue depth (IoOptions' default, 128:
+        # the loader refills a slot later than fio does, so it keeps more
+        # slots); on a device that is saturated by 64 the two agree.
+        fio_iops, fio_deep, windows, whole, cpp = [], [], [], [], []
+        seen = {"queue_depth": 128}
         for repeat in range(args.repeats):
-            steps = ["fio", "heads", "whole"] + (["cpp"] if args.bench else [])
+            steps = ["fio", "heads", "whole", "fio_deep"] + (["cpp"] if args.bench else [])
             for step in steps if repeat % 2 == 0 else reversed(steps):
                 if cold:
                     drop_caches()
                 if step == "fio":
                     fio_iops.append(run_fio_random(args.prefix + ".bin"))
+                elif step == "fio_deep":
+                    fio_deep.append(run_fio_random(args.prefix + ".bin",
+                                                   queue_depth=seen["queue_depth"]))
                 elif step == "heads":
                     windows.append(run_global(args.prefix, args.seq_len, args.batch_size,
-                                              args.threads, args.global_batches))
+                                              args.threads, args.global_batches, seen=seen))
                 elif step == "cpp":
                     rates, _, _ = run_bench(args.bench, args.prefix, args.seq_len,
                                             args.batch_size, args.dtype, args.threads,
@@ -366,8 +378,15 @@ def main():
               f"{'met' if ratio >= 0.9 else 'NOT met'}); without the heads "
               f"{statistics.median(whole):,.0f} windows/s "
               f"({statistics.median(whole) / statistics.median(fio_iops):.2f}x)")
+        deep_ratio = statistics.median(windows) / statistics.median(fio_deep)
+        print(f"  the same against fio at the loader's queue depth ({seen['queue_depth']}): "
+              f"{statistics.median(fio_deep):,.0f} IOPS: {deep_ratio:.2f}x")
         result.update(global_windows_per_s=round(statistics.median(windows)),
                       global_fio_iops=round(statistics.median(fio_iops)),
+                      global_queue_depth=seen["queue_depth"],
+                      global_fio_deep_iops=round(statistics.median(fio_deep)),
+                      global_fio_deep_iops_runs=[round(v) for v in fio_deep],
+                      global_deep_ratio=round(deep_ratio, 3),
                       global_ratio=round(ratio, 3),
                       global_windows_per_s_runs=[round(v) for v in windows],
                       global_whole_windows_per_s=round(statistics.median(whole)),

@@ -30,7 +30,10 @@ struct IoOptions {
   IoBackend backend = IoBackend::kAuto;
   // Reads in flight per io_uring ring. Parallel filesystems and NVMe serve
   // tens to hundreds of requests at once; more only costs buffer memory.
-  int queue_depth = 64;
+  // 128: a loader refills a completed slot a little later than fio does
+  // (the completion passes a thread or two first), so it needs more slots
+  // than fio's depth to keep as many reads at the device (docs/tuning.md).
+  int queue_depth = 128;
   // io_uring: rings (one thread each). One ring saturates an NVMe drive for
   // requests of 64 KiB and up; more help with small random reads on many
   // devices. pread: worker threads, each with one read outstanding (so the

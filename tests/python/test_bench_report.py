@@ -94,6 +94,7 @@ def test_tokens_file_is_reported(results):
         "global_whole_windows_per_s": 33000, "global_read_bytes": 4608,
         "global_cpp_windows_per_s": 60000, "global_cpp_ratio": 0.92,
         "global_fio_same_iops": 34000, "global_same_ratio": 0.97,
+        "global_queue_depth": 128, "global_fio_deep_iops": 66000, "global_deep_ratio": 0.576,
         "warm_gpufeed_mb_per_s": 570.0, "warm_reference_mb_per_s": 15.0,
         "warm_get_batch_mb_per_s": 100.0, "warm_ratio": 38.0,
         "memory_epochs": 10, "rss_first_mb": 95.0, "rss_last_mb": 103.0})
@@ -101,6 +102,7 @@ def test_tokens_file_is_reported(results):
     assert "-- tokens" in out and "gpufeed.DataLoader / fio (target >= 0.9x)" in out
     assert "without the heads" in out and "4,608-byte reads" in out
     assert "C++ Loader global windows/s / fio IOPS (target >= 0.9x)" in out
+    assert "global windows/s / fio IOPS at the loader's depth [qd128 66,000 IOPS]" in out
     assert any("C++ Loader RSS after epoch 10" in line and line.endswith("MB")
                for line in out.splitlines())
     assert "tokens" in json.loads((results / "summary.json").read_text())["steps_run"]
