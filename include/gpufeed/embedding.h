@@ -64,11 +64,13 @@ struct EmbeddingTableOptions {
   // InvalidArgument when it does not fit in cache_bytes.
   bool preload = false;
   // Source and NVMe reads: backend, reads in flight, O_DIRECT. The read
-  // buffers (inflight_bytes, 16 MiB here: queue_depth requests of the
-  // longest coalesced read, 256 KiB) are the table's memory beyond
-  // cache_bytes, with one call's missed rows per looking-up thread.
+  // buffers (inflight_bytes, 16 MiB here: queue_depth requests, 64 here as
+  // in Python's EmbeddingTable, of the longest coalesced read, 256 KiB) are
+  // the table's memory beyond cache_bytes, with one call's missed rows per
+  // looking-up thread.
   IoOptions io = [] {
     IoOptions io;
+    io.queue_depth = 64;
     io.inflight_bytes = 16u << 20;
     return io;
   }();

@@ -52,6 +52,12 @@ GPUFEED_SSE41 inline __m128i TapPairMask() {
   return _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
 }
 
+// The second pair of a 16-byte load of four pixels (bytes 6-11): as
+// TapPairMask.
+GPUFEED_SSE41 inline __m128i SecondTapPairMask() {
+  return _mm_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
+}
+
 // Two saturated pixels R G B x R G B x -> R G B R G B.
 GPUFEED_SSE41 inline __m128i CompactPairMask() {
   return _mm_setr_epi8(0, 1, 2, 4, 5, 6, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
@@ -172,17 +178,39 @@ GPUFEED_SSE41 void HorizontalUniformSse41(const HorizontalPass& pass, const uint
 }
 
 // Output pixel xx of rows row0 (low lane) and row1 (high lane): R G B x
-// as int32, combined and shifted, not yet saturated.
+// as int32, combined and shifted, not yet saturated. Two tap pairs (four
+// pixels, 12 bytes) come from one 16-byte load per row: the taps lie in
+// the row (PrecomputeUniformTaps), so it reads at most 4 bytes past the
+// row's end, within the 8 the pass guarantees.
 template <int kPairs>
 GPUFEED_AVX2 inline __m256i UniformPixelAvx2(const UniformTaps& u, int pairs, __m256i mask,
-                                             const uint8_t* row0, const uint8_t* row1, int xx) {
+                                             __m256i second_mask, const uint8_t* row0,
+                                             const uint8_t* row1, int xx) {
   const size_t at = 3 * static_cast<size_t>(u.start[xx]);
   const uint8_t* pixel0 = row0 + at;
   const uint8_t* pixel1 = row1 + at;
   const uint32_t* low_weights = &u.low[static_cast<size_t>(xx) * pairs];
   const uint32_t* high_weights = &u.high[static_cast<size_t>(xx) * pairs];
   __m256i low = _mm256_setzero_si256(), high = _mm256_setzero_si256();
-  for (int j = 0; j < pairs; ++j) {
+  int j = 0;
+  for (; j + 1 < pairs; j += 2) {
+    __m256i both = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pixel0 + 6 * j))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(pixel1 + 6 * j)), 1);
+    __m256i first = _mm256_shuffle_epi8(both, mask);
+    __m256i second = _mm256_shuffle_epi8(both, second_mask);
+    low = _mm256_add_epi32(
+        low, _mm256_add_epi32(
+                 _mm256_madd_epi16(first, _mm256_set1_epi32(static_cast<int>(low_weights[j]))),
+                 _mm256_madd_epi16(second,
+                                   _mm256_set1_epi32(static_cast<int>(low_weights[j + 1])))));
+    high = _mm256_add_epi32(
+        high, _mm256_add_epi32(
+                  _mm256_madd_epi16(first, _mm256_set1_epi32(static_cast<int>(high_weights[j]))),
+                  _mm256_madd_epi16(second,
+                                    _mm256_set1_epi32(static_cast<int>(high_weights[j + 1])))));
+  }
+  for (; j < pairs; ++j) {
     __m256i both = _mm256_inserti128_si256(
         _mm256_castsi128_si256(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pixel0 + 6 * j))),
         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pixel1 + 6 * j)), 1);
@@ -202,6 +230,7 @@ GPUFEED_AVX2 void HorizontalUniformAvx2(const HorizontalPass& pass, const uint8_
   const UniformTaps& u = *pass.uniform;
   const int pairs = kPairs > 0 ? kPairs : u.pairs;
   const __m256i mask = _mm256_broadcastsi128_si256(TapPairMask());
+  const __m256i second_mask = _mm256_broadcastsi128_si256(SecondTapPairMask());
   const int width = pass.out_width;
   int r = 0;
   for (; r + 1 < rows; r += 2) {  // row r in the low lane, r + 1 in the high one
@@ -214,9 +243,9 @@ GPUFEED_AVX2 void HorizontalUniformAvx2(const HorizontalPass& pass, const uint8_
     // rewritten by the next step, or not written at the row's end).
     int d = 0;
     for (; d + 1 < width; d += 2) {
-      const __m256i first = UniformPixelAvx2<kPairs>(u, pairs, mask, row0, row1,
+      const __m256i first = UniformPixelAvx2<kPairs>(u, pairs, mask, second_mask, row0, row1,
                                                      pass.mirror ? width - 1 - d : d);
-      const __m256i second = UniformPixelAvx2<kPairs>(u, pairs, mask, row0, row1,
+      const __m256i second = UniformPixelAvx2<kPairs>(u, pairs, mask, second_mask, row0, row1,
                                                       pass.mirror ? width - 2 - d : d + 1);
       __m256i words = _mm256_packs_epi32(first, second);
       // Per lane: R G B x R G B x (pixel d, then d + 1) -> R G B R G B.
@@ -231,7 +260,7 @@ GPUFEED_AVX2 void HorizontalUniformAvx2(const HorizontalPass& pass, const uint8_
       std::memcpy(target1 + 3 * d, &pair1, last ? 6 : 8);
     }
     if (d < width) {  // an odd width's last pixel
-      __m256i sum = UniformPixelAvx2<kPairs>(u, pairs, mask, row0, row1,
+      __m256i sum = UniformPixelAvx2<kPairs>(u, pairs, mask, second_mask, row0, row1,
                                              pass.mirror ? width - 1 - d : d);
       __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(sum, sum), sum);
       StorePixel(target0 + 3 * d,
