@@ -3,7 +3,7 @@
 //
 //   gpufeed_token_bench PATH [--seq-len 2048] [--batch 32] [--shuffle block|global|none]
 //                       [--direct 0|1] [--register-buffers 0|1] [--threads N] [--dtype int64|int32] [--epochs 1]
-//                       [--prefetch 8] [--format auto|tokens] [--token-dtype uint16] [--qd 64]
+//                       [--prefetch 8] [--format auto|tokens] [--token-dtype uint16] [--qd 128]
 //
 // Prints per epoch the token MB/s (windows x seq_len x token size over the
 // epoch's wall time) and RSS, then
