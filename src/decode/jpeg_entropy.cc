@@ -324,6 +324,18 @@ __attribute__((always_inline)) inline bool SkipBlock(Bits* b, Source* source,
   return SkipRest(b, source, *component.ac, 1);
 }
 
+// Zeroes the kept positions (zig-zag indices below the limit) of every
+// block of an MCU: the only ones DecodeBlock writes besides the spare slot.
+inline void ClearKept(const Scan& scan, int16_t* const* component_blocks) {
+  for (int c = 0; c < scan.components; ++c) {
+    const Component& component = scan.component[c];
+    for (int i = 0; i < component.h * component.v; ++i) {
+      int16_t* block = component_blocks[c] + kBlockStride * i;
+      for (int k = 0; k < component.limit; ++k) block[kNatural[k]] = 0;
+    }
+  }
+}
+
 }  // namespace
 
 bool DecodeScan(const Scan& scan, const McuWindow& window, BlockSink* sink) {
@@ -334,7 +346,10 @@ bool DecodeScan(const Scan& scan, const McuWindow& window, BlockSink* sink) {
     if (!scan.component[c].ac->skip_built) return false;
   }
   if (blocks_per_mcu > kMaxBlocksPerMcu) return false;
-  alignas(64) int16_t storage[kMaxBlocksPerMcu * kBlockStride];
+  // Zeroed once: DecodeBlock writes only the kept positions (below the
+  // limit) and the spare slot 64, so every other position stays 0; a wanted
+  // MCU clears just the kept ones first (ClearKept).
+  alignas(64) int16_t storage[kMaxBlocksPerMcu * kBlockStride] = {};
   const int16_t* blocks[kMaxComponents];
   int16_t* component_blocks[kMaxComponents];
   // Per component, where zig-zag index k goes: its natural position below
@@ -366,7 +381,7 @@ bool DecodeScan(const Scan& scan, const McuWindow& window, BlockSink* sink) {
         --until_restart;
       }
       const bool wanted = row_wanted && x >= window.first_col && x < window.end_col;
-      if (wanted) std::memset(storage, 0, sizeof(int16_t) * kBlockStride * blocks_per_mcu);
+      if (wanted) ClearKept(scan, component_blocks);
       for (int c = 0; c < scan.components; ++c) {
         const Component& component = scan.component[c];
         for (int i = 0; i < component.h * component.v; ++i) {

@@ -103,6 +103,39 @@ void TransformRows4(const float* quant, const int16_t* coef, uint8_t* dst, size_
     }
   }
 }
+
+// TransformBlock for a 2 x 2 corner, flat or not, the four pixels in one
+// register: the same sums in the same order as the scalar branch below
+// (adding a negated term is the subtraction), so the same pixels; a flat
+// block's a * 0.125 equals its mean a / 8 exactly.
+template <int RX, int RY>
+void TransformCorner2x2(const float* quant, const int16_t* coef, uint8_t* dst, size_t stride) {
+  int32_t top, bottom;
+  std::memcpy(&top, coef, 4);
+  std::memcpy(&bottom, coef + 8, 4);
+  const __m128i raw = _mm_unpacklo_epi32(_mm_cvtsi32_si128(top), _mm_cvtsi32_si128(bottom));
+  const __m128i wide = _mm_srai_epi32(_mm_unpacklo_epi16(raw, raw), 16);
+  const __m128 corner = _mm_mul_ps(_mm_cvtepi32_ps(wide), _mm_loadu_ps(quant));  // a bx by c
+  // Lanes (y, x) = (0,0) (0,1) (1,0) (1,1): ((a +- bx) +- by) +- c.
+  __m128 sum = _mm_shuffle_ps(corner, corner, 0x00);
+  sum = _mm_add_ps(sum, _mm_xor_ps(_mm_shuffle_ps(corner, corner, 0x55),
+                                   _mm_setr_ps(0.0f, -0.0f, 0.0f, -0.0f)));
+  sum = _mm_add_ps(sum, _mm_xor_ps(_mm_shuffle_ps(corner, corner, 0xAA),
+                                   _mm_setr_ps(0.0f, 0.0f, -0.0f, -0.0f)));
+  sum = _mm_add_ps(sum, _mm_xor_ps(_mm_shuffle_ps(corner, corner, 0xFF),
+                                   _mm_setr_ps(0.0f, -0.0f, -0.0f, 0.0f)));
+  sum = _mm_add_ps(_mm_mul_ps(_mm_set1_ps(0.125f), sum), _mm_set1_ps(128.5f));
+  sum = _mm_min_ps(_mm_max_ps(sum, _mm_setzero_ps()), _mm_set1_ps(255.0f));
+  const __m128i words = _mm_packs_epi32(_mm_cvttps_epi32(sum), _mm_setzero_si128());
+  __m128i bytes = _mm_packus_epi16(words, words);  // p00 p01 p10 p11
+  if (RX == 2) bytes = _mm_unpacklo_epi8(bytes, bytes);
+  const uint64_t pixels = static_cast<uint64_t>(_mm_cvtsi128_si64(bytes));
+  constexpr int kRowBytes = 2 * RX;
+  for (int y = 0; y < 2; ++y) {
+    const uint64_t row = pixels >> (8 * kRowBytes * y);  // little-endian: its bytes in order
+    for (int r = 0; r < RY; ++r) std::memcpy(dst + (y * RY + r) * stride, &row, kRowBytes);
+  }
+}
 #endif  // GPUFEED_SCALED_SSE2
 
 template <int W, int H, int RX, int RY>
@@ -113,6 +146,10 @@ void TransformBlock(const float* quant, const int16_t* coef, uint8_t* dst, size_
   }
   uint8_t pixels[H][W];
 #ifdef GPUFEED_SCALED_SSE2
+  if (W == 2 && H == 2) {
+    TransformCorner2x2<RX, RY>(quant, coef, dst, stride);
+    return;
+  }
   if (W == 4 && ac != 0) {  // it dequantizes the corner itself
     TransformRows4<H, RX, RY>(quant, coef, dst, stride);
     return;
