@@ -263,7 +263,7 @@ if want io; then
   "$PY" "$ROOT/benchmarks/io_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_io_bench" \
     --raw "$DATA/raw-$raw_size.bin" --raw-size "$raw_size" \
     --shard "$DATA/demo-recordio-$images/part-00000.rec" --json "$RESULTS/io.json" "${quick[@]}" \
-    --repeats 2  # the target cases still get 5 runs; the others 2, to stay within 10 minutes
+    --repeats 2  # the target cases still get 5 runs (3 with --quick); the others 2 (1), to stay within 10 minutes
 fi
 
 # Step 4: the node-local cache, every format, each epoch in its own process
