@@ -123,7 +123,9 @@ void TransformCorner2x2(const float* quant, const int16_t* coef, uint8_t* dst, s
 }
 #endif  // GPUFEED_SCALED_SSE2
 
-template <int W, int H, int RX, int RY>
+// kSimd: the SSE2 versions where they exist (else the portable loops,
+// which they equal byte for byte).
+template <int W, int H, int RX, int RY, bool kSimd>
 void TransformBlock(const float* quant, const int16_t* coef, uint8_t* dst, size_t stride) {
   int ac = 0;
   for (int v = 0; v < H; ++v) {
@@ -131,11 +133,11 @@ void TransformBlock(const float* quant, const int16_t* coef, uint8_t* dst, size_
   }
   uint8_t pixels[H][W];
 #ifdef GPUFEED_SCALED_SSE2
-  if (W == 2 && H == 2) {
+  if (kSimd && W == 2 && H == 2) {
     TransformCorner2x2<RX, RY>(quant, coef, dst, stride);
     return;
   }
-  if (W == 4 && ac != 0) {  // it dequantizes the corner itself
+  if (kSimd && W == 4 && ac != 0) {  // it dequantizes the corner itself
     TransformRows4<H, RX, RY>(quant, coef, dst, stride);
     return;
   }
@@ -180,23 +182,36 @@ void TransformBlock(const float* quant, const int16_t* coef, uint8_t* dst, size_
   }
 }
 
-template <int W, int H>
+template <int W, int H, bool kSimd>
 TransformFunction PickRepeat(int repeat_x, int repeat_y) {
-  if (repeat_x == 1) return repeat_y == 1 ? TransformBlock<W, H, 1, 1> : TransformBlock<W, H, 1, 2>;
-  return repeat_y == 1 ? TransformBlock<W, H, 2, 1> : TransformBlock<W, H, 2, 2>;
+  if (repeat_x == 1) {
+    return repeat_y == 1 ? TransformBlock<W, H, 1, 1, kSimd> : TransformBlock<W, H, 1, 2, kSimd>;
+  }
+  return repeat_y == 1 ? TransformBlock<W, H, 2, 1, kSimd> : TransformBlock<W, H, 2, 2, kSimd>;
 }
 
-template <int W>
+template <int W, bool kSimd>
 TransformFunction PickHeight(int h, int repeat_x, int repeat_y) {
-  if (h == 1) return PickRepeat<W, 1>(repeat_x, repeat_y);
-  return h == 2 ? PickRepeat<W, 2>(repeat_x, repeat_y) : PickRepeat<W, 4>(repeat_x, repeat_y);
+  if (h == 1) return PickRepeat<W, 1, kSimd>(repeat_x, repeat_y);
+  return h == 2 ? PickRepeat<W, 2, kSimd>(repeat_x, repeat_y)
+                : PickRepeat<W, 4, kSimd>(repeat_x, repeat_y);
+}
+
+template <bool kSimd>
+TransformFunction Pick(int w, int h, int repeat_x, int repeat_y) {
+  if (w == 1) return PickHeight<1, kSimd>(h, repeat_x, repeat_y);
+  return w == 2 ? PickHeight<2, kSimd>(h, repeat_x, repeat_y)
+                : PickHeight<4, kSimd>(h, repeat_x, repeat_y);
 }
 
 }  // namespace
 
 TransformFunction PickTransform(int w, int h, int repeat_x, int repeat_y) {
-  if (w == 1) return PickHeight<1>(h, repeat_x, repeat_y);
-  return w == 2 ? PickHeight<2>(h, repeat_x, repeat_y) : PickHeight<4>(h, repeat_x, repeat_y);
+  return Pick<true>(w, h, repeat_x, repeat_y);
+}
+
+TransformFunction PickPortableTransform(int w, int h, int repeat_x, int repeat_y) {
+  return Pick<false>(w, h, repeat_x, repeat_y);
 }
 
 }  // namespace scaled_transform

@@ -24,6 +24,11 @@ using TransformFunction = void (*)(const float* quant, const int16_t* coef, uint
 // The transform for a w x h corner (1, 2 or 4 each) and replication 1 or 2.
 TransformFunction PickTransform(int w, int h, int repeat_x, int repeat_y);
 
+// The same transform as portable loops only: what PickTransform's SIMD
+// versions (x86-64: SSE2, for corners 2x2 and 4 wide) must equal byte for
+// byte, as the build targets x86-64 without FMA. For tests.
+TransformFunction PickPortableTransform(int w, int h, int repeat_x, int repeat_y);
+
 }  // namespace scaled_transform
 }  // namespace gpufeed
 
