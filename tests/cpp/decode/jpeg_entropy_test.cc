@@ -25,6 +25,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace gpufeed {
@@ -1006,6 +1007,39 @@ TEST(JpegProgressiveTest, HandMadeFilesAreLeftToLibjpeg) {
     EXPECT_EQ(own.status.ToString(), reference.status.ToString()) << name;
     if (own.status.ok() && reference.status.ok()) EXPECT_EQ(own.image.pixels, reference.image.pixels) << name;
   }
+}
+
+// The progressive corner planes are kept per decoding thread between
+// images: a decode after a larger image, a different sampling, or a file
+// refused half way gives the pixels a thread's first decode gives.
+TEST(JpegProgressiveTest, PlanesKeptBetweenImagesLeaveNoTrace) {
+  Encoding large;
+  large.progressive = true;
+  large.width = 259, large.height = 197, large.seed = 3;
+  Encoding small;
+  small.progressive = true;
+  small.width = 77, small.height = 45, small.h = 1, small.v = 1, small.seed = 4;
+  const std::string first = Encode(large), second = Encode(small);
+  const std::string cut = first.substr(0, first.size() / 2);
+  const CropRect crop{8, 8, 64, 32};
+  auto decode = [&](const std::string& jpeg, Image* image) {
+    Header header(jpeg);
+    DecodedColumns columns;
+    return DecodeScaledOwn(header.info, Bytes(jpeg), jpeg.size(), crop, 2, image, &columns);
+  };
+  Image alone;
+  bool alone_ok = false;
+  std::thread([&] { alone_ok = decode(second, &alone); }).join();  // a thread's first decode
+  ASSERT_TRUE(alone_ok);
+  std::thread([&] {
+    Image image;
+    ASSERT_TRUE(decode(first, &image));
+    ASSERT_TRUE(decode(second, &image));
+    EXPECT_EQ(image.pixels, alone.pixels) << "after a larger image";
+    EXPECT_FALSE(decode(cut, &image));
+    ASSERT_TRUE(decode(second, &image));
+    EXPECT_EQ(image.pixels, alone.pixels) << "after a refused one";
+  }).join();
 }
 
 }  // namespace
