@@ -59,60 +59,60 @@ uint8_t Reference(const Corner& c, int w, int h, int x, int y) {
   return static_cast<uint8_t>(std::min(255.0, std::max(0.0, std::floor(sum + 0.5))));
 }
 
-TEST(ScaledTransformTest, SimdVersionsGiveThePortableLoopsBytes) {
-  std::mt19937 rng(7);
+// Calls fn(w, h, rx, ry) for every corner size and replication.
+template <typename Fn>
+void ForEachTransform(Fn fn) {
   for (int w : kSizes) {
     for (int h : kSizes) {
       for (int rx = 1; rx <= 2; ++rx) {
-        for (int ry = 1; ry <= 2; ++ry) {
-          const auto simd = PickTransform(w, h, rx, ry);
-          const auto portable = PickPortableTransform(w, h, rx, ry);
-          ASSERT_NE(simd, nullptr);
-          ASSERT_NE(portable, nullptr);
-          const size_t stride = 16;  // wider than any block's pixels
-          for (int i = 0; i < 3000; ++i) {
-            const Corner c = RandomCorner(&rng, w, h, i % 5 == 0, i % 3 == 0);
-            std::vector<uint8_t> a(stride * 8, 0xAB), b(stride * 8, 0xAB);
-            simd(c.quant, c.coef, a.data(), stride);
-            portable(c.quant, c.coef, b.data(), stride);
-            ASSERT_EQ(a, b) << w << "x" << h << " corner, replication " << rx << "x" << ry
-                            << ", case " << i;
-          }
-        }
+        for (int ry = 1; ry <= 2; ++ry) fn(w, h, rx, ry);
       }
     }
   }
 }
 
+TEST(ScaledTransformTest, SimdVersionsGiveThePortableLoopsBytes) {
+  std::mt19937 rng(7);
+  const size_t stride = 16;  // wider than any block's pixels
+  ForEachTransform([&](int w, int h, int rx, int ry) {
+    const auto simd = PickTransform(w, h, rx, ry);
+    const auto portable = PickPortableTransform(w, h, rx, ry);
+    ASSERT_NE(simd, nullptr);
+    ASSERT_NE(portable, nullptr);
+    for (int i = 0; i < 3000; ++i) {
+      const Corner c = RandomCorner(&rng, w, h, i % 5 == 0, i % 3 == 0);
+      std::vector<uint8_t> a(stride * 8, 0xAB), b(stride * 8, 0xAB);
+      simd(c.quant, c.coef, a.data(), stride);
+      portable(c.quant, c.coef, b.data(), stride);
+      ASSERT_EQ(a, b) << w << "x" << h << " corner, replication " << rx << "x" << ry
+                      << ", case " << i;
+    }
+  });
+}
+
 TEST(ScaledTransformTest, PixelsFollowTheBasisAndEachIsReplicated) {
   std::mt19937 rng(11);
-  for (int w : kSizes) {
-    for (int h : kSizes) {
-      for (int rx = 1; rx <= 2; ++rx) {
-        for (int ry = 1; ry <= 2; ++ry) {
-          const auto transform = PickTransform(w, h, rx, ry);
-          const size_t stride = 16;
-          for (int i = 0; i < 500; ++i) {
-            const Corner c = RandomCorner(&rng, w, h, i % 5 == 0, i % 7 == 0);
-            std::vector<uint8_t> out(stride * 8, 0xAB);
-            transform(c.quant, c.coef, out.data(), stride);
-            for (int y = 0; y < 8; ++y) {
-              for (int x = 0; x < static_cast<int>(stride); ++x) {
-                const uint8_t got = out[y * stride + x];
-                if (y >= h * ry || x >= w * rx) {
-                  ASSERT_EQ(got, 0xAB) << "wrote outside the block at " << x << "," << y;
-                  continue;
-                }
-                const int want = Reference(c, w, h, x / rx, y / ry);
-                ASSERT_LE(std::abs(got - want), 1)
-                    << w << "x" << h << " corner, pixel " << x << "," << y << ", case " << i;
-              }
-            }
+  const size_t stride = 16;
+  ForEachTransform([&](int w, int h, int rx, int ry) {
+    const auto transform = PickTransform(w, h, rx, ry);
+    for (int i = 0; i < 500; ++i) {
+      const Corner c = RandomCorner(&rng, w, h, i % 5 == 0, i % 7 == 0);
+      std::vector<uint8_t> out(stride * 8, 0xAB);
+      transform(c.quant, c.coef, out.data(), stride);
+      for (int y = 0; y < 8; ++y) {
+        for (int x = 0; x < static_cast<int>(stride); ++x) {
+          const uint8_t got = out[y * stride + x];
+          if (y >= h * ry || x >= w * rx) {
+            ASSERT_EQ(got, 0xAB) << "wrote outside the block at " << x << "," << y;
+            continue;
           }
+          const int want = Reference(c, w, h, x / rx, y / ry);
+          ASSERT_LE(std::abs(got - want), 1)
+              << w << "x" << h << " corner, pixel " << x << "," << y << ", case " << i;
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace
