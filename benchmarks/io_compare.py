@@ -173,13 +173,15 @@ def build_cases(raw, shard, quick):
     return cases
 
 
-def repeats_for(args, case):
-    """Runs per tool: the targets get more (3 in --quick, 5 otherwise), as
-    one pair on a shared disk can differ by 15% either way and a verdict
-    hangs on their median."""
-    if not case["target"]:
-        return args.repeats
+def target_repeats(args):
+    """Runs per tool for a target case: more than the others (3 in --quick,
+    5 otherwise), as one pair on a shared disk can differ by 15% either way
+    and a verdict hangs on their median."""
     return max(args.repeats, 3 if args.quick else 5)
+
+
+def repeats_for(args, case):
+    return target_repeats(args) if case["target"] else args.repeats
 
 
 def main():
@@ -260,7 +262,7 @@ def main():
               f"{row['ours_mb_per_s']:>10.1f} {row['fio_mb_per_s']:>9.1f} "
               f"{row['ours_iops']:>10.0f} {row['fio_iops']:>9.0f} {row['ratio']:>6.2f}  {target}")
     print(f"(medians of {args.repeats} run(s) of {args.seconds:g} s each, target cases "
-          f"{max(args.repeats, 3 if args.quick else 5)}, alternating which tool goes first; "
+          f"{target_repeats(args)}, alternating which tool goes first; "
           f"io_uring cases vs fio --ioengine=io_uring, pread xN vs fio psync --numjobs=N; "
           f"io_uring requester: a completion handler unless the case names another)")
     if args.json:

@@ -305,7 +305,10 @@ bool DecodeScaledUnchecked(const jpeg_decompress_struct& info, const uint8_t* da
     held += plane.blocks.capacity() * sizeof(jpeg_entropy::CornerBlock);
   }
   if (held > kRetainedCornerBytes) {
-    for (jpeg_entropy::CornerPlane& plane : corners) std::vector<jpeg_entropy::CornerBlock>().swap(plane.blocks);
+    for (jpeg_entropy::CornerPlane& plane : corners) {
+      plane.blocks.clear();
+      plane.blocks.shrink_to_fit();
+    }
   }
   return decoded;
 }
