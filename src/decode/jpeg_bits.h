@@ -29,14 +29,19 @@ constexpr uint8_t kNatural[80] = {
     29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54,
     47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
 
-// Lookup entry layout.
-constexpr uint32_t kLengthMask = 31;      // bits consumed
-constexpr int kRunShift = 5;              // zero run (4 bits)
-constexpr int kSizeShift = 9;             // magnitude bits (4 bits)
-constexpr uint32_t kFull = 1u << 13;      // length covers the magnitude bits too
-constexpr uint32_t kEndOfBlock = 1u << 14;
-constexpr uint32_t kCode = 1u << 15;      // code only; the magnitude bits follow
-constexpr int kValueShift = 16;           // sign-extended value (kFull)
+// Lookup entry layout. The length is the low six bits, so that a 64-bit
+// shift by the entry needs no mask (the shift that each next lookup waits
+// on).
+constexpr uint32_t kLengthMask = 63;      // bits consumed
+constexpr int kRunShift = 6;              // zero run (4 bits)
+constexpr int kSizeShift = 10;            // magnitude bits (4 bits)
+constexpr uint32_t kFull = 1u << 14;      // length covers the magnitude bits too
+constexpr uint32_t kEndOfBlock = 1u << 15;
+constexpr uint32_t kCode = 1u << 16;      // code only; the magnitude bits follow
+constexpr int kValueShift = 17;           // the value (kFull), two's complement in 15 bits
+
+// A kFull entry's value (at most 10 magnitude bits: within 15 signed bits).
+inline int EntryValue(uint32_t entry) { return static_cast<int32_t>(entry) >> kValueShift; }
 
 // The signed value of `size` magnitude bits (JPEG's EXTEND). REQUIRES:
 // 1 <= size <= 15.
@@ -120,7 +125,7 @@ __attribute__((always_inline)) inline bool DecodeDcDiff(Bits* b, Source* source,
   const uint32_t entry = table.lookup[Peek(*b, kLookupBits)];
   if (entry & kFull) {
     Skip(b, entry & kLengthMask);
-    *diff = static_cast<int16_t>(entry >> kValueShift);
+    *diff = EntryValue(entry);
     return true;
   }
   int size;
@@ -153,7 +158,7 @@ inline int DecodeAcSymbol(Bits* b, Source* source, const HuffmanTable& table, in
     *run = (entry >> kRunShift) & 15;
     *size = (entry >> kSizeShift) & 15;
     if (entry & kEndOfBlock) return kEnd;
-    *value = static_cast<int16_t>(entry >> kValueShift);
+    *value = EntryValue(entry);
     return kSymbol;
   }
   if (entry & kCode) {

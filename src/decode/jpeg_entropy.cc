@@ -10,6 +10,7 @@ namespace gpufeed {
 namespace jpeg_entropy {
 
 bool HuffmanTable::Build(const uint8_t counts[17], const uint8_t symbols_in[256], bool dc) {
+  static_assert(kLookupBits <= 15, "a kFull value (under kLookupBits magnitude bits) fits 15 bits");
   skip_built = false;  // a skip table left from an earlier build no longer applies
   std::memset(lookup, 0, sizeof(lookup));
   int total = 0;
@@ -41,7 +42,7 @@ bool HuffmanTable::Build(const uint8_t counts[17], const uint8_t symbols_in[256]
                     (run == 15 ? 0 : kEndOfBlock);
           } else if (length + size <= kLookupBits) {
             const int bits = (fill >> (spare - size)) & ((1 << size) - 1);
-            const uint32_t value = static_cast<uint16_t>(Extend(bits, size));
+            const uint32_t value = static_cast<uint32_t>(Extend(bits, size));  // wraps: EntryValue
             entry = kFull | static_cast<uint32_t>(length + size) | (run << kRunShift) |
                     (size << kSizeShift) | (value << kValueShift);
           } else {
@@ -60,7 +61,7 @@ bool HuffmanTable::Build(const uint8_t counts[17], const uint8_t symbols_in[256]
 }
 
 void HuffmanTable::BuildSkip() {
-  static_assert(kSkipBits >= kLookupBits && kSkipBits <= 15, "skip entries hold 4 bits of length");
+  static_assert(kSkipBits >= kLookupBits && kSkipBits <= 63, "skip entries hold 6 bits of length");
   for (uint32_t index = 0; index < (1u << kSkipBits); ++index) {
     int used = 0, advance = 0;
     uint16_t end = 0;
@@ -81,7 +82,8 @@ void HuffmanTable::BuildSkip() {
       advance += step;
       used += length;
     }
-    skip[index] = static_cast<uint16_t>(used | advance << 4 | end);
+    if (used == 0) advance = 63;  // with k >= 1, fails SkipRest's bound: one symbol at a time
+    skip[index] = static_cast<uint16_t>(used | advance << kSkipAdvanceShift | end);
   }
   skip_built = true;
 }
@@ -250,9 +252,9 @@ __attribute__((always_inline)) inline bool SkipRest(Bits* b, Source* source,
   while (k < 64) {
     Fill(b, source);
     const uint32_t entry = skip[Peek(*b, kSkipBits)];
-    const int advance = static_cast<int>((entry >> 4) & 63);
-    if (__builtin_expect((entry & 15) != 0 && k + advance < 64, 1)) {
-      Skip(b, static_cast<int>(entry & 15));
+    const int advance = static_cast<int>(entry >> kSkipAdvanceShift) & 63;
+    if (__builtin_expect(k + advance < 64, 1)) {  // never for a length-0 entry: k >= 1
+      Skip(b, static_cast<int>(entry & kSkipLengthMask));
       if (entry & kSkipEndOfBlock) return true;
       k += advance;
       continue;
@@ -287,7 +289,7 @@ __attribute__((always_inline)) inline bool DecodeBlock(Bits* b, Source* source,
     if (__builtin_expect((entry & kFull) != 0, 1)) {
       Skip(b, entry & kLengthMask);
       if (entry & kEndOfBlock) return true;
-      value = static_cast<int16_t>(entry >> kValueShift);
+      value = EntryValue(entry);
       k += (entry >> kRunShift) & 15;
     } else {
       int symbol;

@@ -29,7 +29,7 @@ namespace gpufeed {
 namespace jpeg_entropy {
 
 constexpr int kLookupBits = 11;
-// Bits a skip lookup (HuffmanTable::skip) reads at once; at most 15.
+// Bits a skip lookup (HuffmanTable::skip) reads at once.
 constexpr int kSkipBits = 12;
 constexpr int kMaxComponents = 3;
 // JPEG's limit on the blocks of an MCU.
@@ -52,10 +52,12 @@ struct HuffmanTable {
   // sequential scan's AC table only): indexed by the next kSkipBits bits,
   // the whole symbols (codes and magnitude bits) that lie within them, read
   // greedily while their zero runs add up to at most 63 and up to the first
-  // end of block: bits 0-3 the bits they take (0: the first symbol does not
-  // fit), bits 4-9 how far they move through the block (run + 1 each, 16
-  // for a run of sixteen zeros), bit 10 (kSkipEndOfBlock) they end with an
-  // end of block.
+  // end of block: bits 0-5 the bits they take (the low six bits, so that a
+  // 64-bit shift by the entry needs no mask), bits 6-11 how far they move
+  // through the block (run + 1 each, 16 for a run of sixteen zeros), bit 12
+  // (kSkipEndOfBlock) they end with an end of block. When the first symbol
+  // does not fit, the bits are 0 and the move 63, past any block from
+  // position 1 on: the decoder then reads one symbol (through lookup).
   uint16_t skip[1 << kSkipBits];
   bool skip_built = false;
   // False for a table libjpeg refuses too (codes that do not fit their
@@ -65,7 +67,9 @@ struct HuffmanTable {
   void BuildSkip();
 };
 
-constexpr uint16_t kSkipEndOfBlock = 1u << 10;
+constexpr uint16_t kSkipLengthMask = 63;
+constexpr int kSkipAdvanceShift = 6;
+constexpr uint16_t kSkipEndOfBlock = 1u << 12;
 
 // The tables of baseline scans, built once per thread and reused while a
 // DHT's contents repeat (a dataset's files mostly share their encoder's
