@@ -36,7 +36,11 @@ std::string output_root;
 void Write(const std::string& target, const std::string& bytes) {
   static std::map<std::string, int> counts;
   std::string directory = JoinPath(output_root, target);
-  CreateDirectories(directory);
+  const Status made = CreateDirectories(directory);
+  if (!made.ok()) {
+    std::fprintf(stderr, "cannot create %s: %s\n", directory.c_str(), made.ToString().c_str());
+    std::exit(1);
+  }
   char name[32];
   std::snprintf(name, sizeof(name), "seed-%03d", counts[target]++);
   if (!WriteFileAtomically(JoinPath(directory, name), bytes).ok()) {
