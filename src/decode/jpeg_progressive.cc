@@ -39,6 +39,51 @@ inline int PopCount(uint64_t x) {
   return static_cast<int>((x * 0x0101010101010101ull) >> 56);
 }
 
+// kSelectInByte[r][v]: the position of the set bit of rank r (0-based) in
+// the byte v, or 8 when v has at most r set bits.
+struct SelectTable {
+  uint8_t at[8][256];
+};
+constexpr SelectTable MakeSelectTable() {
+  SelectTable table{};
+  for (int r = 0; r < 8; ++r) {
+    for (int v = 0; v < 256; ++v) {
+      int seen = 0, position = 8;
+      for (int bit = 0; bit < 8; ++bit) {
+        if ((v >> bit) & 1) {
+          if (seen == r) {
+            position = bit;
+            break;
+          }
+          ++seen;
+        }
+      }
+      table.at[r][v] = static_cast<uint8_t>(position);
+    }
+  }
+  return table;
+}
+constexpr SelectTable kSelectInByte = MakeSelectTable();
+
+// The position of the set bit of rank r (0-based; 0 <= r <= 63) in x, or
+// 64 or more when x has at most r set bits. Without a branch on the data:
+// per-byte bit counts and their prefix sums find the byte, a table the bit.
+inline int SelectBit(uint64_t x, int r) {
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+  uint64_t counts = x - ((x >> 1) & 0x5555555555555555ull);
+  counts = (counts & 0x3333333333333333ull) + ((counts >> 2) & 0x3333333333333333ull);
+  counts = (counts + (counts >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+  const uint64_t prefix = counts * kOnes;  // byte i: the set bits of bytes 0..i (at most 64)
+  // High bit of byte i set where prefix_i <= r (0x80 + r - prefix_i >= 0x80;
+  // no byte borrows, as prefix_i <= 64 < 0x80).
+  const uint64_t at_most = ((static_cast<uint64_t>(r) * kOnes | kHighs) - prefix) & kHighs;
+  const int byte = static_cast<int>(((at_most >> 7) * kOnes) >> 56);  // prefixes are monotonic
+  const int shift = 8 * (byte & 7);
+  const int before = static_cast<int>(((prefix << 8) >> shift) & 0xFF);
+  const int bit = kSelectInByte.at[(r - before) & 7][(x >> shift) & 0xFF];
+  return byte < 8 ? shift + bit : 64;
+}
+
 inline int16_t Wrap16(uint32_t value) { return static_cast<int16_t>(static_cast<uint16_t>(value)); }
 
 // Bits k in [from, to] (0 <= from, to <= 63); 0 when from > to.
@@ -353,14 +398,10 @@ __attribute__((always_inline)) inline bool ProgressiveDecoder::AcRefine(
       // Past the nonzero coefficients (each taking a correction bit) and
       // `run` zeros, to the next zero: the new coefficient's place.
       const uint64_t from_k = band & (~0ull << k);  // k <= se <= 63 here
-      uint64_t zeros = ~block->nonzero & from_k;
-      // Drop the run's zeros: the first three by selects (runs are mostly
-      // short and their lengths are data), the rest in a loop.
-      zeros &= run > 0 ? zeros - 1 : ~0ull;
-      zeros &= run > 1 ? zeros - 1 : ~0ull;
-      zeros &= run > 2 ? zeros - 1 : ~0ull;
-      for (int i = 3; i < run && zeros != 0; ++i) zeros &= zeros - 1;
-      const int target = zeros != 0 ? __builtin_ctzll(zeros) : scan.se + 1;
+      const uint64_t zeros = ~block->nonzero & from_k;
+      // Past `run` of them (their number is data: no branch on it).
+      const int found = SelectBit(zeros, run);
+      const int target = found < 64 ? found : scan.se + 1;
       const uint64_t below_target = target >= 64 ? ~0ull : (1ull << target) - 1;
       Corrections(b, source, block->nonzero & from_k & below_target, keep, scan.al, block);
       k = target;
