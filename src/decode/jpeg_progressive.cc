@@ -39,49 +39,36 @@ inline int PopCount(uint64_t x) {
   return static_cast<int>((x * 0x0101010101010101ull) >> 56);
 }
 
-// kSelectInByte[r][v]: the position of the set bit of rank r (0-based) in
-// the byte v, or 8 when v has at most r set bits.
-struct SelectTable {
-  uint8_t at[8][256];
+// Per byte value: the positions of its set bits in increasing order (byte
+// j of the word; the rest 0), and how many there are.
+struct BytePositions {
+  uint64_t positions[256];
+  uint8_t count[256];
 };
-constexpr SelectTable MakeSelectTable() {
-  SelectTable table{};
-  for (int r = 0; r < 8; ++r) {
-    for (int v = 0; v < 256; ++v) {
-      int seen = 0, position = 8;
-      for (int bit = 0; bit < 8; ++bit) {
-        if ((v >> bit) & 1) {
-          if (seen == r) {
-            position = bit;
-            break;
-          }
-          ++seen;
-        }
-      }
-      table.at[r][v] = static_cast<uint8_t>(position);
+constexpr BytePositions MakeBytePositions() {
+  BytePositions table{};
+  for (int v = 0; v < 256; ++v) {
+    int n = 0;
+    for (int bit = 0; bit < 8; ++bit) {
+      if ((v >> bit) & 1) table.positions[v] |= static_cast<uint64_t>(bit) << (8 * n++);
     }
+    table.count[v] = static_cast<uint8_t>(n);
   }
   return table;
 }
-constexpr SelectTable kSelectInByte = MakeSelectTable();
+constexpr BytePositions kBytePositions = MakeBytePositions();
 
-// The position of the set bit of rank r (0-based; 0 <= r <= 63) in x, or
-// 64 or more when x has at most r set bits. Without a branch on the data:
-// per-byte bit counts and their prefix sums find the byte, a table the bit.
-inline int SelectBit(uint64_t x, int r) {
-  constexpr uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
-  uint64_t counts = x - ((x >> 1) & 0x5555555555555555ull);
-  counts = (counts & 0x3333333333333333ull) + ((counts >> 2) & 0x3333333333333333ull);
-  counts = (counts + (counts >> 4)) & 0x0F0F0F0F0F0F0F0Full;
-  const uint64_t prefix = counts * kOnes;  // byte i: the set bits of bytes 0..i (at most 64)
-  // High bit of byte i set where prefix_i <= r (0x80 + r - prefix_i >= 0x80;
-  // no byte borrows, as prefix_i <= 64 < 0x80).
-  const uint64_t at_most = ((static_cast<uint64_t>(r) * kOnes | kHighs) - prefix) & kHighs;
-  const int byte = static_cast<int>(((at_most >> 7) * kOnes) >> 56);  // prefixes are monotonic
-  const int shift = 8 * (byte & 7);
-  const int before = static_cast<int>(((prefix << 8) >> shift) & 0xFF);
-  const int bit = kSelectInByte.at[(r - before) & 7][(x >> shift) & 0xFF];
-  return byte < 8 ? shift + bit : 64;
+// Writes the positions of x's set bits, in increasing order, to out[0, n)
+// and returns n. out must hold 72 bytes (a byte's 8 are stored whole).
+inline int SetBitPositions(uint64_t x, uint8_t* out) {
+  int n = 0;
+  for (int byte = 0; byte < 8; ++byte) {
+    const unsigned v = static_cast<unsigned>(x >> (8 * byte)) & 0xFF;
+    const uint64_t positions = kBytePositions.positions[v] + 0x0808080808080808ull * byte;
+    std::memcpy(out + n, &positions, 8);
+    n += kBytePositions.count[v];
+  }
+  return n;
 }
 
 inline int16_t Wrap16(uint32_t value) { return static_cast<int16_t>(static_cast<uint16_t>(value)); }
@@ -376,8 +363,9 @@ __attribute__((always_inline)) inline bool ProgressiveDecoder::AcFirst(
 }
 
 // libjpeg's decode_mcu_AC_refine with the nonzero coefficients as a bit
-// mask: the zeros a run passes over and the correction bits of the nonzero
-// coefficients between are found with mask operations.
+// mask: a run's zeros are counted off a list of the block's zeros, and the
+// correction bits of the nonzero coefficients between are found with mask
+// operations.
 __attribute__((always_inline)) inline bool ProgressiveDecoder::AcRefine(
     const ScanParams& scan, const HuffmanTable& table, Bits* b,
                                   Source* source, CornerBlock* block) {
@@ -386,6 +374,11 @@ __attribute__((always_inline)) inline bool ProgressiveDecoder::AcRefine(
   const uint64_t band = Range(scan.ss, scan.se);
   int k = scan.ss;
   if (end_of_band_ == 0) {
+    // The band's zeros before this scan, in order: the new coefficients go
+    // to them (a zero that gets one lies behind k from then on).
+    uint8_t zero_at[72];
+    const int zeros = SetBitPositions(~block->nonzero & band, zero_at);
+    int next_zero = 0;  // the index in zero_at of the first zero at or after k
     for (; k <= scan.se; ++k) {
       int run, size, value = 0;
       const int kind = DecodeAcSymbol(b, source, table, &run, &size, &value);
@@ -398,10 +391,9 @@ __attribute__((always_inline)) inline bool ProgressiveDecoder::AcRefine(
       // Past the nonzero coefficients (each taking a correction bit) and
       // `run` zeros, to the next zero: the new coefficient's place.
       const uint64_t from_k = band & (~0ull << k);  // k <= se <= 63 here
-      const uint64_t zeros = ~block->nonzero & from_k;
-      // Past `run` of them (their number is data: no branch on it).
-      const int found = SelectBit(zeros, run);
-      const int target = found < 64 ? found : scan.se + 1;
+      const int index = next_zero + run;
+      const int target = index < zeros ? zero_at[index] : scan.se + 1;
+      next_zero = index + 1;
       const uint64_t below_target = target >= 64 ? ~0ull : (1ull << target) - 1;
       Corrections(b, source, block->nonzero & from_k & below_target, keep, scan.al, block);
       k = target;
