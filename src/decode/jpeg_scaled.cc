@@ -12,6 +12,7 @@
 #include "decode/jpeg_entropy.h"
 #include "decode/jpeg_progressive.h"
 #include "decode/scaled_transform.h"
+#include "decode/ycc_rgb.h"
 
 namespace gpufeed {
 
@@ -25,8 +26,6 @@ using jpeg_entropy::Scan;
 using scaled_transform::PickTransform;
 using scaled_transform::TransformFunction;
 
-inline uint8_t Clamp(int v) { return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v); }
-
 // How one component's blocks become pixels of the scaled image.
 struct Plan {
   int idct_w = 1, idct_h = 1;        // transform size (1, 2 or 4)
@@ -36,29 +35,6 @@ struct Plan {
   float quant[16];                   // the corner's steps, [v * idct_w + u]
   TransformFunction transform = nullptr;
 };
-
-// JFIF's YCbCr to RGB in libjpeg's 16-bit fixed point (jdcolor.c:
-// FIX(1.402), FIX(0.34414), FIX(0.71414), FIX(1.772)): computed into planes
-// 64 pixels at a time (a loop that vectorizes), then interleaved.
-void YccToRgb(const uint8_t* luma, const uint8_t* cb, const uint8_t* cr, int width, uint8_t* rgb) {
-  constexpr int kChunk = 64;
-  uint8_t r[kChunk], g[kChunk], b[kChunk];
-  for (int start = 0; start < width; start += kChunk) {
-    const int n = std::min(kChunk, width - start);
-    for (int x = 0; x < n; ++x) {
-      const int y = luma[start + x], u = cb[start + x] - 128, v = cr[start + x] - 128;
-      r[x] = Clamp(y + ((91881 * v + 32768) >> 16));
-      g[x] = Clamp(y + ((-22554 * u - 46802 * v + 32768) >> 16));
-      b[x] = Clamp(y + ((116130 * u + 32768) >> 16));
-    }
-    uint8_t* out = rgb + 3 * start;
-    for (int x = 0; x < n; ++x) {
-      out[3 * x] = r[x];
-      out[3 * x + 1] = g[x];
-      out[3 * x + 2] = b[x];
-    }
-  }
-}
 
 // Turns the MCUs of the wanted rows and columns into RGB rows of *out.
 class ScaledSink : public BlockSink {
@@ -94,12 +70,12 @@ class ScaledSink : public BlockSink {
       const uint8_t* luma = strip_.data() + (r - top) * stride_;
       uint8_t* rgb = out_->row(r - y0_);
       if (components_ == 1) {
-        for (int x = 0; x < out_->width; ++x) rgb[3 * x] = rgb[3 * x + 1] = rgb[3 * x + 2] = luma[x];
+        GrayToRgbRow(luma, out_->width, rgb);
         continue;
       }
       const uint8_t* cb = luma + stride_ * mcu_h_;
       const uint8_t* cr = cb + stride_ * mcu_h_;
-      YccToRgb(luma, cb, cr, out_->width, rgb);
+      YccToRgbRow(luma, cb, cr, out_->width, rgb);
     }
   }
 
