@@ -70,18 +70,6 @@ void CmykToRgb(const uint8_t* cmyk, uint8_t* rgb, int width, bool adobe_inverted
   }
 }
 
-// The largest DCT downscale (8, 4, 2, else 1) that keeps the crop at least
-// min_width x min_height; 1 when either is not positive.
-int DctDenominator(const CropRect& crop, int min_width, int min_height) {
-  for (int candidate : {8, 4, 2}) {
-    if (min_width > 0 && min_height > 0 && crop.width / candidate >= min_width &&
-        crop.height / candidate >= min_height) {
-      return candidate;
-    }
-  }
-  return 1;
-}
-
 // The crop in scaled coordinates: rows [y0, y1) and columns [x0, x1) of the
 // scaled image, non-empty; the decoder's rows start skip_x columns left of x0
 // (whole iMCU columns).
@@ -151,6 +139,18 @@ void ReadCropRows(jpeg_decompress_struct* info, bool in_place, bool cmyk, int sk
 }
 
 }  // namespace
+
+// The largest DCT downscale (8, 4, 2, else 1) that keeps the crop at least
+// min_width x min_height; 1 when either is not positive.
+int DctDenominator(const CropRect& crop, int min_width, int min_height) {
+  for (int candidate : {8, 4, 2}) {
+    if (min_width > 0 && min_height > 0 && crop.width / candidate >= min_width &&
+        crop.height / candidate >= min_height) {
+      return candidate;
+    }
+  }
+  return 1;
+}
 
 struct JpegDecoder::State {
   jpeg_decompress_struct info;

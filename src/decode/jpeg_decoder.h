@@ -30,6 +30,11 @@ struct DecodedColumns {
   int width = 0;
 };
 
+// The DCT scale DecodeRegion decodes `crop` at (its clamped crop): the
+// largest denominator of 8, 4 and 2 that keeps it at least min_width x
+// min_height, else 1 (also when either is not positive).
+int DctDenominator(const CropRect& crop, int min_width, int min_height);
+
 class JpegDecoder {
  public:
   JpegDecoder();

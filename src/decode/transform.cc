@@ -43,7 +43,8 @@ int Margin(double crop_extent, int out_size) {
 // while the scaled crop stays at least the output size, i.e. when the crop
 // is at least twice the output: *wanted_w x *wanted_h is the smallest region
 // whose crop part is still size x size; the margin then also covers the
-// filter's reach in scaled pixels (up to 3 at 1/8).
+// filter's reach in scaled pixels (up to 3 at 1/8). When no scale applies
+// (the crop under twice the output), exact=False decodes as exact does.
 CropRect RegionToDecode(const CropParameters& crop, const ImageHeader& header,
                         const ImageTransformOptions& options, int* wanted_w, int* wanted_h) {
   int margin_x = Margin(crop.width, options.size), margin_y = Margin(crop.height, options.size);
@@ -64,6 +65,13 @@ CropRect RegionToDecode(const CropParameters& crop, const ImageHeader& header,
   region.height = std::min(header.height, static_cast<int>(std::ceil(crop.y + crop.height)) + margin_y) - region.y;
   *wanted_w = options.exact ? 0 : static_cast<int>(std::ceil(options.size * region.width / crop.width));
   *wanted_h = options.exact ? 0 : static_cast<int>(std::ceil(options.size * region.height / crop.height));
+  if (!options.exact && DctDenominator(region, *wanted_w, *wanted_h) == 1) {
+    // No DCT scale keeps the crop at the output size: the exact region and
+    // decode, so that exact=False differs from exact only where it scales.
+    ImageTransformOptions exact = options;
+    exact.exact = true;
+    return RegionToDecode(crop, header, exact, wanted_w, wanted_h);
+  }
   return region;
 }
 
