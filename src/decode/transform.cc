@@ -43,14 +43,24 @@ int Margin(double crop_extent, int out_size) {
 // while the scaled crop stays at least the output size, i.e. when the crop
 // is at least twice the output: *wanted_w x *wanted_h is the smallest region
 // whose crop part is still size x size; the margin then also covers the
-// filter's reach in scaled pixels (up to 3 at 1/8). When no scale applies
+// filter's reach in scaled pixels. When no scale applies
 // (the crop under twice the output), exact=False decodes as exact does.
 CropRect RegionToDecode(const CropParameters& crop, const ImageHeader& header,
                         const ImageTransformOptions& options, int* wanted_w, int* wanted_h) {
   int margin_x = Margin(crop.width, options.size), margin_y = Margin(crop.height, options.size);
   if (!options.exact) {
-    margin_x += 16;
-    margin_y += 16;
+    // Margin covers the filter's reach at every scale (half the scaled
+    // crop's ratio to the output, plus a pixel); two more scaled pixels keep
+    // a decoder's edge pixels, which may depend on neighbours it did not
+    // decode (libjpeg's fancy upsampling, where it decodes the scaled crop),
+    // out of the filter. The scale: the largest DctDenominator can pick.
+    int scale = 1;
+    while (scale < 8 && crop.width / (2 * scale) >= options.size &&
+           crop.height / (2 * scale) >= options.size) {
+      scale *= 2;
+    }
+    margin_x += 2 * scale;
+    margin_y += 2 * scale;
   }
   CropRect region;
   region.x = std::max(0, static_cast<int>(std::floor(crop.x)) - margin_x);

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -109,6 +110,63 @@ TEST(TransformExactTest, FastPathScalesLargeCropsOnlyAndStaysClose) {
   options.exact = false;
   Outputs out = Both(small, small_decoded, options, 0);
   EXPECT_EQ(out.region, out.full);
+}
+
+// exact=False decodes the crop's region (with a margin) at the DCT scale;
+// the scaled pixels of a block depend on that block only, so the output must
+// equal a resample of the same box from the whole image decoded at that
+// scale: a margin too small for the filter's reach (the edge of the region
+// standing in for the edge of the image) shows here.
+TEST(TransformExactTest, FastPathRegionEqualsTheWholeImageAtItsScale) {
+  for (const bool progressive : {false, true}) {
+    std::string jpeg = EncodeJpeg(3000, 2000, JCS_RGB, 90, 4, progressive);
+    const auto* data = reinterpret_cast<const uint8_t*>(jpeg.data());
+    int compared = 0;
+    for (uint64_t sample = 0; sample < 40; ++sample) {
+      ImageTransformOptions options = Uint8(sample != 0);
+      options.exact = false;
+      std::vector<uint8_t> fast(ImageTransformBytes(options));
+      TransformScratch scratch;
+      CropParameters crop;
+      ASSERT_TRUE(
+          TransformImage(data, jpeg.size(), options, 5, 0, sample, fast.data(), &scratch, &crop)
+              .ok());
+      // The scale the transform picks: the largest keeping the crop at the
+      // output size. Crops within a pixel of a step are left out (the
+      // region's rounding may pick the next scale there).
+      int scale = 1;
+      while (scale < 8 && crop.width / (2 * scale) >= options.size + 1 &&
+             crop.height / (2 * scale) >= options.size + 1) {
+        scale *= 2;
+      }
+      if (scale == 1 || (scale < 8 && (crop.width / (2 * scale) >= options.size - 1 &&
+                                       crop.height / (2 * scale) >= options.size - 1))) {
+        continue;
+      }
+      JpegDecoder decoder;
+      ImageHeader header;
+      ASSERT_TRUE(decoder.Start(data, jpeg.size(), &header).ok());
+      Image whole;
+      int denominator = 0;
+      DecodedColumns columns;
+      ASSERT_TRUE(decoder
+                      .DecodeRegion({0, 0, header.width, header.height}, header.width / scale,
+                                    header.height / scale, &whole, &denominator, 1u << 30,
+                                    &columns, /*approximate=*/true)
+                      .ok());
+      ASSERT_EQ(denominator, scale);
+      Image resized, horizontal;
+      ResampleBilinear(whole, crop.x / scale, crop.y / scale,
+                       std::min((crop.x + crop.width) / scale, 1.0 * whole.width),
+                       std::min((crop.y + crop.height) / scale, 1.0 * whole.height),
+                       options.size, options.size, &resized, &horizontal, crop.flip);
+      ASSERT_EQ(fast, resized.pixels) << (progressive ? "progressive" : "baseline") << " sample "
+                                      << sample << " crop " << crop.width << "x" << crop.height
+                                      << " at 1/" << scale;
+      ++compared;
+    }
+    EXPECT_GT(compared, 10) << (progressive ? "progressive" : "baseline");
+  }
 }
 
 }  // namespace
