@@ -41,25 +41,29 @@ class ScaledSink : public BlockSink {
  public:
   ScaledSink(const Plan* plans, int components, int mcu_w, int mcu_h, int first_col, int end_col,
              int y0, int y1, Image* out)
-      : plans_(plans), components_(components), mcu_w_(mcu_w), mcu_h_(mcu_h),
-        first_col_(first_col), y0_(y0), y1_(y1), out_(out),
-        stride_(static_cast<size_t>(end_col - first_col) * mcu_w) {
+      : components_(components), mcu_w_(mcu_w), mcu_h_(mcu_h), first_col_(first_col), y0_(y0),
+        y1_(y1), out_(out), stride_(static_cast<size_t>(end_col - first_col) * mcu_w) {
     strip_.assign(stride_ * mcu_h * components, 128);
+    // An MCU's blocks as a flat list (at most kMaxBlocksPerMcu: the
+    // decoders refuse more), so that Mcu is one loop of calls.
+    for (int c = 0; c < components; ++c) {
+      const Plan& plan = plans[c];
+      const int block_w = plan.idct_w * plan.repeat_x, block_h = plan.idct_h * plan.repeat_y;
+      for (int by = 0; by < plan.v; ++by) {
+        for (int bx = 0; bx < plan.h && jobs_ < jpeg_entropy::kMaxBlocksPerMcu; ++bx) {
+          job_[jobs_++] = {plan.transform, plan.quant, c, kBlockStride * (by * plan.h + bx),
+                           stride_ * mcu_h * plan.plane + by * block_h * stride_ + bx * block_w};
+        }
+      }
+    }
   }
 
   // REQUIRES: first_col <= mcu_x < end_col.
   void Mcu(int mcu_x, int, const int16_t* const* blocks) override {
-    for (int c = 0; c < components_; ++c) {
-      const Plan& plan = plans_[c];
-      const int block_w = plan.idct_w * plan.repeat_x, block_h = plan.idct_h * plan.repeat_y;
-      uint8_t* plane = strip_.data() + stride_ * mcu_h_ * plan.plane +
-                       static_cast<size_t>(mcu_x - first_col_) * mcu_w_;
-      for (int by = 0; by < plan.v; ++by) {
-        for (int bx = 0; bx < plan.h; ++bx) {
-          plan.transform(plan.quant, blocks[c] + kBlockStride * (by * plan.h + bx),
-                         plane + by * block_h * stride_ + bx * block_w, stride_);
-        }
-      }
+    uint8_t* base = strip_.data() + static_cast<size_t>(mcu_x - first_col_) * mcu_w_;
+    for (int j = 0; j < jobs_; ++j) {
+      const Job& job = job_[j];
+      job.transform(job.quant, blocks[job.component] + job.block, base + job.pixels, stride_);
     }
   }
 
@@ -79,11 +83,22 @@ class ScaledSink : public BlockSink {
     }
   }
 
-  const Plan* plans_;
+  // One block of an MCU: its transform, the component's quantization
+  // steps, where its coefficients are (blocks[component] + block) and where
+  // its pixels go (from the MCU's column in the strip).
+  struct Job {
+    TransformFunction transform;
+    const float* quant;
+    int component;
+    int block;
+    size_t pixels;
+  };
   int components_, mcu_w_, mcu_h_, first_col_, y0_, y1_;
   Image* out_;
   size_t stride_;
   std::vector<uint8_t> strip_;  // per plane, mcu_h rows of the wanted columns
+  Job job_[jpeg_entropy::kMaxBlocksPerMcu];
+  int jobs_ = 0;
 };
 
 // Whether this path decodes the frame's colours: YCbCr (3 components) or
