@@ -6,9 +6,10 @@
 // Per JPEG: whether the own decoders take it (baseline: jpeg_entropy.h;
 // progressive: jpeg_progressive.h), and then
 // - coefficients: the own decoder's against libjpeg's jpeg_read_coefficients
-//   (baseline: all 64 of every block; progressive: each block's 4x4 corner
-//   and which coefficients are nonzero; tests/cpp/jpeg_compare_util.h), any
-//   difference named;
+//   (baseline: all 64 of every block, then the corners a 1/2 and a 1/4
+//   decode keep in the middle half of the rows and columns, the rest read
+//   past; progressive: each block's 4x4 corner and which coefficients are
+//   nonzero; tests/cpp/jpeg_compare_util.h), any difference named;
 // - pixels: JpegDecoder's scaled decode of the whole image at 1/2, 1/4 and
 //   1/8, own path against libjpeg's: the same geometry, and the PSNR.
 // Prints one line per problem, then
@@ -116,12 +117,25 @@ bool CheckCoefficients(const std::vector<uint8_t>& data, int* kind, long* differ
         if (taken) *differences = CompareCorners(&info, arrays, planes);
       } else if (info.comps_in_scan == info.num_components) {
         *kind = 1;
+        // Every coefficient of every block; then the corners a 1/2 and a
+        // 1/4 decode keep (limits 25 and 5), in the middle half of the
+        // rows and columns, the rest read past.
         bool ok = false;
-        const Scan scan = BaselineScanOf(info, data.data() + data.size(), 64, &ok);
+        const Scan scans[3] = {BaselineScanOf(info, data.data() + data.size(), 64, &ok),
+                               BaselineScanOf(info, data.data() + data.size(), 25, &ok),
+                               BaselineScanOf(info, data.data() + data.size(), 5, &ok)};
         jvirt_barray_ptr* arrays = jpeg_read_coefficients(&info);
-        CoefficientCompareSink sink(&info, arrays, scan);  // no libjpeg call while it lives
-        taken = ok && DecodeScan(scan, {0, scan.mcu_rows - 1, 0, scan.mcus_per_row}, &sink);
-        if (taken) *differences = sink.differences;
+        taken = ok;
+        for (int i = 0; i < 3 && taken; ++i) {
+          const Scan& scan = scans[i];
+          const McuWindow window =
+              i == 0 ? McuWindow{0, scan.mcu_rows - 1, 0, scan.mcus_per_row}
+                     : McuWindow{scan.mcu_rows / 4, scan.mcu_rows - 1 - scan.mcu_rows / 4,
+                                 scan.mcus_per_row / 4, scan.mcus_per_row - scan.mcus_per_row / 4};
+          CoefficientCompareSink sink(&info, arrays, scan);  // no libjpeg call while it lives
+          taken = DecodeScan(scan, window, &sink);
+          *differences += sink.differences;
+        }
       }
     }
   }

@@ -60,8 +60,42 @@ bool HuffmanTable::Build(const uint8_t counts[17], const uint8_t symbols_in[256]
   return true;
 }
 
+namespace {
+
+// The pair entry (kPair* layout) for the kLookupBits bits `index`, from a
+// table's single-symbol lookup.
+uint32_t PairEntry(const uint32_t* lookup, uint32_t index) {
+  const uint32_t first = lookup[index];
+  const int length1 = static_cast<int>(first & kLengthMask);
+  const int size1 = static_cast<int>((first >> kSizeShift) & 15);
+  if ((first & kFull) == 0 || size1 > 7) return 0;  // value1 holds 8 bits
+  if (first & kEndOfBlock) return static_cast<uint32_t>(length1) | kPairFull | kPairEnd;
+  const uint32_t run1 = (first >> kRunShift) & 15;
+  const uint32_t value1 = static_cast<uint32_t>(EntryValue(first)) & 0xFF;
+  uint32_t entry = kPairFull | run1 << kPairRun1Shift | value1 << kPairValue1Shift;
+  const int left = kLookupBits - length1;
+  // The second symbol, when it lies in the bits left (zeros past them: an
+  // entry no longer than what is left depends on real bits only).
+  const uint32_t second = left > 0 ? lookup[(index << length1) & ((1u << kLookupBits) - 1)] : 0;
+  const int length2 = static_cast<int>(second & kLengthMask);
+  const int size2 = static_cast<int>((second >> kSizeShift) & 15);
+  if ((second & kFull) == 0 || length2 > left || size2 > 5) {
+    return entry | static_cast<uint32_t>(length1) | 1u << kPairAdvance2Shift;
+  }
+  entry |= static_cast<uint32_t>(length1 + length2);
+  if (second & kEndOfBlock) return entry | kPairEnd | 1u << kPairAdvance2Shift;
+  const uint32_t advance2 = ((second >> kRunShift) & 15) + 1;
+  const uint32_t value2 = static_cast<uint32_t>(EntryValue(second)) & 0x3F;
+  return entry | kPairTwo | advance2 << kPairAdvance2Shift | value2 << kPairValue2Shift;
+}
+
+}  // namespace
+
 void HuffmanTable::BuildSkip() {
   static_assert(kSkipBits >= kLookupBits && kSkipBits <= 63, "skip entries hold 6 bits of length");
+  for (uint32_t index = 0; index < (1u << kLookupBits); ++index) {
+    pair[index] = PairEntry(lookup, index);
+  }
   for (uint32_t index = 0; index < (1u << kSkipBits); ++index) {
     int used = 0, advance = 0;
     uint16_t end = 0;
@@ -266,6 +300,19 @@ __attribute__((always_inline)) inline bool SkipRest(Bits* b, Source* source,
   return true;
 }
 
+// Decodes one AC symbol through the table's lookup, storing its value at
+// position[k + run]: how far it moves (run + 1; 16 for sixteen zeros), 0 for
+// an end of block, -1 for an invalid code.
+inline int DecodeOne(Bits* b, Source* source, const HuffmanTable& table, const uint8_t* position,
+                     int16_t* block, int k) {
+  int run, size, value;
+  const int kind = DecodeAcSymbol(b, source, table, &run, &size, &value);
+  if (kind != kSymbol) return kind == kEnd ? 0 : -1;
+  if (size == 0) return 16;
+  block[position[k + run]] = static_cast<int16_t>(value);
+  return run + 1;
+}
+
 // Decodes one block into `block` (natural order, zeroed by the caller; slot
 // 64 takes the coefficients past the limit); *dc is the component's DC
 // predictor. False for an invalid code.
@@ -281,6 +328,29 @@ __attribute__((always_inline)) inline bool DecodeBlock(Bits* b, Source* source,
   block[0] = static_cast<int16_t>(*dc);
   const uint32_t* lookup = component.ac->lookup;
   int k = 1;
+  if (component.limit <= kPairLimit) {
+    // The kept coefficients (below the limit), up to two symbols a lookup.
+    const uint32_t* pair = component.ac->pair;
+    while (k < component.limit) {
+      Fill(b, source);
+      const uint32_t entry = pair[Peek(*b, kLookupBits)];
+      if (__builtin_expect(entry == 0, 0)) {
+        const int step = DecodeOne(b, source, *component.ac, position, block, k);
+        if (step <= 0) return step == 0;
+        k += step;
+        continue;
+      }
+      Skip(b, entry & kLengthMask);
+      const int first = k + static_cast<int>((entry >> kPairRun1Shift) & 15);
+      block[position[first]] = static_cast<int16_t>(static_cast<int32_t>(entry << 6) >> 24);
+      if (entry & kPairEnd) return true;
+      const int second = first + static_cast<int>((entry >> kPairAdvance2Shift) & 31);
+      block[position[second]] =
+          static_cast<int16_t>(static_cast<int32_t>(entry) >> kPairValue2Shift);
+      k = second + ((entry & kPairTwo) != 0);
+    }
+    return SkipRest(b, source, *component.ac, k);
+  }
   // The kept coefficients (below the limit), a symbol at a time.
   for (; k < component.limit; ++k) {
     Fill(b, source);

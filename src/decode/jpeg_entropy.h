@@ -6,9 +6,10 @@
 // block. libjpeg-turbo reads a code and then its magnitude bits in two
 // steps; here one table lookup of the next kLookupBits bits gives a common
 // symbol's code length, magnitude bits and value together (the approach of
-// stb_image's fast AC table), and coefficients past the block's limit are
-// skipped without being stored, several whole symbols per lookup where
-// their codes are short (HuffmanTable::skip).
+// stb_image's fast AC table); below a limit of kPairLimit, up to two
+// symbols per lookup where both fit (HuffmanTable::pair); coefficients past
+// the block's limit are skipped without being stored, several whole symbols
+// per lookup where their codes are short (HuffmanTable::skip).
 //
 // Scope: 8-bit baseline sequential JPEGs whose one scan holds every
 // component (the JPEGs cameras and PIL write). Anything else, and any data
@@ -59,6 +60,11 @@ struct HuffmanTable {
   // does not fit, the bits are 0 and the move 63, past any block from
   // position 1 on: the decoder then reads one symbol (through lookup).
   uint16_t skip[1 << kSkipBits];
+  // For the kept coefficients of an AC table (BuildSkip; DecodeBlock with
+  // a limit of at most kPairLimit): indexed by the next kLookupBits bits,
+  // up to two whole symbols at once (kPair* layout below), else 0 (the
+  // symbol goes through `lookup`).
+  uint32_t pair[1 << kLookupBits];
   bool skip_built = false;
   // False for a table libjpeg refuses too (codes that do not fit their
   // lengths; a DC symbol over 15). REQUIRES: 256 readable symbols_in.
@@ -70,6 +76,26 @@ struct HuffmanTable {
 constexpr uint16_t kSkipLengthMask = 63;
 constexpr int kSkipAdvanceShift = 6;
 constexpr uint16_t kSkipEndOfBlock = 1u << 12;
+
+// Pair entry layout: bits 0-5 the bits taken (a 64-bit shift by the entry
+// needs no mask); kPairFull: the first symbol (code and magnitude bits)
+// lies in the entry; kPairEnd: the entry ends the block (its first symbol
+// is an end of block, or its second is); kPairTwo: a second symbol
+// follows the first. The first lands run1 past k with value1; the second,
+// if any, advance2 (its run + 1) past the first, with value2; without one,
+// advance2 is 1 and value2 0 (a zero stored at the next position, which is
+// still zero). Sixteen zeros are a symbol of run 15 and value 0.
+constexpr uint32_t kPairFull = 1u << 6;
+constexpr uint32_t kPairEnd = 1u << 7;
+constexpr uint32_t kPairTwo = 1u << 8;
+constexpr int kPairRun1Shift = 9;       // 4 bits
+constexpr int kPairAdvance2Shift = 13;  // 5 bits
+constexpr int kPairValue1Shift = 18;    // 8 bits, two's complement
+constexpr int kPairValue2Shift = 26;    // 6 bits, two's complement
+// The largest limit DecodeBlock reads pairs for: two symbols from k below
+// it land at most at 31 + 15 + 16 = 62, inside the block, where an end of
+// block may still follow.
+constexpr int kPairLimit = 32;
 
 // The tables of baseline scans, built once per thread and reused while a
 // DHT's contents repeat (a dataset's files mostly share their encoder's
