@@ -49,11 +49,12 @@ CropRect RegionToDecode(const CropParameters& crop, const ImageHeader& header,
                         const ImageTransformOptions& options, int* wanted_w, int* wanted_h) {
   int margin_x = Margin(crop.width, options.size), margin_y = Margin(crop.height, options.size);
   if (!options.exact) {
-    // Margin covers the filter's reach at every scale (half the scaled
-    // crop's ratio to the output, plus a pixel); two more scaled pixels keep
-    // a decoder's edge pixels, which may depend on neighbours it did not
-    // decode (libjpeg's fancy upsampling, where it decodes the scaled crop),
-    // out of the filter. The scale: the largest DctDenominator can pick.
+    // Margin covers the filter's reach at every scale ((r + 1) / 2 scaled
+    // pixels, r the scaled crop's ratio to the output); two more scaled
+    // pixels keep a decoder's edge pixels, which may depend on neighbours it
+    // did not decode (libjpeg's fancy upsampling, where it decodes the
+    // scaled crop), out of the filter. The scale: the largest DctDenominator
+    // can pick.
     int scale = 1;
     while (scale < 8 && crop.width / (2 * scale) >= options.size &&
            crop.height / (2 * scale) >= options.size) {
