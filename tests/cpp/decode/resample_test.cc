@@ -13,6 +13,7 @@
 
 #include "decode/output.h"
 #include "decode/resample.h"
+#include "resample_path_test_util.h"
 
 namespace gpufeed {
 namespace {
@@ -35,18 +36,6 @@ Image RandomImage(std::mt19937* rng, int width, int height) {
   return image;
 }
 
-// Restores the automatic choice after each test.
-class ResamplePathTest : public ::testing::TestWithParam<ResamplePath> {
- protected:
-  void SetUp() override {
-    saved_ = ActiveResamplePath();
-    if (!ResamplePathSupported(GetParam())) {
-      GTEST_SKIP() << "this CPU (or build) has no " << ResamplePathName(GetParam()) << " path";
-    }
-  }
-  void TearDown() override { ASSERT_TRUE(SetResamplePathForTesting(saved_)); }
-  ResamplePath saved_ = ResamplePath::kScalar;
-};
 
 struct Output {
   Image resized;
@@ -165,12 +154,7 @@ TEST_P(ResamplePathTest, NormalizedOutputsMatchScalar) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllPaths, ResamplePathTest,
-                         ::testing::Values(ResamplePath::kScalar, ResamplePath::kSse41,
-                                           ResamplePath::kAvx2),
-                         [](const ::testing::TestParamInfo<ResamplePath>& info) {
-                           return std::string(ResamplePathName(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(AllPaths, ResamplePathTest, kEveryResamplePath, ResamplePathParamName);
 
 TEST(ResamplePathNames, ParseRoundTrips) {
   for (ResamplePath path : {ResamplePath::kScalar, ResamplePath::kSse41, ResamplePath::kAvx2}) {

@@ -10,21 +10,18 @@
 #include <vector>
 
 #include "decode/resample.h"
+#include "resample_path_test_util.h"
 
 namespace gpufeed {
 namespace {
 
-class YccRgbPathTest : public ::testing::TestWithParam<ResamplePath> {
+// Each test forces its path (the fixture restores the one in use).
+class YccRgbPathTest : public ResamplePathTest {
  protected:
   void SetUp() override {
-    saved_ = ActiveResamplePath();
-    if (!ResamplePathSupported(GetParam())) {
-      GTEST_SKIP() << "this CPU (or build) has no " << ResamplePathName(GetParam()) << " path";
-    }
-    ASSERT_TRUE(SetResamplePathForTesting(GetParam()));
+    ResamplePathTest::SetUp();
+    if (!IsSkipped()) ASSERT_TRUE(SetResamplePathForTesting(GetParam()));
   }
-  void TearDown() override { ASSERT_TRUE(SetResamplePathForTesting(saved_)); }
-  ResamplePath saved_ = ResamplePath::kScalar;
 };
 
 TEST_P(YccRgbPathTest, EveryTripleEqualsTheScalarRow) {
@@ -71,12 +68,7 @@ TEST_P(YccRgbPathTest, ShortRowsLeaveTheBytesAfterThem) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, YccRgbPathTest,
-                         ::testing::Values(ResamplePath::kScalar, ResamplePath::kSse41,
-                                           ResamplePath::kAvx2),
-                         [](const ::testing::TestParamInfo<ResamplePath>& info) {
-                           return std::string(ResamplePathName(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Paths, YccRgbPathTest, kEveryResamplePath, ResamplePathParamName);
 
 // libjpeg's constants are FIX(x) = round(x * 2^16); the row adds 2^15 and
 // shifts (floor). Worked by hand from jdcolor.c's formula.
