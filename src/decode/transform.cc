@@ -54,12 +54,11 @@ CropRect RegionToDecode(const CropParameters& crop, const ImageHeader& header,
     // pixels keep a decoder's edge pixels, which may depend on neighbours it
     // did not decode (libjpeg's fancy upsampling, where it decodes the
     // scaled crop), out of the filter. The scale: the largest DctDenominator
-    // can pick.
-    int scale = 1;
-    while (scale < 8 && crop.width / (2 * scale) >= options.size &&
-           crop.height / (2 * scale) >= options.size) {
-      scale *= 2;
-    }
+    // can pick (on the crop's whole pixels: floor(w) / s >= size just when
+    // w >= s * size, the output size being whole).
+    const int scale = DctDenominator({0, 0, static_cast<int>(crop.width),
+                                      static_cast<int>(crop.height)},
+                                     options.size, options.size);
     margin_x += 2 * scale;
     margin_y += 2 * scale;
   }
