@@ -326,6 +326,7 @@ __attribute__((always_inline)) inline bool DecodeBlock(Bits* b, Source* source,
   // file can push it past any int).
   *dc = static_cast<int16_t>(static_cast<uint16_t>(*dc + diff));
   block[0] = static_cast<int16_t>(*dc);
+  const uint32_t* lookup = component.ac->lookup;
   int k = 1;
   if (component.limit <= kPairLimit) {
     // The kept coefficients (below the limit), up to two symbols a lookup.
@@ -350,12 +351,37 @@ __attribute__((always_inline)) inline bool DecodeBlock(Bits* b, Source* source,
     }
     return SkipRest(b, source, *component.ac, k);
   }
-  // Limits past kPairLimit (no scaled decode's: the checks that keep every
-  // coefficient), a symbol at a time.
-  while (k < component.limit) {
-    const int step = DecodeOne(b, source, *component.ac, position, block, k);
-    if (step <= 0) return step == 0;
-    k += step;
+  // The kept coefficients (below the limit), a symbol at a time.
+  for (; k < component.limit; ++k) {
+    Fill(b, source);
+    const uint32_t entry = lookup[Peek(*b, kLookupBits)];
+    int value;
+    if (__builtin_expect((entry & kFull) != 0, 1)) {
+      Skip(b, entry & kLengthMask);
+      if (entry & kEndOfBlock) return true;
+      value = EntryValue(entry);
+      k += (entry >> kRunShift) & 15;
+    } else {
+      int symbol;
+      if (entry & kCode) {
+        Skip(b, entry & kLengthMask);
+        symbol = static_cast<int>((entry >> kRunShift) & 15) << 4 | ((entry >> kSizeShift) & 15);
+      } else {
+        symbol = DecodeSlow(b, *component.ac);
+        if (symbol < 0) return false;
+      }
+      const int size = symbol & 15;
+      if (size == 0) {
+        if ((symbol >> 4) != 15) return true;
+        k += 15;
+        continue;
+      }
+      Fill(b, source);
+      value = Extend(static_cast<int>(Peek(*b, size)), size);
+      Skip(b, size);
+      k += symbol >> 4;
+    }
+    block[position[k]] = static_cast<int16_t>(value);
   }
   return SkipRest(b, source, *component.ac, k);
 }
