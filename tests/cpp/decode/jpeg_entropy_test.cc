@@ -724,7 +724,7 @@ TEST(JpegEntropyTest, SkippedSymbolsEndEachBlockWhereLibjpegDoes) {
       }
     }
     const std::string jpeg = CraftGray(w, h, 1, 0x00, symbols, bits.Finish());
-    for (int limit : {1, 2, 5, 25, 64}) {
+    for (int limit : {1, 2, 5, 25, 32, 33, 64}) {
       const auto [blocks, differences] = CompareWhole(jpeg, limit);
       EXPECT_EQ(blocks, (w / 8) * (h / 8)) << "seed " << seed << " limit " << limit;
       EXPECT_EQ(differences, 0) << "seed " << seed << " limit " << limit;
@@ -827,7 +827,7 @@ TEST(JpegEntropyTest, RandomTablesAndStreamsEqualLibjpegs) {
     dc_counts[1] = dc_counts[2] = dc_counts[3] = 1;
     const std::string jpeg = CraftGrayWithTables(w, h, dc_counts, {0, 1, 2}, counts, symbols,
                                                  restart, bits.Finish());
-    for (int limit : {1, 2, 5, 25, 63}) {
+    for (int limit : {1, 2, 5, 25, 32, 33, 63}) {
       Header header(jpeg);
       const Scan scan = MakeScan(header.info, jpeg, limit);
       jvirt_barray_ptr* arrays = jpeg_read_coefficients(&header.info);
