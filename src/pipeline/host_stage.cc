@@ -47,8 +47,16 @@ Status HostStage::Create(std::shared_ptr<const Dataset> dataset, const LoaderOpt
   // located, yet the others still want the engine.
   const DatasetBase& read_path = ReadPathOf(*host->dataset_);
   if (host->setup_.use_read_engine && read_path.size() > 0 && read_path.CanLocate()) {
-    host->read_ahead_ = ReadAhead::Create(host->dataset_.get(), options.io, &host->ring_->mutex,
-                                          &host->ring_->changed);
+    IoOptions io = options.io;
+    const uint64_t floor = host->setup_.kind->Schedule(host->shard_sizes_, true).min_read_budget;
+    if (floor > io.inflight_bytes) {
+      Log().info("read buffers raised from {} to {} KiB: {} samples share block reads, and a "
+                 "shuffle window's blocks stay held while the next window's are read",
+                 io.inflight_bytes >> 10, floor >> 10, host->setup_.kind->name());
+      io.inflight_bytes = static_cast<size_t>(floor);
+    }
+    host->read_ahead_ =
+        ReadAhead::Create(host->dataset_.get(), io, &host->ring_->mutex, &host->ring_->changed);
   }
   host->schedule_ = host->setup_.kind->Schedule(host->shard_sizes_, host->read_ahead_ != nullptr);
   WorkSchedule& schedule = host->schedule_;

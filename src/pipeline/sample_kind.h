@@ -146,6 +146,14 @@ struct WorkSchedule {
   // Tasks the read-ahead may lag the window by before a worker submits
   // more (0: submit whenever there are any).
   uint64_t submit_chunk = 0;
+  // Bytes of read buffers the read engine must be able to hold for this
+  // schedule not to wait on itself (0: no floor). A kind whose samples
+  // share whole-block reads keeps a shuffle window's blocks held while its
+  // runs may already wait for the next window's: with fewer buffers than
+  // both windows' blocks, a worker holding the current window's samples
+  // waits for a read that waits for those very buffers. The host stage
+  // raises IoOptions::inflight_bytes to this when it is lower.
+  uint64_t min_read_budget = 0;
   // true: Write takes microseconds, so the worker times whole runs (wall,
   // and CPU time read every few runs) instead of each sample.
   bool time_per_run = false;

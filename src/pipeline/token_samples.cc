@@ -21,6 +21,18 @@ constexpr uint64_t kTokenRun = 128;
 // read-ahead at once, a small part of its window (thousands of windows).
 constexpr uint64_t kTokenSubmitChunk = 256;
 
+// The read buffers block reads need (WorkSchedule::min_read_budget): the
+// windows of `window_blocks` blocks are consumed interleaved, so all of
+// them stay held, and a run crossing into the next window waits for that
+// window's blocks, queued behind the current ones: two windows' blocks and
+// one more, or every block of a smaller corpus and one more. A block read
+// is block_bytes plus the next block's first token (at most 4 bytes),
+// rounded up to 4 KiB and one more 4 KiB for an O_DIRECT read's alignment.
+uint64_t BlockReadBudget(uint64_t block_bytes, uint64_t window_blocks, uint64_t corpus_blocks) {
+  const uint64_t read_bytes = (block_bytes + 4 + 4095) / 4096 * 4096 + 4096;
+  return (std::min(2 * window_blocks, corpus_blocks) + 1) * read_bytes;
+}
+
 class TokenSamples final : public SampleKind {
  public:
   explicit TokenSamples(const LoaderOptions& options) : SampleKind(options) {}
@@ -80,6 +92,8 @@ class TokenSamples final : public SampleKind {
                                   : 4;
       schedule.read_ahead_tasks = block_sizes.front() * blocks;
       if (schedule.read_ahead_tasks > 0) schedule.submit_chunk = kTokenSubmitChunk;
+      schedule.min_read_budget =
+          BlockReadBudget(options_.tokens.block_bytes, blocks, block_sizes.size());
     }
     return schedule;
   }

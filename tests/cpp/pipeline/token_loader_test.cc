@@ -105,6 +105,31 @@ TEST_F(TokenLoaderTest, EveryWindowOncePerEpochInEachMode) {
   }
 }
 
+// Block shuffle holds a shuffle window's blocks while the next window's
+// are read. With read buffers for fewer blocks than that (here four, for a
+// window of eight), a worker holding the current window's windows waited
+// for a read that waited for those buffers, until io_timeout failed the
+// epoch. The loader now raises the buffers to what the window needs.
+TEST_F(TokenLoaderTest, AShuffleWindowLargerThanTheReadBuffersCompletesItsEpoch) {
+  const uint64_t windows = (stream_.size() - 1) / kSeqLen;
+  for (uint32_t window_blocks : {8u, 16u}) {
+    LoaderOptions options = Options(ShuffleMode::kBlock);
+    options.shuffle_window_shards = window_blocks;
+    options.io.inflight_bytes = 16 << 10;  // four 4 KiB buffers
+    options.io.timeout_seconds = 5;        // a stall fails the test instead of hanging it
+    LoaderInternals internals;
+    internals.use_read_engine = true;
+    std::unique_ptr<Loader> loader;
+    ASSERT_TRUE(LoaderFactory::Open(dataset_, options, internals, &loader).ok());
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      std::vector<uint64_t> starts = Epoch(loader.get());
+      ASSERT_EQ(starts.size(), windows) << window_blocks << " blocks, epoch " << epoch;
+      EXPECT_EQ(std::set<uint64_t>(starts.begin(), starts.end()).size(), windows);
+    }
+    EXPECT_LT(loader->Stats().io_requests, 2 * windows / 4);  // still one read per block
+  }
+}
+
 TEST_F(TokenLoaderTest, ResumesExactlyMidEpoch) {
   std::unique_ptr<Loader> whole;
   ASSERT_TRUE(Loader::Open(dataset_, Options(ShuffleMode::kBlock), &whole).ok());
