@@ -138,6 +138,7 @@ void HostStage::StartRun(uint64_t epoch, uint64_t consumed) {
   delivered_ = 0;
   delivered_samples_ = 0;
   end_signalled_ = false;
+  order_changed_ = false;
   run_ += 1;
   if (read_ahead_) read_ahead_->Reset(run_);
   ring_->Unassign();
@@ -152,6 +153,14 @@ void HostStage::Quiesce(std::unique_lock<std::mutex>& lock) {
 
 Status HostStage::Seek(const BatchCursor& cursor) {
   std::unique_lock<std::mutex> lock(ring_->mutex);
+  // To where the current run starts, none of it delivered yet (set_epoch
+  // right after opening): the run goes on, and keeps the reads it started
+  // and the batches it made. Restarting would read them all again.
+  // (A node split history, which a restart may drop, always restarts.)
+  if (!end_signalled_ && !order_changed_ && earlier_.empty() && delivered_ == 0 &&
+      cursor.epoch == epoch_ && cursor.consumed == run_start_) {
+    return Status::OK();
+  }
   Quiesce(lock);
   StartRun(cursor.epoch, cursor.consumed);
   lock.unlock();
@@ -169,6 +178,7 @@ Status HostStage::SetEarlierSplits(uint64_t epoch, std::vector<NodeSplitSegment>
   std::lock_guard<std::mutex> lock(ring_->mutex);
   earlier_ = std::move(earlier);
   earlier_epoch_ = epoch;
+  order_changed_ = true;
   return Status::OK();
 }
 

@@ -175,6 +175,9 @@ class HostStage final : public BatchSource {
   // SetEarlierSplits' history, for the epoch earlier_epoch_.
   std::vector<NodeSplitSegment> earlier_;
   uint64_t earlier_epoch_ = 0;
+  // SetEarlierSplits was called since the run started: its order may be
+  // another, so Seek restarts it even to the run's own start.
+  bool order_changed_ = false;
   bool stopping_ = false;
   bool accepting_ = true;
   int active_ = 0;
