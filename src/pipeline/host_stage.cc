@@ -398,7 +398,13 @@ void HostStage::FetchRun(std::unique_lock<std::mutex>& lock, WorkerRun* run) {
       (delivered_ + static_cast<uint64_t>(options_.prefetch)) * options_.batch_size +
           schedule_.read_ahead_tasks);
   const uint64_t submitted = read_ahead_->submitted();
-  if (submitted < run->first + run->count || window_end >= submitted + schedule_.submit_chunk) {
+  // The run's last tasks go out once the window reaches them, not when a
+  // worker claims them: a token block read is shared by the windows
+  // submitted while it is held, so one of its windows submitted after the
+  // others were released would read the block again.
+  const bool tail = window_end == samples_.size() && submitted < window_end;
+  if (submitted < run->first + run->count || window_end >= submitted + schedule_.submit_chunk ||
+      tail) {
     auto submit_started = Clock::now();
     read_ahead_->Submit(lock, samples_, window_end);
     run->figures.read += Seconds(Clock::now() - submit_started);
@@ -407,28 +413,6 @@ void HostStage::FetchRun(std::unique_lock<std::mutex>& lock, WorkerRun* run) {
     run->have_bytes[i] = read_ahead_->Take(lock, run->first + i, stopping_, &run->fetched[i],
                                            &run->figures.read);
   }
-}
-
-// Writes every sample of the run into its row. Without the lock.
-void HostStage::WriteRun(WorkerRun* run) {
-  for (RunPart& part : run->parts) {
-    if (part.fence) part.fence->Wait();  // before anything writes the slot
-  }
-  run->statuses.assign(run->count, Status::OK());
-  run->skips.clear();
-  const RunTimer timer = StartRunTimer(run);
-  for (const RunPart& part : run->parts) {
-    if (schedule_.whole_runs) {
-      WriteWholePart(part, run);
-      continue;
-    }
-    for (uint64_t i = part.first - run->first; i < part.first - run->first + part.count; ++i) {
-      Status status = WriteSample(run->first + i, run->epoch, *part.slot, &run->fetched[i],
-                                  run->have_bytes[i] != 0, &run->scratch, &run->figures);
-      if (!status.ok()) RecordFailure(run->first + i, std::move(status), run);
-    }
-  }
-  StopRunTimer(timer, run);
 }
 
 // WorkSchedule::time_per_run: the kind's samples take microseconds each, so

@@ -16,6 +16,28 @@
 
 namespace gpufeed {
 
+// Writes every sample of the run into its row. Without the lock.
+void HostStage::WriteRun(WorkerRun* run) {
+  for (RunPart& part : run->parts) {
+    if (part.fence) part.fence->Wait();  // before anything writes the slot
+  }
+  run->statuses.assign(run->count, Status::OK());
+  run->skips.clear();
+  const RunTimer timer = StartRunTimer(run);
+  for (const RunPart& part : run->parts) {
+    if (schedule_.whole_runs) {
+      WriteWholePart(part, run);
+      continue;
+    }
+    for (uint64_t i = part.first - run->first; i < part.first - run->first + part.count; ++i) {
+      Status status = WriteSample(run->first + i, run->epoch, *part.slot, &run->fetched[i],
+                                  run->have_bytes[i] != 0, &run->scratch, &run->figures);
+      if (!status.ok()) RecordFailure(run->first + i, std::move(status), run);
+    }
+  }
+  StopRunTimer(timer, run);
+}
+
 Status HostStage::WriteSample(uint64_t task, uint64_t epoch, Slot& slot,
                               ReadAhead::Fetched* fetched, bool have_bytes,
                               SampleWriter::Scratch* scratch, WorkFigures* figures) {

@@ -86,12 +86,19 @@ class TokenSamples final : public SampleKind {
     schedule.random_read_ahead = true;
     if (read_engine && options_.shuffle != ShuffleMode::kGlobal && !block_sizes.empty()) {
       // Block reads: the next window of blocks is submitted while this one
-      // is consumed, so the disk never waits for the consumer.
+      // is consumed, so the disk never waits for the consumer. Submission
+      // lags the window by up to a chunk; the window covers that too, so
+      // the windows of a block are all submitted before the last of the
+      // earlier ones is released (a block read is shared only while held:
+      // a window submitted after that would read its block again).
       const uint64_t blocks = options_.shuffle == ShuffleMode::kBlock
                                   ? std::max<uint32_t>(1, options_.shuffle_window_shards)
                                   : 4;
-      schedule.read_ahead_tasks = block_sizes.front() * blocks;
-      if (schedule.read_ahead_tasks > 0) schedule.submit_chunk = kTokenSubmitChunk;
+      const uint64_t block_windows = *std::max_element(block_sizes.begin(), block_sizes.end());
+      if (block_windows > 0) {
+        schedule.read_ahead_tasks = block_windows * blocks + kTokenSubmitChunk;
+        schedule.submit_chunk = kTokenSubmitChunk;
+      }
       schedule.min_read_budget =
           BlockReadBudget(options_.tokens.block_bytes, blocks, block_sizes.size());
     }

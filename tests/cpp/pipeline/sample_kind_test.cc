@@ -165,10 +165,13 @@ TEST_F(SampleKindTest, TokenWindowsWriteXAndYAndGuardTheirState) {
   BatchLayout layout;
   ASSERT_TRUE(kind->Layout(*windows, &layout).ok());
   EXPECT_EQ(layout.label_shape, std::vector<int64_t>{8});
-  WorkSchedule schedule = kind->Schedule({10, 10}, true);
+  WorkSchedule schedule = kind->Schedule({10, 12, 3}, true);
   EXPECT_TRUE(schedule.time_per_run);
   EXPECT_GT(schedule.run_tasks, 1u);
-  EXPECT_EQ(schedule.read_ahead_tasks, 10u * options.shuffle_window_shards);
+  // A shuffle window of the largest blocks, and the chunk by which
+  // submission may lag it.
+  EXPECT_EQ(schedule.read_ahead_tasks,
+            12u * options.shuffle_window_shards + schedule.submit_chunk);
   EXPECT_EQ(kind->Schedule({10}, false).read_ahead_tasks, 0u);
   // Global shuffle reads one window at a time: the host stage adds the
   // read-ahead every kind gets then (GlobalShuffleReadAhead).
