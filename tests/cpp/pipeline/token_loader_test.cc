@@ -134,11 +134,11 @@ TEST_F(TokenLoaderTest, AShuffleWindowLargerThanTheReadBuffersCompletesItsEpoch)
 
 // A block's read is shared by its windows submitted while the read is held,
 // so each block must be read once per epoch, whatever the shuffle window:
-// block shuffle makes as many reads per epoch as reading in order. Before,
-// the epoch's last windows were submitted only when a worker claimed them,
-// and submission lagged the window by up to a chunk: windows submitted after
-// the rest of their block was released read it again (on a 1 GiB corpus, up
-// to 62 more reads for 256 blocks with windows of 64).
+// block shuffle makes as many reads per epoch as reading in order. Guards
+// the epoch's last windows (submitted once the read-ahead window reaches
+// them, not when a worker claims them) and a read-ahead that covers the lag
+// of chunked submission: a window submitted after the rest of its block was
+// released would read the block again.
 TEST_F(TokenLoaderTest, EachBlockIsReadOncePerEpoch) {
   const uint64_t windows = (stream_.size() - 1) / kSeqLen;
   LoaderInternals internals;
