@@ -239,11 +239,17 @@ int NextMarker(const Source& source, const uint8_t** after) {
     *after = source.next;
     return source.marker == 0x100 ? 0 : source.marker;
   }
-  for (const uint8_t* look = source.next; look + 1 < source.end; ++look) {
-    if (look[0] == 0xFF && look[1] != 0 && look[1] != 0xFF) {
+  // memchr finds the 0xFF bytes (about one in 256 of entropy data: most
+  // are stuffed, 0xFF 0x00); a fill byte 0xFF before a marker is passed.
+  const uint8_t* look = source.next;
+  while (look + 1 < source.end) {
+    look = static_cast<const uint8_t*>(std::memchr(look, 0xFF, source.end - 1 - look));
+    if (look == nullptr) return 0;
+    if (look[1] != 0 && look[1] != 0xFF) {
       *after = look + 2;
       return look[1];
     }
+    ++look;
   }
   return 0;
 }

@@ -137,6 +137,7 @@ class ProgressiveDecoder {
   bool Setup();
   bool DecodeOneScan(const ScanParams& scan, const uint8_t* start, int* marker,
                      const uint8_t** after);
+  bool SkipToMarker(const Source& source, int* marker, const uint8_t** after);
   bool AtMcu(Bits* b, Source* source);
   // A scan's kind; each gets its own decoding loop (DecodeInterleaved,
   // DecodeSingle), so that no block asks and each loop keeps its bit
@@ -217,6 +218,13 @@ bool ProgressiveDecoder::DecodeOneScan(const ScanParams& scan, const uint8_t* st
                                        const uint8_t** after) {
   if (!headers_.Prepare(scan)) return false;
   Source source{start, end_};
+  // An AC scan of a component of which only the DC coefficient is kept (a
+  // 1/8 scale) changes nothing kept: its coefficients and nonzero masks are
+  // read only by that component's later AC scans. Skipped to its end
+  // marker unread, as the rows below the crop are.
+  if (scan.ss > 0 && (keep_[scan.component[0]] >> 1) == 0) {
+    return SkipToMarker(source, marker, after);
+  }
   Bits b{0, 0};
   std::fill(std::begin(dc_), std::end(dc_), 0);
   end_of_band_ = 0;
@@ -235,8 +243,13 @@ bool ProgressiveDecoder::DecodeOneScan(const ScanParams& scan, const uint8_t* st
     }
   }
   if (!ok || !Sound(b, source)) return false;
-  // The rest of the scan (its rows below the crop) is skipped: on to the
-  // next marker that is not a restart marker.
+  // The rest of the scan (its rows below the crop) is skipped.
+  return SkipToMarker(source, marker, after);
+}
+
+// On from `source` to the next marker that is not a restart marker: its
+// code in *marker, *after just past it. False when the data ends first.
+bool ProgressiveDecoder::SkipToMarker(const Source& source, int* marker, const uint8_t** after) {
   *marker = NextMarker(source, after);
   while (*marker >= 0xD0 && *marker <= 0xD7) {
     const Source rest{*after, end_};

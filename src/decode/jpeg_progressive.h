@@ -3,7 +3,8 @@
 // low-frequency corner a scaled transform uses (natural rows and columns
 // 0-3) and which coefficients are nonzero (what a refinement scan needs of
 // the others), and only the block rows down to the crop's bottom: the rest
-// of each scan is skipped to its end marker.
+// of each scan is skipped to its end marker. The AC scans of a component
+// of which only the DC coefficient is kept are skipped whole.
 //
 // libjpeg reads the header up to the first scan (its checks stay); the
 // markers between scans (DHT, DRI, COM, APPn) are read here. Anything else
@@ -28,7 +29,8 @@ namespace jpeg_entropy {
 
 // One block's kept coefficients: corner[r * 4 + c] for natural row r and
 // column c below 4 (quantized, point transforms applied as libjpeg applies
-// them); bit k of `nonzero` for each nonzero zig-zag coefficient k >= 1.
+// them); bit k of `nonzero` for each nonzero zig-zag coefficient k >= 1
+// (all 0 in a plane that keeps only the DC: its AC scans are not read).
 struct CornerBlock {
   int16_t corner[16];
   uint64_t nonzero;
