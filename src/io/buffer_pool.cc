@@ -2,6 +2,8 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <utility>
 
@@ -21,7 +23,48 @@ BufferPool::BufferPool(size_t budget, bool huge_pages) {
   }
   arena_ = static_cast<char*>(memory);
   if (huge_pages) ::madvise(arena_, arena_size_, MADV_HUGEPAGE);
-  free_blocks_[0] = arena_size_;
+  const size_t units = arena_size_ / kBufferAlignment;
+  used_.assign((units + 63) / 64, 0);
+  if (units % 64 != 0) used_.back() = ~0ull << (units % 64);
+}
+
+size_t BufferPool::FindFreeRun(size_t units) const {
+  size_t run = 0, start = 0;
+  for (size_t w = 0; w < used_.size(); ++w) {
+    const uint64_t word = used_[w];
+    if (word == ~0ull) {
+      run = 0;
+      continue;
+    }
+    int bit = 0;
+    while (bit < 64) {
+      // Free units from `bit` on (clear bits), then units in use (set bits).
+      const uint64_t rest = word >> bit;
+      const int free_units = rest == 0 ? 64 - bit : __builtin_ctzll(rest);
+      if (free_units > 0) {
+        if (run == 0) start = w * 64 + bit;
+        run += free_units;
+        if (run >= units) return start;
+        bit += free_units;
+        if (bit >= 64) break;
+      }
+      const uint64_t free_rest = ~word >> bit;
+      bit += free_rest == 0 ? 64 - bit : __builtin_ctzll(free_rest);
+      run = 0;
+    }
+  }
+  return SIZE_MAX;
+}
+
+void BufferPool::MarkUnits(size_t first, size_t units, bool in_use) {
+  while (units > 0) {
+    const size_t w = first / 64, bit = first % 64;
+    const size_t here = std::min<size_t>(units, 64 - bit);
+    const uint64_t mask = (here == 64 ? ~0ull : ((1ull << here) - 1)) << bit;
+    used_[w] = in_use ? used_[w] | mask : used_[w] & ~mask;
+    first += here;
+    units -= here;
+  }
 }
 
 BufferPool::~BufferPool() {
@@ -33,20 +76,16 @@ bool BufferPool::TryAcquire(size_t size, Allocation* allocation) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (wanted <= arena_size_) {
     if (oversize_outstanding_ > 0) return false;  // the budget is lent out whole
-    for (auto it = free_blocks_.begin(); it != free_blocks_.end(); ++it) {
-      if (it->second < wanted) continue;
-      size_t offset = it->first;
-      size_t remaining = it->second - wanted;
-      free_blocks_.erase(it);
-      if (remaining > 0) free_blocks_[offset + wanted] = remaining;
-      allocation->data = arena_ + offset;
-      allocation->capacity = wanted;
-      allocation->in_arena = true;
-      bytes_in_use_ += wanted;
-      outstanding_ += 1;
-      return true;
-    }
-    return false;
+    const size_t units = wanted / kBufferAlignment;
+    const size_t first = FindFreeRun(units);
+    if (first == SIZE_MAX) return false;
+    MarkUnits(first, units, true);
+    allocation->data = arena_ + first * kBufferAlignment;
+    allocation->capacity = wanted;
+    allocation->in_arena = true;
+    bytes_in_use_ += wanted;
+    outstanding_ += 1;
+    return true;
   }
   // Larger than the whole budget: alone, or not at all.
   if (bytes_in_use_ != 0) return false;
@@ -67,21 +106,8 @@ void BufferPool::Release(const Allocation& allocation) {
     bytes_in_use_ -= allocation.capacity;
     outstanding_ -= 1;
     if (allocation.in_arena) {
-      size_t offset = static_cast<size_t>(allocation.data - arena_);
-      size_t length = allocation.capacity;
-      auto next = free_blocks_.lower_bound(offset);
-      if (next != free_blocks_.end() && offset + length == next->first) {
-        length += next->second;
-        next = free_blocks_.erase(next);
-      }
-      if (next != free_blocks_.begin()) {
-        auto previous = std::prev(next);
-        if (previous->first + previous->second == offset) {
-          previous->second += length;
-          length = 0;
-        }
-      }
-      if (length > 0) free_blocks_[offset] = length;
+      MarkUnits(static_cast<size_t>(allocation.data - arena_) / kBufferAlignment,
+                allocation.capacity / kBufferAlignment, false);
     } else {
       oversize_outstanding_ -= 1;
       std::free(allocation.data);

@@ -2,15 +2,17 @@
 //
 // One page-aligned arena of `budget` bytes is carved first-fit in 4 KiB
 // units, so no read allocates on the hot path, every buffer is aligned for
-// O_DIRECT, and the whole arena can be registered with io_uring once. A
-// request larger than the budget gets a dedicated allocation, but only when
-// nothing else is in use: memory stays bounded by max(budget, one request).
+// O_DIRECT, and the whole arena can be registered with io_uring once. The
+// units in use are a bitmap (fixed at construction), so neither acquiring
+// nor releasing allocates memory. A request larger than the budget gets a
+// dedicated allocation, but only when nothing else is in use: memory stays
+// bounded by max(budget, one request).
 #ifndef GPUFEED_IO_BUFFER_POOL_H_
 #define GPUFEED_IO_BUFFER_POOL_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -55,7 +57,12 @@ class BufferPool {
   char* arena_ = nullptr;
   size_t arena_size_ = 0;
   mutable std::mutex mutex_;
-  std::map<size_t, size_t> free_blocks_;  // offset -> length, coalesced
+  // Bit u of used_[u / 64]: arena unit u (4 KiB) is in use. Bits past the
+  // arena's last unit are set, so no run reaches past it.
+  std::vector<uint64_t> used_;
+  // The first unit of a run of `units` free ones (first fit), or SIZE_MAX.
+  size_t FindFreeRun(size_t units) const;
+  void MarkUnits(size_t first, size_t units, bool in_use);
   size_t bytes_in_use_ = 0;
   size_t outstanding_ = 0;
   size_t oversize_outstanding_ = 0;

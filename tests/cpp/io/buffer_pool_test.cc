@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <random>
+#include <vector>
 
 namespace gpufeed {
 namespace {
@@ -28,6 +30,52 @@ TEST(BufferPoolTest, AlignedAllocationsWithinBudgetAndCoalescing) {
   // Everything coalesced back into the whole arena.
   ASSERT_TRUE(pool.TryAcquire(64 << 10, &a));
   pool.Release(a);
+}
+
+// Random acquisitions and releases against a plain first-fit model over
+// the arena's units: the same placements, never overlapping, and the arena's
+// end respected (200 units: not a multiple of the bitmap's 64).
+TEST(BufferPoolTest, PlacementsAreFirstFitOverTheUnits) {
+  constexpr size_t kUnits = 200;
+  BufferPool pool(kUnits * kBufferAlignment);
+  std::vector<bool> model(kUnits, false);
+  std::vector<BufferPool::Allocation> held;
+  std::mt19937 random(7);
+  for (int step = 0; step < 20000; ++step) {
+    if (!held.empty() && (random() % 2 == 0 || held.size() > 40)) {
+      const size_t pick = random() % held.size();
+      const size_t first = static_cast<size_t>(held[pick].data - pool.arena()) / kBufferAlignment;
+      for (size_t u = 0; u < held[pick].capacity / kBufferAlignment; ++u) model[first + u] = false;
+      pool.Release(held[pick]);
+      held.erase(held.begin() + static_cast<long>(pick));
+      continue;
+    }
+    const size_t units = 1 + random() % (random() % 8 == 0 ? 130 : 9);
+    size_t expected = SIZE_MAX;  // the model's first fit
+    for (size_t start = 0, run = 0; start + run < kUnits;) {
+      if (model[start + run]) {
+        start += run + 1;
+        run = 0;
+      } else if (++run == units) {
+        expected = start;
+        break;
+      }
+    }
+    BufferPool::Allocation allocation;
+    const bool acquired = pool.TryAcquire(units * kBufferAlignment - 100, &allocation);
+    ASSERT_EQ(acquired, expected != SIZE_MAX) << "step " << step << ", " << units << " units";
+    if (!acquired) continue;
+    ASSERT_EQ(allocation.data, pool.arena() + expected * kBufferAlignment) << "step " << step;
+    ASSERT_EQ(allocation.capacity, units * kBufferAlignment);
+    for (size_t u = 0; u < units; ++u) model[expected + u] = true;
+    held.push_back(allocation);
+  }
+  for (const BufferPool::Allocation& allocation : held) pool.Release(allocation);
+  EXPECT_EQ(pool.bytes_in_use(), 0u);
+  BufferPool::Allocation whole;
+  ASSERT_TRUE(pool.TryAcquire(kUnits * kBufferAlignment, &whole));
+  EXPECT_TRUE(whole.in_arena);
+  pool.Release(whole);
 }
 
 TEST(BufferPoolTest, OversizeRequestOnlyWhenAlone) {
