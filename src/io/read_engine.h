@@ -32,7 +32,6 @@
 #include <condition_variable>
 #include <functional>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,6 +40,7 @@
 #include "gpufeed/options.h"
 #include "gpufeed/status.h"
 #include "io/buffer_pool.h"
+#include "util/fifo_queue.h"
 
 namespace gpufeed {
 
@@ -121,7 +121,7 @@ class CompletionQueue {
   int delivering_ = 0;  // handler calls in progress
   mutable std::mutex mutex_;
   std::condition_variable available_;
-  std::deque<ReadCompletion> completions_;
+  FifoQueue<ReadCompletion> completions_;
 };
 
 struct IoStats {

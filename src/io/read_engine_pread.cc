@@ -160,7 +160,7 @@ class PreadEngine final : public ReadEngine {
   std::mutex mutex_;  // guards queue_, workers_, running_, abandoned_threads_
   std::condition_variable work_available_;
   std::condition_variable exited_;
-  std::deque<PendingRequest> queue_;
+  FifoQueue<PendingRequest> queue_;
   std::vector<std::shared_ptr<Worker>> workers_;
   int running_ = 0;  // worker threads not yet returned nor abandoned
   int abandoned_threads_ = 0;  // in the engine's life
@@ -199,7 +199,7 @@ PreadEngine::~PreadEngine() {
   // The queue is drained and the reads in flight finish, for kCloseGrace;
   // reads still running then are abandoned (a hung mount must not hang us).
   exited_.wait_for(lock, kCloseGrace, [&] { return running_ == 0; });
-  std::deque<PendingRequest> left;
+  FifoQueue<PendingRequest> left;
   left.swap(queue_);
   std::vector<std::shared_ptr<Worker>> workers = workers_;
   for (const auto& worker : workers) {
@@ -217,8 +217,8 @@ PreadEngine::~PreadEngine() {
   workers = workers_;  // the ones not abandoned: they return promptly now
   lock.unlock();
   work_available_.notify_all();
-  for (PendingRequest& pending : left) {
-    Complete(pending, Status::Cancelled("read engine stopped"), ReadBuffer(), 0, 0);
+  for (; !left.empty(); left.pop_front()) {
+    Complete(left.front(), Status::Cancelled("read engine stopped"), ReadBuffer(), 0, 0);
   }
   for (const auto& worker : workers) {
     if (worker->thread.joinable()) worker->thread.join();

@@ -217,13 +217,13 @@ bool UringEngine::RingThread::QueueEmpty() {
 }
 
 void UringEngine::RingThread::CancelQueued() {
-  std::deque<PendingRequest> left;
+  FifoQueue<PendingRequest> left;
   {
     std::lock_guard<std::mutex> lock(engine->queue_mutex_);
     left.swap(engine->queue_);
   }
-  for (PendingRequest& pending : left) {
-    engine->Complete(pending, Status::Cancelled("read engine stopped"), ReadBuffer(), 0, 0);
+  for (; !left.empty(); left.pop_front()) {
+    engine->Complete(left.front(), Status::Cancelled("read engine stopped"), ReadBuffer(), 0, 0);
   }
 }
 

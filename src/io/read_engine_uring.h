@@ -27,7 +27,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -283,7 +282,7 @@ class UringEngine final : public ReadEngine {
 
   std::vector<std::unique_ptr<RingThread>> rings_;
   std::mutex queue_mutex_;
-  std::deque<PendingRequest> queue_;  // guarded by queue_mutex_
+  FifoQueue<PendingRequest> queue_;  // guarded by queue_mutex_
   std::atomic<bool> stopping_{false};
 };
 
