@@ -101,10 +101,12 @@ bool BufferPool::TryAcquire(size_t size, Allocation* allocation) {
 }
 
 void BufferPool::Release(const Allocation& allocation) {
+  std::shared_ptr<BufferPool> last_owner;  // dropped last: may destroy this pool
   {
     std::lock_guard<std::mutex> lock(mutex_);
     bytes_in_use_ -= allocation.capacity;
     outstanding_ -= 1;
+    if (outstanding_ == 0) last_owner = std::move(keep_alive_);
     if (allocation.in_arena) {
       MarkUnits(static_cast<size_t>(allocation.data - arena_) / kBufferAlignment,
                 allocation.capacity / kBufferAlignment, false);
@@ -115,6 +117,11 @@ void BufferPool::Release(const Allocation& allocation) {
   }
   // listeners_ is only written before the first Acquire: no lock, no copy.
   for (auto& listener : listeners_) listener();
+}
+
+void BufferPool::KeepAliveWhileOutstanding(std::shared_ptr<BufferPool> self) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (outstanding_ > 0) keep_alive_ = std::move(self);
 }
 
 void BufferPool::AddReleaseListener(std::function<void()> listener) {
@@ -135,7 +142,8 @@ size_t BufferPool::buffers_outstanding() const {
 ReadBuffer& ReadBuffer::operator=(ReadBuffer&& other) noexcept {
   if (this != &other) {
     reset();
-    pool_ = std::move(other.pool_);
+    pool_ = other.pool_;
+    other.pool_ = nullptr;
     allocation_ = other.allocation_;
     slice_offset_ = other.slice_offset_;
     slice_size_ = other.slice_size_;
@@ -146,8 +154,8 @@ ReadBuffer& ReadBuffer::operator=(ReadBuffer&& other) noexcept {
 }
 
 void ReadBuffer::reset() {
-  if (pool_ && allocation_.data != nullptr) pool_->Release(allocation_);
-  pool_.reset();
+  if (pool_ != nullptr && allocation_.data != nullptr) pool_->Release(allocation_);
+  pool_ = nullptr;
   allocation_ = BufferPool::Allocation();
   slice_offset_ = slice_size_ = 0;
 }

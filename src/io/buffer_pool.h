@@ -48,6 +48,13 @@ class BufferPool {
   // threads that wait for buffers. REQUIRES: before the first TryAcquire.
   void AddReleaseListener(std::function<void()> listener);
 
+  // For the pool's owner letting go of it (an engine being destroyed): the
+  // pool keeps itself alive through `self` until its last outstanding
+  // allocation is released, then drops it. ReadBuffers hold a plain pointer
+  // (no reference count per read), so this is what lets them outlive the
+  // engine. Allocations never released (abandoned reads) keep it for good.
+  void KeepAliveWhileOutstanding(std::shared_ptr<BufferPool> self);
+
   char* arena() const { return arena_; }
   size_t arena_size() const { return arena_size_; }
   size_t bytes_in_use() const;
@@ -67,15 +74,18 @@ class BufferPool {
   size_t outstanding_ = 0;
   size_t oversize_outstanding_ = 0;
   std::vector<std::function<void()>> listeners_;
+  std::shared_ptr<BufferPool> keep_alive_;  // see KeepAliveWhileOutstanding
 };
 
 // The bytes of one completed read: a slice of a pool allocation. Move-only;
 // the allocation returns to the pool when the buffer is destroyed or reset.
+// REQUIRES: the pool outlives the buffer (its owner holds it, or handed it
+// to KeepAliveWhileOutstanding).
 class ReadBuffer {
  public:
   ReadBuffer() = default;
-  ReadBuffer(std::shared_ptr<BufferPool> pool, BufferPool::Allocation allocation)
-      : pool_(std::move(pool)), allocation_(allocation) {}
+  ReadBuffer(const std::shared_ptr<BufferPool>& pool, BufferPool::Allocation allocation)
+      : pool_(pool.get()), allocation_(allocation) {}
   ReadBuffer(ReadBuffer&& other) noexcept { *this = std::move(other); }
   ReadBuffer& operator=(ReadBuffer&& other) noexcept;
   ReadBuffer(const ReadBuffer&) = delete;
@@ -97,7 +107,7 @@ class ReadBuffer {
   }
 
  private:
-  std::shared_ptr<BufferPool> pool_;
+  BufferPool* pool_ = nullptr;
   BufferPool::Allocation allocation_;
   size_t slice_offset_ = 0;
   size_t slice_size_ = 0;

@@ -72,6 +72,8 @@ ReadEngine::OpenFileEntry::~OpenFileEntry() {
 }
 
 ReadEngine::~ReadEngine() {
+  // Consumers may still hold read buffers: the pool stays until they let go.
+  pool_->KeepAliveWhileOutstanding(pool_);
   std::lock_guard<std::mutex> lock(files_mutex_);
   files_.clear();  // each entry closes its descriptors when its last reader lets go
 }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -76,6 +78,36 @@ TEST(BufferPoolTest, PlacementsAreFirstFitOverTheUnits) {
   ASSERT_TRUE(pool.TryAcquire(kUnits * kBufferAlignment, &whole));
   EXPECT_TRUE(whole.in_arena);
   pool.Release(whole);
+}
+
+// ReadBuffers hold a plain pointer: an owner letting go of the pool hands
+// it to KeepAliveWhileOutstanding, and the last buffer's release frees it.
+TEST(BufferPoolTest, KeptAliveUntilTheLastBufferIsReleased) {
+  std::weak_ptr<BufferPool> weak;
+  ReadBuffer first, second;
+  {
+    auto pool = std::make_shared<BufferPool>(64 << 10);
+    weak = pool;
+    BufferPool::Allocation a, b;
+    ASSERT_TRUE(pool->TryAcquire(100, &a));
+    ASSERT_TRUE(pool->TryAcquire(5000, &b));
+    first = ReadBuffer(pool, a);
+    second = ReadBuffer(pool, b);
+    pool->KeepAliveWhileOutstanding(pool);
+  }
+  EXPECT_FALSE(weak.expired());
+  std::memset(first.raw(), 1, 100);  // still the pool's memory
+  first.reset();
+  EXPECT_FALSE(weak.expired());
+  std::memset(second.raw(), 2, 5000);
+  second.reset();
+  EXPECT_TRUE(weak.expired());
+  // Nothing outstanding: the owner's reference is not kept.
+  auto pool = std::make_shared<BufferPool>(64 << 10);
+  weak = pool;
+  pool->KeepAliveWhileOutstanding(pool);
+  pool.reset();
+  EXPECT_TRUE(weak.expired());
 }
 
 TEST(BufferPoolTest, OversizeRequestOnlyWhenAlone) {
