@@ -101,21 +101,23 @@ bool BufferPool::TryAcquire(size_t size, Allocation* allocation) {
 }
 
 void BufferPool::Release(const Allocation& allocation) {
-  std::shared_ptr<BufferPool> last_owner;  // dropped last: may destroy this pool
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    bytes_in_use_ -= allocation.capacity;
-    outstanding_ -= 1;
-    if (outstanding_ == 0) last_owner = std::move(keep_alive_);
-    if (allocation.in_arena) {
-      MarkUnits(static_cast<size_t>(allocation.data - arena_) / kBufferAlignment,
-                allocation.capacity / kBufferAlignment, false);
-    } else {
-      oversize_outstanding_ -= 1;
-      std::free(allocation.data);
-    }
+  // Declared before the lock, so dropped after it: may destroy this pool.
+  std::shared_ptr<BufferPool> last_owner;
+  std::lock_guard<std::mutex> lock(mutex_);
+  bytes_in_use_ -= allocation.capacity;
+  outstanding_ -= 1;
+  if (outstanding_ == 0) last_owner = std::move(keep_alive_);
+  if (allocation.in_arena) {
+    MarkUnits(static_cast<size_t>(allocation.data - arena_) / kBufferAlignment,
+              allocation.capacity / kBufferAlignment, false);
+  } else {
+    oversize_outstanding_ -= 1;
+    std::free(allocation.data);
   }
-  // listeners_ is only written before the first Acquire: no lock, no copy.
+  // Under the lock: once the pool is kept alive only by its outstanding
+  // allocations, the last Release on another thread frees it as soon as
+  // this one unlocks, so nothing here may touch it after unlocking.
+  // listeners_ is only written before the first Acquire.
   for (auto& listener : listeners_) listener();
 }
 

@@ -44,8 +44,9 @@ class BufferPool {
   bool TryAcquire(size_t size, Allocation* allocation);
   void Release(const Allocation& allocation);
 
-  // Called (outside the lock) after every Release: engines wake up their
-  // threads that wait for buffers. REQUIRES: before the first TryAcquire.
+  // Called after every Release, under the pool's lock: engines wake up
+  // their threads that wait for buffers. A listener must not call into the
+  // pool. REQUIRES: before the first TryAcquire.
   void AddReleaseListener(std::function<void()> listener);
 
   // For the pool's owner letting go of it (an engine being destroyed): the

@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 namespace gpufeed {
@@ -108,6 +111,47 @@ TEST(BufferPoolTest, KeptAliveUntilTheLastBufferIsReleased) {
   pool->KeepAliveWhileOutstanding(pool);
   pool.reset();
   EXPECT_TRUE(weak.expired());
+}
+
+// Buffers released on several threads at once after the owner let go: the
+// last release frees the pool while the others may still be in Release, so
+// nothing there may touch the pool after unlocking (ASan and TSan runs).
+TEST(BufferPoolTest, ConcurrentReleasesAfterTheOwnerLetGo) {
+  for (int trial = 0; trial < 200; ++trial) {
+    std::atomic<int> calls{0};
+    std::vector<ReadBuffer> buffers(8);
+    std::weak_ptr<BufferPool> weak;
+    {
+      auto pool = std::make_shared<BufferPool>(64 << 10);
+      // A slow listener widens the window a release outside the lock had.
+      pool->AddReleaseListener([&calls] {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        calls.fetch_add(1);  // reads the capture, inside the pool's listener list
+      });
+      for (ReadBuffer& buffer : buffers) {
+        BufferPool::Allocation allocation;
+        ASSERT_TRUE(pool->TryAcquire(4096, &allocation));
+        buffer = ReadBuffer(pool, allocation);
+      }
+      pool->KeepAliveWhileOutstanding(pool);
+      weak = pool;
+    }
+    std::atomic<bool> go{false};
+    std::vector<std::thread> threads;
+    for (ReadBuffer& buffer : buffers) {
+      threads.emplace_back([&buffer, &go] {
+        while (!go.load()) {
+        }
+        buffer.reset();
+      });
+    }
+    go.store(true);
+    for (std::thread& thread : threads) thread.join();
+    EXPECT_TRUE(weak.expired());
+    EXPECT_EQ(calls.load(), 8);
+  }
 }
 
 TEST(BufferPoolTest, OversizeRequestOnlyWhenAlone) {
