@@ -26,9 +26,11 @@ BufferPool::BufferPool(size_t budget, bool huge_pages) {
   const size_t units = arena_size_ / kBufferAlignment;
   used_.assign((units + 63) / 64, 0);
   if (units % 64 != 0) used_.back() = ~0ull << (units % 64);
+  free_units_ = units;
 }
 
 size_t BufferPool::FindFreeRun(size_t units) const {
+  if (units > free_units_) return SIZE_MAX;  // a full arena fails without a scan
   size_t run = 0, start = 0;
   for (size_t w = 0; w < used_.size(); ++w) {
     const uint64_t word = used_[w];
@@ -57,6 +59,7 @@ size_t BufferPool::FindFreeRun(size_t units) const {
 }
 
 void BufferPool::MarkUnits(size_t first, size_t units, bool in_use) {
+  free_units_ = in_use ? free_units_ - units : free_units_ + units;
   while (units > 0) {
     const size_t w = first / 64, bit = first % 64;
     const size_t here = std::min<size_t>(units, 64 - bit);

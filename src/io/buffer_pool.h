@@ -68,6 +68,7 @@ class BufferPool {
   // Bit u of used_[u / 64]: arena unit u (4 KiB) is in use. Bits past the
   // arena's last unit are set, so no run reaches past it.
   std::vector<uint64_t> used_;
+  size_t free_units_ = 0;  // clear bits of used_ below the arena's end
   // The first unit of a run of `units` free ones (first fit), or SIZE_MAX.
   size_t FindFreeRun(size_t units) const;
   void MarkUnits(size_t first, size_t units, bool in_use);
@@ -87,6 +88,8 @@ class ReadBuffer {
   ReadBuffer() = default;
   ReadBuffer(const std::shared_ptr<BufferPool>& pool, BufferPool::Allocation allocation)
       : pool_(pool.get()), allocation_(allocation) {}
+  // A temporary owner would leave the buffer's pool pointer dangling.
+  ReadBuffer(std::shared_ptr<BufferPool>&& pool, BufferPool::Allocation allocation) = delete;
   ReadBuffer(ReadBuffer&& other) noexcept { *this = std::move(other); }
   ReadBuffer& operator=(ReadBuffer&& other) noexcept;
   ReadBuffer(const ReadBuffer&) = delete;
