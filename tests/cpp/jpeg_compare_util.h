@@ -130,6 +130,8 @@ inline long CompareCorners(j_decompress_ptr info, jvirt_barray_ptr* arrays,
   for (int c = 0; c < info->num_components; ++c) {
     const jpeg_component_info& comp = info->comp_info[c];
     const int rows = std::min<int>(planes[c].rows, static_cast<int>(comp.height_in_blocks));
+    // With only the DC kept, the AC scans are skipped unread: no mask.
+    const bool masked = (planes[c].keep & jpeg_entropy::CornerPositions(4, 4) & ~1ull) != 0;
     for (int y = 0; y < rows; ++y) {
       JBLOCKARRAY row = info->mem->access_virt_barray(reinterpret_cast<j_common_ptr>(info),
                                                       arrays[c], y, 1, FALSE);
@@ -143,8 +145,6 @@ inline long CompareCorners(j_decompress_ptr info, jvirt_barray_ptr* arrays,
             differences += got.corner[4 * r + col] != (kept ? expected[8 * r + col] : 0);
           }
         }
-        // With only the DC kept, the AC scans are skipped unread: no mask.
-        const bool masked = (planes[c].keep & jpeg_entropy::CornerPositions(4, 4) & ~1ull) != 0;
         for (int n = 1; n < 64; ++n) {
           differences += static_cast<int>((got.nonzero >> kZigZagOfNatural[n]) & 1) !=
                          (masked && expected[n] != 0);
