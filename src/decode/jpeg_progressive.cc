@@ -71,6 +71,9 @@ inline int SetBitPositions(uint64_t x, uint8_t* out) {
   return n;
 }
 
+// JPEG's largest sampling factor.
+constexpr int kMaxSampling = 4;
+
 inline int16_t Wrap16(uint32_t value) { return static_cast<int16_t>(static_cast<uint16_t>(value)); }
 
 // Bits k in [from, to] (0 <= from, to <= 63); 0 when from > to.
@@ -192,7 +195,9 @@ bool ProgressiveDecoder::Setup() {
     keep_[c] = plane.keep & kCorner.mask;
     plane.blocks_per_row = mcus_per_row_ * h_[c];
     plane.rows = (last_mcu_row_ + 1) * v_[c];
-    plane.blocks.assign(static_cast<size_t>(plane.blocks_per_row) * plane.rows, CornerBlock{});
+    // Slack past the last row: DecodeInterleaved's block pointers end there.
+    plane.blocks.assign(static_cast<size_t>(plane.blocks_per_row) * plane.rows + kMaxSampling,
+                        CornerBlock{});
   }
   return true;
 }
@@ -276,22 +281,49 @@ bool ProgressiveDecoder::AtMcu(Bits* b, Source* source) {
 
 template <int kKind>
 bool ProgressiveDecoder::DecodeInterleaved(const ScanParams& scan, Bits* b, Source* source) {
+  // The MCU's blocks in scan order: each one's scan component, and its
+  // block in the current MCU (advanced by `step`, its component's h, per
+  // MCU; past a plane's last row it points into the plane's slack).
+  int index[kMaxBlocksPerMcu];
+  int step[kMaxBlocksPerMcu];
+  CornerBlock* block[kMaxBlocksPerMcu];
   int blocks_per_mcu = 0;
-  for (int i = 0; i < scan.count; ++i) blocks_per_mcu += h_[scan.component[i]] * v_[scan.component[i]];
-  if (blocks_per_mcu > kMaxBlocksPerMcu) return false;  // libjpeg refuses it
+  for (int i = 0; i < scan.count; ++i) {
+    const int c = scan.component[i];
+    if (blocks_per_mcu + h_[c] * v_[c] > kMaxBlocksPerMcu) return false;  // libjpeg refuses it
+    for (int by = 0; by < v_[c]; ++by) {
+      for (int bx = 0; bx < h_[c]; ++bx, ++blocks_per_mcu) {
+        index[blocks_per_mcu] = i;
+        step[blocks_per_mcu] = h_[c];
+      }
+    }
+  }
   until_restart_ = headers_.restart_interval;
   next_restart_ = 0;
   Bits bits = *b;  // a local, kept in registers through the loop
   for (int y = 0; y <= last_mcu_row_; ++y) {
+    for (int j = 0, i = 0; i < scan.count; ++i) {
+      const int c = scan.component[i];
+      for (int by = 0; by < v_[c]; ++by) {
+        for (int bx = 0; bx < h_[c]; ++bx) block[j++] = &planes_[c].at(bx, y * v_[c] + by);
+      }
+    }
     for (int x = 0; x < mcus_per_row_; ++x) {
       if (!AtMcu(&bits, source)) return false;
-      for (int i = 0; i < scan.count; ++i) {
-        const int c = scan.component[i];
-        for (int by = 0; by < v_[c]; ++by) {
-          for (int bx = 0; bx < h_[c]; ++bx) {
-            CornerBlock* block = &planes_[c].at(x * h_[c] + bx, y * v_[c] + by);
-            if (!DecodeBlock<kKind>(scan, i, &bits, source, block)) return false;
-          }
+      if constexpr (kKind == kDcRefine) {
+        // One bit per block, at most kMaxBlocksPerMcu: one fill serves the MCU.
+        Fill(&bits, source);
+        for (int j = 0; j < blocks_per_mcu; ++j) {
+          const uint32_t bit = static_cast<uint32_t>(bits.bits >> 63);
+          bits.bits <<= 1;
+          block[j]->corner[0] = Wrap16(block[j]->corner[0] | (bit << scan.al));
+          block[j] += step[j];
+        }
+        bits.count -= blocks_per_mcu;
+      } else {
+        for (int j = 0; j < blocks_per_mcu; ++j) {
+          if (!DecodeBlock<kKind>(scan, index[j], &bits, source, block[j])) return false;
+          block[j] += step[j];
         }
       }
     }
