@@ -71,7 +71,8 @@ inline int SetBitPositions(uint64_t x, uint8_t* out) {
   return n;
 }
 
-// JPEG's largest sampling factor.
+// JPEG's largest sampling factor (libjpeg refuses a larger one, and so does
+// Setup): the planes' slack past their last row.
 constexpr int kMaxSampling = 4;
 
 inline int16_t Wrap16(uint32_t value) { return static_cast<int16_t>(static_cast<uint16_t>(value)); }
@@ -187,6 +188,8 @@ bool ProgressiveDecoder::Setup() {
     }
     h_[c] = comp.h_samp_factor;
     v_[c] = comp.v_samp_factor;
+    // libjpeg refuses larger factors; the planes' slack relies on it.
+    if (h_[c] < 1 || h_[c] > kMaxSampling || v_[c] < 1 || v_[c] > kMaxSampling) return false;
     const long width = (static_cast<long>(info_.image_width) * h_[c] + hmax_ - 1) / hmax_;
     const long height = (static_cast<long>(info_.image_height) * v_[c] + vmax_ - 1) / vmax_;
     width_in_blocks_[c] = static_cast<int>((width + 7) / 8);
@@ -311,7 +314,8 @@ bool ProgressiveDecoder::DecodeInterleaved(const ScanParams& scan, Bits* b, Sour
     for (int x = 0; x < mcus_per_row_; ++x) {
       if (!AtMcu(&bits, source)) return false;
       if constexpr (kKind == kDcRefine) {
-        // One bit per block, at most kMaxBlocksPerMcu: one fill serves the MCU.
+        // DecodeBlock<kDcRefine>'s rule for a whole MCU: one bit per block,
+        // at most kMaxBlocksPerMcu, so one fill serves the MCU.
         Fill(&bits, source);
         for (int j = 0; j < blocks_per_mcu; ++j) {
           const uint32_t bit = static_cast<uint32_t>(bits.bits >> 63);

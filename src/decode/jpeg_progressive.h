@@ -47,7 +47,9 @@ struct CornerPlane {
   uint64_t keep = ~0ull;
   int blocks_per_row = 0;
   int rows = 0;
-  std::vector<CornerBlock> blocks;  // rows * blocks_per_row
+  // rows * blocks_per_row, then a few blocks of slack (where the decoder's
+  // block pointers end after a plane's last row; never read).
+  std::vector<CornerBlock> blocks;
   // REQUIRES: 0 <= x < blocks_per_row, 0 <= y < rows (not checked).
   CornerBlock& at(int x, int y) { return blocks[static_cast<size_t>(y) * blocks_per_row + x]; }
 };

@@ -493,6 +493,17 @@ std::vector<Encoding> ProgressiveEncodings() {
     e.width = 150, e.height = 101;
     all.push_back(e);
   }
+  // Luma sampling factors of 3 and 4 (up to 10 blocks per MCU), partial
+  // MCUs at both edges, restart markers: the interleaved DC scans' block
+  // walk and the planes' slack past their last row.
+  for (const auto& [h, v] : {std::pair{4, 1}, std::pair{4, 2}, std::pair{3, 2}, std::pair{1, 4}}) {
+    Encoding e;
+    e.progressive = true;
+    e.h = h, e.v = v;
+    e.width = 131, e.height = 77;
+    e.restart_interval = 5;
+    all.push_back(e);
+  }
   return all;
 }
 
