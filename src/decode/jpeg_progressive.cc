@@ -77,6 +77,12 @@ constexpr int kMaxSampling = 4;
 
 inline int16_t Wrap16(uint32_t value) { return static_cast<int16_t>(static_cast<uint16_t>(value)); }
 
+// A DC refinement's bit (0 or 1) for one block: ORed in at the point
+// transform's position, as libjpeg does on its 16-bit coefficient.
+inline void RefineDc(CornerBlock* block, uint32_t bit, int al) {
+  block->corner[0] = Wrap16(block->corner[0] | (bit << al));
+}
+
 // Bits k in [from, to] (0 <= from, to <= 63); 0 when from > to.
 inline uint64_t Range(int from, int to) {
   if (from > to) return 0;
@@ -314,13 +320,11 @@ bool ProgressiveDecoder::DecodeInterleaved(const ScanParams& scan, Bits* b, Sour
     for (int x = 0; x < mcus_per_row_; ++x) {
       if (!AtMcu(&bits, source)) return false;
       if constexpr (kKind == kDcRefine) {
-        // DecodeBlock<kDcRefine>'s rule for a whole MCU: one bit per block,
-        // at most kMaxBlocksPerMcu, so one fill serves the MCU.
+        // One bit per block, at most kMaxBlocksPerMcu: one fill serves the MCU.
         Fill(&bits, source);
         for (int j = 0; j < blocks_per_mcu; ++j) {
-          const uint32_t bit = static_cast<uint32_t>(bits.bits >> 63);
+          RefineDc(block[j], static_cast<uint32_t>(bits.bits >> 63), scan.al);
           bits.bits <<= 1;
-          block[j]->corner[0] = Wrap16(block[j]->corner[0] | (bit << scan.al));
           block[j] += step[j];
         }
         bits.count -= blocks_per_mcu;
@@ -364,7 +368,7 @@ __attribute__((always_inline)) inline bool ProgressiveDecoder::DecodeBlock(
     const ScanParams& scan, int index, Bits* b, Source* source, CornerBlock* block) {
   if constexpr (kKind == kDcRefine) {  // one bit
     Fill(b, source);
-    if (Peek(*b, 1) != 0) block->corner[0] = Wrap16(block->corner[0] | (1u << scan.al));
+    RefineDc(block, Peek(*b, 1), scan.al);
     Skip(b, 1);
     return true;
   } else if constexpr (kKind == kDcFirst) {
