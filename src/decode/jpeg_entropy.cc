@@ -403,13 +403,16 @@ __attribute__((always_inline)) inline bool SkipBlock(Bits* b, Source* source,
 }
 
 // Zeroes the kept positions (zig-zag indices below the limit) of every
-// block of an MCU: the only ones DecodeBlock writes besides the spare slot.
-inline void ClearKept(const Scan& scan, int16_t* const* component_blocks) {
+// block of an MCU, the only ones DecodeBlock writes besides the spare slot:
+// whole natural rows [0, rows[c]) of each block, 16 bytes at a time (the
+// rows' other positions are never written, so they are 0 already).
+inline void ClearKept(const Scan& scan, const int* rows, int16_t* const* component_blocks) {
+  static constexpr int16_t kZeroRow[8] = {};
   for (int c = 0; c < scan.components; ++c) {
     const Component& component = scan.component[c];
     for (int i = 0; i < component.h * component.v; ++i) {
       int16_t* block = component_blocks[c] + kBlockStride * i;
-      for (int k = 0; k < component.limit; ++k) block[kNatural[k]] = 0;
+      for (int r = 0; r < rows[c]; ++r) std::memcpy(block + 8 * r, kZeroRow, sizeof(kZeroRow));
     }
   }
 }
@@ -433,7 +436,11 @@ bool DecodeScan(const Scan& scan, const McuWindow& window, BlockSink* sink) {
   // Per component, where zig-zag index k goes: its natural position below
   // the limit, else the spare slot 64 (stores need no test).
   uint8_t position[kMaxComponents][80];
+  int clear_rows[kMaxComponents] = {};  // natural rows holding a kept position
   for (int c = 0, used = 0; c < scan.components; ++c) {
+    for (int k = 0; k < scan.component[c].limit; ++k) {
+      clear_rows[c] = std::max(clear_rows[c], kNatural[k] / 8 + 1);
+    }
     component_blocks[c] = storage + used * kBlockStride;
     blocks[c] = component_blocks[c];
     used += scan.component[c].h * scan.component[c].v;
@@ -459,7 +466,7 @@ bool DecodeScan(const Scan& scan, const McuWindow& window, BlockSink* sink) {
         --until_restart;
       }
       const bool wanted = row_wanted && x >= window.first_col && x < window.end_col;
-      if (wanted) ClearKept(scan, component_blocks);
+      if (wanted) ClearKept(scan, clear_rows, component_blocks);
       for (int c = 0; c < scan.components; ++c) {
         const Component& component = scan.component[c];
         for (int i = 0; i < component.h * component.v; ++i) {

@@ -205,6 +205,11 @@ bool ProgressiveDecoder::Setup() {
     plane.blocks_per_row = mcus_per_row_ * h_[c];
     plane.rows = (last_mcu_row_ + 1) * v_[c];
     // Slack past the last row: DecodeInterleaved's block pointers end there.
+    // Capacity for the whole image, not just down to the crop: the planes
+    // are kept per thread, and growing them row by row as crops reach lower
+    // would fault fresh pages in each time.
+    plane.blocks.reserve(static_cast<size_t>(plane.blocks_per_row) * mcu_rows_ * v_[c] +
+                         kMaxSampling);
     plane.blocks.assign(static_cast<size_t>(plane.blocks_per_row) * plane.rows + kMaxSampling,
                         CornerBlock{});
   }
