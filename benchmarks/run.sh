@@ -381,7 +381,7 @@ if want highres; then
   echo
   heading "[highres] 2-12 MP photographs: exact=False (DCT-scaled decode) vs exact, 1 thread, and its PSNR"
   "$PY" "$ROOT/benchmarks/highres_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_transform_bench" \
-    --out "$DATA/highres-photos" --rounds "$([ ${#quick[@]} -gt 0 ] && echo 3 || echo 5)" \
+    --out "$DATA/highres-photos" --rounds "$([ ${#quick[@]} -gt 0 ] && echo 3 || echo 9)" \
     --json "$RESULTS/highres.json" 2> >(drop_info_logs) || echo "highres benchmark failed (exit $?)"
   # exact=False decodes baseline and progressive JPEGs with gpufeed's own
   # entropy decoders: checked against libjpeg on files other tools wrote.

@@ -12,13 +12,16 @@
 // uint8, each exact and with exact=false, the DCT-scaled fast path, and a
 // full decode at 1/8 scale, about the entropy decoding alone: the floor of any
 // DCT-domain shortcut; for benchmarks/highres_compare.py). Rounds interleave the cases
-// so a busy machine slows them alike; the figures are medians over rounds
+// so a busy machine slows them alike, after one untimed pass of every case
+// (buffers grown, tables built, code warm); the figures are medians over rounds
 // of this thread's CPU time (not wall time, which counts waits for a core).
 // Prints one RESULT line per case with µs per image, its breakdown (decode:
-// header + region decode; resample: both passes; write: layout, flip, dtype)
-// and the rate relative to the full decode:
+// header + region decode; resample: both passes; write: layout, flip, dtype),
+// the rate relative to the full decode, and each round's µs per image in
+// round order (round r draws the same crops for every case: epoch r, so two
+// cases compare best round by round):
 //   RESULT case=train_uint8 us_per_image=... decode_us=... resample_us=... write_us=...
-//          vs_full_decode=1.23 path=avx2
+//          vs_full_decode=1.23 path=avx2 images=... rounds=... rounds_us=a,b,...
 #include <time.h>
 
 #include <algorithm>
@@ -58,10 +61,80 @@ double ThreadCpuMicroseconds() {
   return now.tv_sec * 1e6 + now.tv_nsec / 1e3;
 }
 
+// What one pass of a case works with: the records, the output buffer and
+// the scratch kept between calls, as a decode thread keeps them.
+struct Bench {
+  const std::vector<std::string>* records;
+  int size;
+  std::vector<uint8_t> output;
+  Image image;
+  TransformScratch scratch;
+};
+
+// Times case `c` over every record with the crops of `epoch`, adding the
+// per-image figures to *f (null: an untimed warm-up pass). False after
+// printing a record's error.
+bool TimeCase(const Case& c, uint64_t epoch, Bench* bench, Figures* f) {
+  TransformStageTimes times;
+  bench->scratch.times = &times;
+  ImageTransformOptions options;
+  options.size = bench->size;
+  options.train = c.train;
+  options.dtype = c.dtype;
+  options.exact = c.exact;
+  const std::vector<std::string>& records = *bench->records;
+  const double started = ThreadCpuMicroseconds();
+  for (size_t i = 0; i < records.size(); ++i) {
+    const auto* data = reinterpret_cast<const uint8_t*>(records[i].data());
+    Status status = c.full_decode ? DecodeRegion(data, records[i].size(), {}, c.min_side,
+                                                 c.min_side, &bench->image)
+                                  : TransformImage(data, records[i].size(), options, 0, epoch, i,
+                                                   bench->output.data(), &bench->scratch);
+    if (!status.ok()) {
+      std::fprintf(stderr, "record %zu: %s\n", i, status.ToString().c_str());
+      return false;
+    }
+  }
+  const double us = ThreadCpuMicroseconds() - started;
+  bench->scratch.times = nullptr;
+  if (f == nullptr) return true;
+  const double n = static_cast<double>(records.size());
+  f->total.push_back(us / n);
+  f->decode.push_back(times.decode_ns / 1e3 / n);
+  f->resample.push_back(times.resample_ns / 1e3 / n);
+  f->write.push_back(times.write_ns / 1e3 / n);
+  return true;
+}
+
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   size_t n = values.size();
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// One RESULT line per case that ran (see the header).
+void PrintResults(const std::vector<Case>& cases, std::map<std::string, Figures>* figures,
+                  size_t images, int rounds) {
+  const double full =
+      (*figures)["full_decode"].total.empty() ? 0 : Median((*figures)["full_decode"].total);
+  std::printf("%zu images, %d rounds, one thread, resample path %s; medians of thread CPU us per image\n",
+              images, rounds, ResamplePathName(ActiveResamplePath()));
+  for (const Case& c : cases) {
+    const Figures& f = (*figures)[c.name];
+    if (f.total.empty()) continue;  // not run (--only)
+    double total = Median(f.total);
+    std::string per_round;
+    for (double us : f.total) {
+      char value[32];
+      std::snprintf(value, sizeof(value), "%s%.1f", per_round.empty() ? "" : ",", us);
+      per_round += value;
+    }
+    std::printf("RESULT case=%s us_per_image=%.1f decode_us=%.1f resample_us=%.1f write_us=%.1f "
+                "vs_full_decode=%.3f path=%s images=%zu rounds=%d rounds_us=%s\n",
+                c.name.c_str(), total, Median(f.decode), Median(f.resample), Median(f.write),
+                full / total, ResamplePathName(ActiveResamplePath()), images, rounds,
+                per_round.c_str());
+  }
 }
 
 }  // namespace
@@ -125,52 +198,22 @@ int main(int argc, char** argv) {
                                   {"train_float32", false, true, OutputDtype::kFloat32},
                                   {"eval_uint8", false, false, OutputDtype::kUint8}};
   std::map<std::string, Figures> figures;
-  std::vector<uint8_t> output(static_cast<size_t>(size) * size * 3 * 4);
-  Image image;
-  TransformScratch scratch;
+  Bench bench{&records, size, std::vector<uint8_t>(static_cast<size_t>(size) * size * 3 * 4), {},
+              {}};
+  // One untimed pass first (crops of an epoch no round uses): the buffers
+  // each case grows to, the tables and the code are warm for every round.
+  for (const Case& c : cases) {
+    if ((only.empty() || only == c.name) &&
+        !TimeCase(c, static_cast<uint64_t>(rounds), &bench, nullptr)) {
+      return 1;
+    }
+  }
   for (int round = 0; round < rounds; ++round) {
     for (const Case& c : cases) {
       if (!only.empty() && only != c.name) continue;
-      TransformStageTimes times;
-      scratch.times = &times;
-      ImageTransformOptions options;
-      options.size = size;
-      options.train = c.train;
-      options.dtype = c.dtype;
-      options.exact = c.exact;
-      const double started = ThreadCpuMicroseconds();
-      for (size_t i = 0; i < records.size(); ++i) {
-        const auto* data = reinterpret_cast<const uint8_t*>(records[i].data());
-        status = c.full_decode ? DecodeRegion(data, records[i].size(), {}, c.min_side,
-                                                              c.min_side, &image)
-                               : TransformImage(data, records[i].size(), options, 0, round, i,
-                                                output.data(), &scratch);
-        if (!status.ok()) {
-          std::fprintf(stderr, "record %zu: %s\n", i, status.ToString().c_str());
-          return 1;
-        }
-      }
-      double us = ThreadCpuMicroseconds() - started;
-      double n = static_cast<double>(records.size());
-      Figures& f = figures[c.name];
-      f.total.push_back(us / n);
-      f.decode.push_back(times.decode_ns / 1e3 / n);
-      f.resample.push_back(times.resample_ns / 1e3 / n);
-      f.write.push_back(times.write_ns / 1e3 / n);
+      if (!TimeCase(c, static_cast<uint64_t>(round), &bench, &figures[c.name])) return 1;
     }
   }
-  const double full =
-      figures["full_decode"].total.empty() ? 0 : Median(figures["full_decode"].total);
-  std::printf("%zu images, %d rounds, one thread, resample path %s; medians of thread CPU us per image\n",
-              records.size(), rounds, ResamplePathName(ActiveResamplePath()));
-  for (const Case& c : cases) {
-    const Figures& f = figures[c.name];
-    if (f.total.empty()) continue;  // not run (--only)
-    double total = Median(f.total);
-    std::printf("RESULT case=%s us_per_image=%.1f decode_us=%.1f resample_us=%.1f write_us=%.1f "
-                "vs_full_decode=%.3f path=%s images=%zu rounds=%d\n",
-                c.name.c_str(), total, Median(f.decode), Median(f.resample), Median(f.write),
-                full / total, ResamplePathName(ActiveResamplePath()), records.size(), rounds);
-  }
+  PrintResults(cases, &figures, records.size(), rounds);
   return 0;
 }
