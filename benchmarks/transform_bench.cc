@@ -92,6 +92,7 @@ bool TimeCase(const Case& c, uint64_t epoch, Bench* bench, Figures* f) {
                                                    bench->output.data(), &bench->scratch);
     if (!status.ok()) {
       std::fprintf(stderr, "record %zu: %s\n", i, status.ToString().c_str());
+      bench->scratch.times = nullptr;  // `times` ends here
       return false;
     }
   }

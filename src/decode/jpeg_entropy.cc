@@ -429,7 +429,7 @@ bool DecodeScan(const Scan& scan, const McuWindow& window, BlockSink* sink) {
   if (blocks_per_mcu > kMaxBlocksPerMcu) return false;
   // Zeroed once: DecodeBlock writes only the kept positions (below the
   // limit) and the spare slot 64, so every other position stays 0; a wanted
-  // MCU clears just the kept ones first (ClearKept).
+  // MCU clears just the natural rows holding the kept ones first (ClearKept).
   alignas(64) int16_t storage[kMaxBlocksPerMcu * kBlockStride] = {};
   const int16_t* blocks[kMaxComponents];
   int16_t* component_blocks[kMaxComponents];

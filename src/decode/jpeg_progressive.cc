@@ -185,6 +185,13 @@ bool ProgressiveDecoder::Setup() {
   if (info_.num_components > kMaxComponents || info_.arith_code || info_.data_precision != 8) {
     return false;
   }
+  size_t whole_blocks = 0;  // every component's planes down to the last row
+  for (int c = 0; c < info_.num_components; ++c) {
+    const jpeg_component_info& comp = info_.comp_info[c];
+    whole_blocks += static_cast<size_t>(mcus_per_row_) * mcu_rows_ * comp.h_samp_factor *
+                        comp.v_samp_factor + kMaxSampling;  // factors out of 1..4: refused below
+  }
+  const bool whole_fits = whole_blocks * sizeof(CornerBlock) <= kRetainedCornerBytes;
   for (int c = 0; c < info_.num_components; ++c) {
     const jpeg_component_info& comp = info_.comp_info[c];
     // Duplicate component ids make a scan's components ambiguous (libjpeg
@@ -205,11 +212,12 @@ bool ProgressiveDecoder::Setup() {
     plane.blocks_per_row = mcus_per_row_ * h_[c];
     plane.rows = (last_mcu_row_ + 1) * v_[c];
     // Slack past the last row: DecodeInterleaved's block pointers end there.
-    // Capacity for the whole image, not just down to the crop: the planes
-    // are kept per thread, and growing them row by row as crops reach lower
-    // would fault fresh pages in each time.
-    plane.blocks.reserve(static_cast<size_t>(plane.blocks_per_row) * mcu_rows_ * v_[c] +
-                         kMaxSampling);
+    // Room for the whole image where its planes may be kept (per thread):
+    // crops reaching lower would otherwise regrow them and fault pages in.
+    if (whole_fits) {
+      plane.blocks.reserve(static_cast<size_t>(plane.blocks_per_row) * mcu_rows_ * v_[c] +
+                           kMaxSampling);
+    }
     plane.blocks.assign(static_cast<size_t>(plane.blocks_per_row) * plane.rows + kMaxSampling,
                         CornerBlock{});
   }

@@ -240,10 +240,6 @@ void FeedCorners(jpeg_entropy::CornerPlane* corners, const Plan* plans, int comp
   }
 }
 
-// The most a decoding thread keeps of its progressive corner planes between
-// images: a 2560 x 1600 4:4:4 photograph needs 7.7 MB.
-constexpr size_t kRetainedCornerBytes = 32u << 20;
-
 bool DecodeScaledUnchecked(const jpeg_decompress_struct& info, const uint8_t* data, size_t size,
                            const CropRect& crop, int denominator, Image* out,
                            DecodedColumns* columns) {
@@ -284,7 +280,7 @@ bool DecodeScaledUnchecked(const jpeg_decompress_struct& info, const uint8_t* da
   if (!progressive) return jpeg_entropy::DecodeScan(scan, window, &sink);
   // Kept per thread: a photograph's planes are megabytes, which a fresh
   // allocation per image would fault in page by page. Released after a
-  // decode that needed more than kRetainedCornerBytes.
+  // decode that needed more than jpeg_entropy::kRetainedCornerBytes.
   thread_local jpeg_entropy::CornerPlane corners[kMaxComponents];
   for (int c = 0; c < components; ++c) {
     corners[c].keep = jpeg_entropy::CornerPositions(plans[c].idct_h, plans[c].idct_w);
@@ -295,7 +291,7 @@ bool DecodeScaledUnchecked(const jpeg_decompress_struct& info, const uint8_t* da
   for (const jpeg_entropy::CornerPlane& plane : corners) {
     held += plane.blocks.capacity() * sizeof(jpeg_entropy::CornerBlock);
   }
-  if (held > kRetainedCornerBytes) {
+  if (held > jpeg_entropy::kRetainedCornerBytes) {
     for (jpeg_entropy::CornerPlane& plane : corners) {
       plane.blocks.clear();
       plane.blocks.shrink_to_fit();
