@@ -211,13 +211,13 @@ bool ProgressiveDecoder::Setup() {
     keep_[c] = plane.keep & kCorner.mask;
     plane.blocks_per_row = mcus_per_row_ * h_[c];
     plane.rows = (last_mcu_row_ + 1) * v_[c];
-    // Slack past the last row: DecodeInterleaved's block pointers end there.
     // Room for the whole image where its planes may be kept (per thread):
     // crops reaching lower would otherwise regrow them and fault pages in.
     if (whole_fits) {
       plane.blocks.reserve(static_cast<size_t>(plane.blocks_per_row) * mcu_rows_ * v_[c] +
                            kMaxSampling);
     }
+    // Slack past the last row: DecodeInterleaved's block pointers end there.
     plane.blocks.assign(static_cast<size_t>(plane.blocks_per_row) * plane.rows + kMaxSampling,
                         CornerBlock{});
   }
