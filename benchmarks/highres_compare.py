@@ -46,6 +46,7 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -128,12 +129,6 @@ def speed(bench, folder, rounds):
             rounds_us = values.get("rounds_us", values["us_per_image"])
             per_round[values["case"]] = [float(v) for v in rounds_us.split(",")]
     return cases, per_round
-
-
-def median(values):
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def transform(data, train, sample, exact):
@@ -226,7 +221,7 @@ def measure(bench, root, files, rounds, samples):
             raise RuntimeError(f"{kind}: {len(exact_rounds)} exact rounds, {len(fast_rounds)} fast")
         # All rounds' time: images/s over images/s on the same crops.
         summary[f"{kind}_speedup"] = sum(exact_rounds) / sum(fast_rounds)
-        summary[f"{kind}_speedup_median_of_rounds"] = median(
+        summary[f"{kind}_speedup_median_of_rounds"] = statistics.median(
             [e / f for e, f in zip(exact_rounds, fast_rounds)])
         summary[f"{kind}_speedup_of_medians"] = exact_us / fast_us
         summary[f"{kind}_floor_share"] = floor / exact_us

@@ -185,11 +185,14 @@ bool ProgressiveDecoder::Setup() {
   if (info_.num_components > kMaxComponents || info_.arith_code || info_.data_precision != 8) {
     return false;
   }
-  size_t whole_blocks = 0;  // every component's planes down to the last row
+  // Each plane's blocks down to the image's last row, with the slack.
+  size_t whole[kMaxComponents] = {}, whole_blocks = 0;
   for (int c = 0; c < info_.num_components; ++c) {
-    const jpeg_component_info& comp = info_.comp_info[c];
-    whole_blocks += static_cast<size_t>(mcus_per_row_) * mcu_rows_ * comp.h_samp_factor *
-                        comp.v_samp_factor + kMaxSampling;  // factors out of 1..4: refused below
+    const int h = info_.comp_info[c].h_samp_factor, v = info_.comp_info[c].v_samp_factor;
+    // libjpeg refuses larger factors; the planes' slack relies on it.
+    if (h < 1 || h > kMaxSampling || v < 1 || v > kMaxSampling) return false;
+    whole[c] = static_cast<size_t>(mcus_per_row_) * h * mcu_rows_ * v + kMaxSampling;
+    whole_blocks += whole[c];
   }
   const bool whole_fits = whole_blocks * sizeof(CornerBlock) <= kRetainedCornerBytes;
   for (int c = 0; c < info_.num_components; ++c) {
@@ -201,8 +204,6 @@ bool ProgressiveDecoder::Setup() {
     }
     h_[c] = comp.h_samp_factor;
     v_[c] = comp.v_samp_factor;
-    // libjpeg refuses larger factors; the planes' slack relies on it.
-    if (h_[c] < 1 || h_[c] > kMaxSampling || v_[c] < 1 || v_[c] > kMaxSampling) return false;
     const long width = (static_cast<long>(info_.image_width) * h_[c] + hmax_ - 1) / hmax_;
     const long height = (static_cast<long>(info_.image_height) * v_[c] + vmax_ - 1) / vmax_;
     width_in_blocks_[c] = static_cast<int>((width + 7) / 8);
@@ -213,10 +214,7 @@ bool ProgressiveDecoder::Setup() {
     plane.rows = (last_mcu_row_ + 1) * v_[c];
     // Room for the whole image where its planes may be kept (per thread):
     // crops reaching lower would otherwise regrow them and fault pages in.
-    if (whole_fits) {
-      plane.blocks.reserve(static_cast<size_t>(plane.blocks_per_row) * mcu_rows_ * v_[c] +
-                           kMaxSampling);
-    }
+    if (whole_fits) plane.blocks.reserve(whole[c]);
     // Slack past the last row: DecodeInterleaved's block pointers end there.
     plane.blocks.assign(static_cast<size_t>(plane.blocks_per_row) * plane.rows + kMaxSampling,
                         CornerBlock{});
