@@ -1,9 +1,13 @@
-// gpufeed_jpeg_check: exact=False's own JPEG entropy decoders against
+// gpufeed_jpeg_check: gpufeed's own JPEG entropy decoders against
 // libjpeg-turbo on real files, for files written by other tools.
 //
 //   gpufeed_jpeg_check FILE_OR_DIR...
 //
-// Per JPEG: whether the own decoders take it (baseline: jpeg_entropy.h;
+// Per JPEG:
+// - exact: the exact decode (scale 1) with gpufeed's entropy decoder inside
+//   libjpeg (jpeg_mcu.h) against libjpeg's own, whole image and two crops:
+//   the same status and bytes;
+// whether exact=False's own decoders take it (baseline: jpeg_entropy.h;
 // progressive: jpeg_progressive.h), and then
 // - coefficients: the own decoder's against libjpeg's jpeg_read_coefficients
 //   (baseline: all 64 of every block, then the corners a 1/2 and a 1/4
@@ -15,7 +19,10 @@
 // Prints one line per problem, then
 //   RESULT files=... baseline=... progressive=... other=... refused=...
 //          coefficient_mismatches=... pixel_checks=... min_pixel_psnr_db=...
-// Exit status 1 when a coefficient differs or a geometry disagrees.
+//          exact_checks=... exact_own=... (of them through gpufeed's decoder)
+//          exact_mismatches=...
+// Exit status 1 when a coefficient or an exact byte differs, or a geometry
+// disagrees.
 // (PSNR against libjpeg is not a verdict: libjpeg's reduced transforms are
 // approximations too; tests/cpp/decode/jpeg_entropy_test.cc measures both
 // against the image's box averages.)
@@ -48,6 +55,7 @@ namespace {
 struct Totals {
   long files = 0, baseline = 0, progressive = 0, other = 0, refused = 0, mismatches = 0;
   long pixel_checks = 0, geometry_errors = 0;
+  long exact_checks = 0, exact_mismatches = 0, exact_own = 0;
   double min_psnr = INFINITY;
 };
 
@@ -147,6 +155,7 @@ bool CheckCoefficients(const std::vector<uint8_t>& data, int* kind, long* differ
 void CheckPixels(const std::string& path, const std::vector<uint8_t>& data, Totals* totals) {
   for (int denominator : {2, 4, 8}) {
     JpegDecoder own, reference;
+    reference.set_own_entropy(false);
     ImageHeader header;
     if (!own.Start(data.data(), data.size(), &header).ok() ||
         !reference.Start(data.data(), data.size(), &header).ok()) {
@@ -182,6 +191,44 @@ void CheckPixels(const std::string& path, const std::vector<uint8_t>& data, Tota
   }
 }
 
+// The exact decode (scale 1) with gpufeed's entropy decoder inside libjpeg
+// against libjpeg's own (jpeg_mcu.h): the same status and the same bytes,
+// for the whole image and two crops (the middle, the bottom-right corner).
+void CheckExact(const std::string& path, const std::vector<uint8_t>& data, Totals* totals) {
+  ImageHeader header;
+  {
+    JpegDecoder probe;
+    if (!probe.Start(data.data(), data.size(), &header).ok()) return;
+  }
+  const int w = header.width, h = header.height;
+  for (const CropRect& crop : {CropRect{0, 0, w, h}, CropRect{w / 4, h / 4, w / 2, h / 2},
+                               CropRect{w / 2, h - h / 3, w - w / 2, h / 3}}) {
+    if (crop.width < 1 || crop.height < 1) continue;
+    Image images[2];
+    Status statuses[2];
+    bool used = false;
+    for (int own = 0; own < 2; ++own) {
+      JpegDecoder decoder;
+      decoder.set_own_entropy(own == 1);
+      statuses[own] = decoder.Start(data.data(), data.size(), &header);
+      if (statuses[own].ok()) {
+        statuses[own] = decoder.DecodeRegion(crop, 0, 0, &images[own], nullptr, 1ull << 31);
+      }
+      if (own == 1) used = decoder.own_entropy_used();
+    }
+    ++totals->exact_checks;
+    totals->exact_own += used;
+    if (statuses[0].ToString() != statuses[1].ToString() ||
+        images[0].width != images[1].width || images[0].height != images[1].height ||
+        images[0].pixels != images[1].pixels) {
+      ++totals->exact_mismatches;
+      std::printf("EXACT-MISMATCH %s crop %d,%d %dx%d: %s / %s\n", path.c_str(), crop.x, crop.y,
+                  crop.width, crop.height, statuses[1].ToString().c_str(),
+                  statuses[0].ToString().c_str());
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -197,6 +244,11 @@ int main(int argc, char** argv) {
     const std::vector<uint8_t> data = ReadFile(path);
     if (data.size() < 4) continue;
     ++totals.files;
+    try {
+      CheckExact(path, data, &totals);
+    } catch (const std::bad_alloc&) {
+      std::printf("SKIPPED %s exact (out of memory)\n", path.c_str());
+    }
     int kind = 0;
     long differences = 0;
     bool libjpeg_failed = false, taken = false;
@@ -233,9 +285,12 @@ int main(int argc, char** argv) {
   }
   std::printf("RESULT files=%ld baseline=%ld progressive=%ld other=%ld refused=%ld "
               "coefficient_mismatches=%ld geometry_errors=%ld pixel_checks=%ld "
-              "min_pixel_psnr_db=%.1f\n",
+              "min_pixel_psnr_db=%.1f exact_checks=%ld exact_own=%ld exact_mismatches=%ld\n",
               totals.files, totals.baseline, totals.progressive, totals.other, totals.refused,
               totals.mismatches, totals.geometry_errors, totals.pixel_checks,
-              totals.pixel_checks ? totals.min_psnr : 0.0);
-  return totals.mismatches == 0 && totals.geometry_errors == 0 ? 0 : 1;
+              totals.pixel_checks ? totals.min_psnr : 0.0, totals.exact_checks, totals.exact_own,
+              totals.exact_mismatches);
+  return totals.mismatches == 0 && totals.geometry_errors == 0 && totals.exact_mismatches == 0
+             ? 0
+             : 1;
 }

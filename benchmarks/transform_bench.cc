@@ -1,7 +1,8 @@
 // gpufeed_transform_bench: the per-image cost of the decode pool's transform
 // on one thread, against a plain full decode of the same files measured in
-// the same run (the "decode ceiling": libjpeg-turbo, decode to RGB, no crop,
-// no resize).
+// the same run (the "decode ceiling": a plain libjpeg-turbo decode as PIL's,
+// a decompressor per image, the whole image to RGB, no crop, no resize;
+// gpufeed's own entropy decoder, which the transforms use, plays no part).
 //
 //   gpufeed_transform_bench PATH [--rounds 5] [--size 224] [--path auto|scalar|sse41|avx2]
 //                           [--highres] [--only CASE]
@@ -22,6 +23,7 @@
 // cases compare best round by round):
 //   RESULT case=train_uint8 us_per_image=... decode_us=... resample_us=... write_us=...
 //          vs_full_decode=1.23 path=avx2 images=... rounds=... rounds_us=a,b,...
+#include <setjmp.h>
 #include <time.h>
 
 #include <algorithm>
@@ -31,7 +33,11 @@
 #include <string>
 #include <vector>
 
+// jpeglib.h needs FILE and size_t declared first.
+#include <jpeglib.h>
+
 #include "decode/image_decoder.h"
+#include "decode/jpeg_decoder.h"
 #include "decode/resample.h"
 #include "decode/transform.h"
 #include "gpufeed/dataset.h"
@@ -61,6 +67,55 @@ double ThreadCpuMicroseconds() {
   return now.tv_sec * 1e6 + now.tv_nsec / 1e3;
 }
 
+struct PlainError {
+  jpeg_error_mgr manager;
+  jmp_buf jump;
+};
+
+void PlainErrorExit(j_common_ptr info) {
+  longjmp(reinterpret_cast<PlainError*>(info->err)->jump, 1);
+}
+
+// The reference decode: libjpeg-turbo alone, with its defaults as PIL uses
+// them (ISLOW IDCT, fancy upsampling), to RGB (CMYK sources to CMYK), at
+// the largest DCT scale of 1/8, 1/4, 1/2 that keeps both sides at least
+// min_side (min_side 0: full size). False for data libjpeg refuses.
+// Nothing with a destructor lives between setjmp and the library calls.
+bool PlainDecode(const uint8_t* data, size_t size, int min_side, std::vector<uint8_t>* pixels) {
+  jpeg_decompress_struct info;
+  PlainError error;
+  info.err = jpeg_std_error(&error.manager);
+  error.manager.error_exit = PlainErrorExit;
+  if (setjmp(error.jump)) {
+    jpeg_destroy_decompress(&info);
+    return false;
+  }
+  jpeg_create_decompress(&info);
+  jpeg_mem_src(&info, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&info, TRUE);
+  const bool cmyk = info.jpeg_color_space == JCS_CMYK || info.jpeg_color_space == JCS_YCCK;
+  info.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  info.dct_method = JDCT_ISLOW;
+  const CropRect whole{0, 0, static_cast<int>(info.image_width),
+                       static_cast<int>(info.image_height)};
+  info.scale_num = 1;
+  info.scale_denom = static_cast<unsigned>(DctDenominator(whole, min_side, min_side));
+  jpeg_start_decompress(&info);
+  const size_t row_bytes = static_cast<size_t>(info.output_width) * info.output_components;
+  pixels->resize(row_bytes * info.output_height);
+  while (info.output_scanline < info.output_height) {
+    JSAMPROW rows[16];
+    const JDIMENSION wanted = std::min<JDIMENSION>(16, info.output_height - info.output_scanline);
+    for (JDIMENSION i = 0; i < wanted; ++i) {
+      rows[i] = pixels->data() + (info.output_scanline + i) * row_bytes;
+    }
+    if (jpeg_read_scanlines(&info, rows, wanted) == 0) break;
+  }
+  jpeg_finish_decompress(&info);
+  jpeg_destroy_decompress(&info);
+  return true;
+}
+
 // What one pass of a case works with: the records, the output buffer and
 // the scratch kept between calls, as a decode thread keeps them.
 struct Bench {
@@ -86,10 +141,13 @@ bool TimeCase(const Case& c, uint64_t epoch, Bench* bench, Figures* f) {
   const double started = ThreadCpuMicroseconds();
   for (size_t i = 0; i < records.size(); ++i) {
     const auto* data = reinterpret_cast<const uint8_t*>(records[i].data());
-    Status status = c.full_decode ? DecodeRegion(data, records[i].size(), {}, c.min_side,
-                                                 c.min_side, &bench->image)
-                                  : TransformImage(data, records[i].size(), options, 0, epoch, i,
-                                                   bench->output.data(), &bench->scratch);
+    Status status =
+        c.full_decode
+            ? (PlainDecode(data, records[i].size(), c.min_side, &bench->image.pixels)
+                   ? Status::OK()
+                   : Status::Corruption("libjpeg refused the image"))
+            : TransformImage(data, records[i].size(), options, 0, epoch, i,
+                             bench->output.data(), &bench->scratch);
     if (!status.ok()) {
       std::fprintf(stderr, "record %zu: %s\n", i, status.ToString().c_str());
       bench->scratch.times = nullptr;  // `times` ends here

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
+#include "decode/jpeg_mcu.h"
 #include "decode/jpeg_scaled.h"
 
 namespace gpufeed {
@@ -33,6 +35,7 @@ struct JpegError {
   jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
   bool truncated = false;
+  bool hook_failed = false;  // gpufeed's entropy decoder gave up (jpeg_mcu.h)
 };
 
 void JpegErrorExit(j_common_ptr info) {
@@ -48,6 +51,24 @@ void JpegEmitMessage(j_common_ptr info, int level) {
   // Other warnings (extraneous bytes before a marker, ...) are harmless and
   // ignored, as PIL ignores them.
   if (level == -1 && info->err->msg_code == JWRN_JPEG_EOF) error->truncated = true;
+}
+
+// McuHook's Fail: back to the decode's setjmp, which decodes the image
+// again with libjpeg's own entropy decoder.
+void HookFailed(j_decompress_ptr info) {
+  JpegError* error = reinterpret_cast<JpegError*>(info->err);
+  error->hook_failed = true;
+  longjmp(error->jump, 1);
+}
+
+// Whether the exact path may use gpufeed's entropy decoder (jpeg_mcu.h):
+// yes unless GPUFEED_LIBJPEG_ENTROPY=1 (libjpeg's own, for comparison).
+bool OwnEntropyAllowed() {
+  static const bool allowed = [] {
+    const char* value = std::getenv("GPUFEED_LIBJPEG_ENTROPY");
+    return value == nullptr || std::string(value) != "1";
+  }();
+  return allowed;
 }
 
 Status JpegFailure(const JpegError& error, const char* during) {
@@ -83,11 +104,13 @@ struct ScaledCrop {
 
 // Starts decompressing at 1/denominator scale (RGB, or CMYK for CMYK/YCCK
 // sources) and positions libjpeg on the crop: its iMCU columns
-// (jpeg_crop_scanline) and its first row (jpeg_skip_scanlines).
+// (jpeg_crop_scanline) and its first row (jpeg_skip_scanlines). With a
+// `hook`, gpufeed's entropy decoder replaces libjpeg's where it takes the
+// image (jpeg_mcu.h; `end`: where the file ends).
 // REQUIRES: the caller's setjmp is armed (libjpeg errors longjmp there;
 // nothing here has a destructor).
 ScaledCrop StartScaledCrop(jpeg_decompress_struct* info, const CropRect& crop, int denominator,
-                           bool cmyk) {
+                           bool cmyk, jpeg_entropy::McuHook* hook, const uint8_t* end) {
   info->scale_num = 1;
   info->scale_denom = static_cast<unsigned>(denominator);
   info->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
@@ -106,6 +129,17 @@ ScaledCrop StartScaledCrop(jpeg_decompress_struct* info, const CropRect& crop, i
   JDIMENSION columns = static_cast<JDIMENSION>(scaled.x1 - scaled.x0);
   if (columns < info->output_width) jpeg_crop_scanline(info, &column, &columns);
   scaled.skip_x = scaled.x0 - static_cast<int>(column);
+  if (hook != nullptr) {
+    // The iMCU columns libjpeg keeps (its first_iMCU_col..last_iMCU_col):
+    // an iMCU is max_h_samp_factor blocks wide, one block for a lone
+    // component, a block 8 / denominator pixels.
+    const int blocks = info->comps_in_scan == 1 && info->num_components == 1
+                           ? 1 : info->max_h_samp_factor;
+    const int align = blocks * (8 / denominator);
+    const int first_col = static_cast<int>(column) / align;
+    const int end_col = static_cast<int>(column + columns + align - 1) / align;
+    hook->Install(info, end, first_col, end_col, HookFailed);
+  }
   if (scaled.y0 > 0) jpeg_skip_scanlines(info, static_cast<JDIMENSION>(scaled.y0));
   return scaled;
 }
@@ -160,6 +194,8 @@ struct JpegDecoder::State {
   const uint8_t* data = nullptr;  // the JPEG Start parsed
   size_t size = 0;
   std::vector<uint8_t> rows;  // kRowsPerRead decoded rows (cropped columns)
+  jpeg_entropy::McuHook hook;
+  bool own_entropy = OwnEntropyAllowed();
 };
 
 JpegDecoder::JpegDecoder() : state_(new State) {
@@ -199,6 +235,10 @@ Status JpegDecoder::Start(const uint8_t* data, size_t size, ImageHeader* header)
   return Status::OK();
 }
 
+void JpegDecoder::set_own_entropy(bool own) { state_->own_entropy = own; }
+
+bool JpegDecoder::own_entropy_used() const { return state_->hook.installed(); }
+
 Status JpegDecoder::DecodeRegion(const CropRect& requested, int min_width, int min_height,
                                  Image* out, int* scale_denominator, uint64_t max_pixels,
                                  DecodedColumns* decoded_columns, bool approximate) {
@@ -213,14 +253,40 @@ Status JpegDecoder::DecodeRegion(const CropRect& requested, int min_width, int m
                               " pixels, more than the limit of " + std::to_string(max_pixels) +
                               " (a decompression bomb?)");
   }
+  const CropRect crop = ClampCrop(requested, static_cast<int>(info->image_width),
+                                  static_cast<int>(info->image_height));
+  bool hook_failed = false;
+  Status status = DecodeCrop(crop, min_width, min_height, out, scale_denominator,
+                             decoded_columns, approximate, s->own_entropy, &hook_failed);
+  if (!hook_failed) return status;
+  // gpufeed's entropy decoder did not follow the data: again with
+  // libjpeg's, whose warnings and errors then apply.
+  return DecodeCrop(crop, min_width, min_height, out, scale_denominator, decoded_columns,
+                    false, false, &hook_failed);
+}
+
+Status JpegDecoder::DecodeCrop(const CropRect& crop, int min_width, int min_height, Image* out,
+                               int* scale_denominator, DecodedColumns* decoded_columns,
+                               bool approximate, bool own_entropy, bool* hook_failed) {
+  State* s = state_.get();
+  jpeg_decompress_struct* info = &s->info;
+  // A second attempt (own_entropy false after the hook gave up) parses the
+  // header again: the first one's decompression was aborted.
+  const bool reread = *hook_failed;
+  s->hook.Detach();
+  s->error.hook_failed = false;
+  s->error.truncated = false;
   // Every libjpeg call below, in this function or the helpers it calls,
   // reports an error by a longjmp back here.
   if (setjmp(s->error.jump)) {
     jpeg_abort_decompress(info);
+    *hook_failed = s->error.hook_failed;
     return JpegFailure(s->error, "decode");
   }
-  CropRect crop = ClampCrop(requested, static_cast<int>(info->image_width),
-                            static_cast<int>(info->image_height));
+  if (reread) {
+    jpeg_mem_src(info, s->data, static_cast<unsigned long>(s->size));
+    jpeg_read_header(info, TRUE);
+  }
   const int denominator = DctDenominator(crop, min_width, min_height);
   if (approximate && denominator > 1 && decoded_columns != nullptr &&
       DecodeScaledOwn(*info, s->data, s->size, crop, denominator, out, decoded_columns)) {
@@ -229,7 +295,8 @@ Status JpegDecoder::DecodeRegion(const CropRect& requested, int min_width, int m
     return Status::OK();
   }
   const bool cmyk = info->jpeg_color_space == JCS_CMYK || info->jpeg_color_space == JCS_YCCK;
-  const ScaledCrop scaled = StartScaledCrop(info, crop, denominator, cmyk);
+  const ScaledCrop scaled = StartScaledCrop(info, crop, denominator, cmyk,
+                                            own_entropy ? &s->hook : nullptr, s->data + s->size);
   const int requested_width = scaled.x1 - scaled.x0;
   // Straight into *out, whole rows as decoded, when the caller takes the
   // extra columns or there are none (RGB only: CMYK is converted row by row).
@@ -250,8 +317,10 @@ Status JpegDecoder::DecodeRegion(const CropRect& requested, int min_width, int m
   }
   ReadCropRows(info, in_place, cmyk, scaled.skip_x, row_bytes, s->rows.data(), out);
   const bool truncated = s->error.truncated;
-  if (info->output_scanline < info->output_height) {
-    jpeg_abort_decompress(info);  // rows below the crop are not needed
+  // Rows below the crop are not needed; with the hook, libjpeg's source never
+  // moved past the scan (the hook checked that EOI follows it).
+  if (info->output_scanline < info->output_height || s->hook.installed()) {
+    jpeg_abort_decompress(info);
   } else {
     jpeg_finish_decompress(info);
   }

@@ -6,6 +6,11 @@
 // call; no decompressor is created or destroyed per image. Results are those
 // of DecodeRegion (image_decoder.h), byte for byte.
 //
+// Baseline JPEGs in one scan (most photographs) are entropy-decoded by
+// gpufeed's decoder inside libjpeg's decompression (jpeg_mcu.h): the same
+// coefficients, so the same pixels, in less time; libjpeg decodes every
+// other JPEG, and any data gpufeed's decoder does not follow.
+//
 // Errors: Corruption naming the libjpeg message (truncated files included,
 // which libjpeg would otherwise pad with gray); the decoder is reset and
 // usable for the next image after any error.
@@ -60,7 +65,24 @@ class JpegDecoder {
                                     Image* out, int* scale_denominator, uint64_t max_pixels,
                                     DecodedColumns* columns = nullptr, bool approximate = false);
 
+  // Whether the exact decode reads the entropy-coded data with gpufeed's
+  // decoder where it takes the image (jpeg_mcu.h; the pixels are the same
+  // either way) or always with libjpeg's. Default: gpufeed's, unless the
+  // environment sets GPUFEED_LIBJPEG_ENTROPY=1.
+  void set_own_entropy(bool own);
+  // Whether the last DecodeRegion went through gpufeed's entropy decoder to
+  // the end (not refused, not given up for libjpeg's).
+  bool own_entropy_used() const;
+
  private:
+  // DecodeRegion on the clamped crop, once: with gpufeed's entropy decoder
+  // when own_entropy and the image allows (*hook_failed set when it gave up:
+  // decode again without it); a call with *hook_failed set parses the
+  // header again first.
+  Status DecodeCrop(const CropRect& crop, int min_width, int min_height, Image* out,
+                    int* scale_denominator, DecodedColumns* columns, bool approximate,
+                    bool own_entropy, bool* hook_failed);
+
   struct State;
   std::unique_ptr<State> state_;
 };

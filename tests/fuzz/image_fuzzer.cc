@@ -5,12 +5,16 @@
 // decoder, jpeg_entropy.h, for DCT-scaled baseline JPEGs), every output
 // dtype/layout and every resampling path the CPU has are reached. The transform's scratch (its JPEG decompressor
 // included) lives across inputs, as in a decode thread: a decoder left by a
-// broken file must serve the next one.
+// broken file must serve the next one. And for JPEGs, a differential check:
+// the exact decode through gpufeed's entropy decoder inside libjpeg
+// (jpeg_mcu.h) must give libjpeg's own status and bytes, or the fuzzer
+// aborts.
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
 
 #include "decode/image_decoder.h"
+#include "decode/jpeg_decoder.h"
 #include "decode/resample.h"
 #include "decode/transform.h"
 #include "fuzz_util.h"
@@ -36,6 +40,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (status.ok() &&
       image.pixels.size() != static_cast<size_t>(image.width) * image.height * 3) {
     std::abort();
+  }
+
+  if (SniffImageFormat(data, size) == ImageFormat::kJpeg) {
+    // Both decoders live across inputs, as the transform's does.
+    static JpegDecoder own_entropy, libjpeg_entropy;
+    own_entropy.set_own_entropy(true);
+    libjpeg_entropy.set_own_entropy(false);
+    Image images[2];
+    Status statuses[2];
+    JpegDecoder* decoders[2] = {&libjpeg_entropy, &own_entropy};
+    for (int i = 0; i < 2; ++i) {
+      statuses[i] = decoders[i]->Start(data, size, &header);
+      if (statuses[i].ok()) {
+        statuses[i] = decoders[i]->DecodeRegion(crop, control % 3 == 1 ? 4 : 0,
+                                                control % 3 == 1 ? 4 : 0, &images[i], nullptr,
+                                                max_pixels);
+      }
+    }
+    if (statuses[0].ToString() != statuses[1].ToString() ||
+        images[0].width != images[1].width || images[0].height != images[1].height ||
+        images[0].pixels != images[1].pixels) {
+      std::abort();
+    }
   }
 
   ImageTransformOptions options;

@@ -11,6 +11,7 @@
 #include "decode/jpeg_scaled.h"
 
 #include "jpeg_compare_util.h"
+#include "jpeg_encodings_util.h"
 #include "jpeg_test_util.h"
 
 #include <gtest/gtest.h>
@@ -36,78 +37,6 @@ using jpeg_entropy::HuffmanTable;
 using jpeg_entropy::kBlockStride;
 using jpeg_entropy::Scan;
 
-struct Encoding {
-  int width = 64, height = 48;
-  int components = 3;  // 1: grayscale
-  int h = 2, v = 2;    // luma sampling
-  int chroma_h = 1, chroma_v = 1;
-  int quality = 90;
-  int restart_interval = 0;  // MCUs
-  bool optimize = false;
-  bool progressive = false;
-  bool custom_script = false;  // progressive with split bands and more refinements
-  // Tables: Y DC 0 / AC 0, Cb DC 1 / AC 1, Cr DC 1 / AC 1 (libjpeg's); when
-  // crossed, Cb DC 1 / AC 0 (Y's AC table) and Cr DC 0 / AC 1.
-  bool crossed_tables = false;
-  double noise = 10;  // amplitude of the pixel noise (more: longer codes)
-  uint32_t seed = 1;
-};
-
-std::string Describe(const Encoding& e) {
-  return std::to_string(e.width) + "x" + std::to_string(e.height) + " c" +
-         std::to_string(e.components) + " " + std::to_string(e.h) + "x" + std::to_string(e.v) +
-         " q" + std::to_string(e.quality) + " ri" + std::to_string(e.restart_interval) +
-         (e.optimize ? " optimized" : "") + (e.progressive ? " progressive" : "") +
-         (e.crossed_tables ? " crossed tables" : "");
-}
-
-std::string Encode(const Encoding& e) {
-  std::mt19937 generator(e.seed);
-  std::vector<uint8_t> pixels(static_cast<size_t>(e.width) * e.height * e.components);
-  for (int y = 0; y < e.height; ++y) {
-    for (int x = 0; x < e.width; ++x) {
-      for (int c = 0; c < e.components; ++c) {
-        const double noise = e.noise * (static_cast<double>(generator() % 2001) / 1000.0 - 1.0);
-        const double value = 128 + 60 * std::sin(x * 0.11 + c) + 40 * std::cos(y * 0.07 * (c + 1)) + noise;
-        pixels[(static_cast<size_t>(y) * e.width + x) * e.components + c] =
-            static_cast<uint8_t>(std::min(255.0, std::max(0.0, value)));
-      }
-    }
-  }
-  // Bands split at 2, 9 and 24, three refinements of the luma, DC refined
-  // twice; chroma AC in one first scan and one refinement.
-  static jpeg_scan_info script[] = {
-      {3, {0, 1, 2}, 0, 0, 0, 2}, {1, {0}, 1, 2, 0, 3}, {1, {0}, 3, 9, 0, 3},
-      {1, {0}, 10, 24, 0, 2},     {1, {0}, 25, 63, 0, 1}, {1, {1}, 1, 63, 0, 1},
-      {1, {2}, 1, 63, 0, 1},      {3, {0, 1, 2}, 0, 0, 2, 1}, {1, {0}, 1, 9, 3, 2},
-      {1, {0}, 1, 24, 2, 1},      {3, {0, 1, 2}, 0, 0, 1, 0}, {1, {0}, 1, 63, 1, 0},
-      {1, {1}, 1, 63, 1, 0},      {1, {2}, 1, 63, 1, 0}};
-  return CompressJpeg(pixels, e.width, e.height, e.components == 1 ? JCS_GRAYSCALE : JCS_RGB,
-                      [&](jpeg_compress_struct* info) {
-                        jpeg_set_quality(info, e.quality, TRUE);
-                        info->comp_info[0].h_samp_factor = e.h;
-                        info->comp_info[0].v_samp_factor = e.v;
-                        for (int c = 1; c < e.components; ++c) {
-                          info->comp_info[c].h_samp_factor = e.chroma_h;
-                          info->comp_info[c].v_samp_factor = e.chroma_v;
-                        }
-                        info->restart_interval = e.restart_interval;
-                        if (e.crossed_tables && e.components == 3) {
-                          info->comp_info[1].dc_tbl_no = 1;
-                          info->comp_info[1].ac_tbl_no = 0;
-                          info->comp_info[2].dc_tbl_no = 0;
-                          info->comp_info[2].ac_tbl_no = 1;
-                        }
-                        info->optimize_coding = e.optimize ? TRUE : FALSE;
-                        if (e.progressive) jpeg_simple_progression(info);
-                        if (e.custom_script) {
-                          info->scan_info = script;
-                          info->num_scans = sizeof(script) / sizeof(script[0]);
-                        }
-                      });
-}
-
-const uint8_t* Bytes(const std::string& s) { return reinterpret_cast<const uint8_t*>(s.data()); }
 
 // A libjpeg decompressor with the header of `jpeg` read.
 struct Header {
@@ -148,34 +77,6 @@ bool DecodeWhole(const Scan& scan, BlockSink* sink) {
   return jpeg_entropy::DecodeScan(scan, {0, scan.mcu_rows - 1, 0, scan.mcus_per_row}, sink);
 }
 
-std::vector<Encoding> Encodings() {
-  std::vector<Encoding> all;
-  Encoding e;
-  all.push_back(e);  // 4:2:0, q90
-  e.h = 1, e.v = 1, e.quality = 50;
-  all.push_back(e);  // 4:4:4
-  e.h = 2, e.v = 1, e.quality = 95;
-  all.push_back(e);  // 4:2:2
-  e.h = 1, e.v = 2, e.quality = 75;
-  all.push_back(e);  // 4:4:0
-  e = Encoding();
-  e.components = 1, e.h = 1, e.v = 1, e.width = 37, e.height = 23;
-  all.push_back(e);  // grayscale, odd size
-  e = Encoding();
-  e.width = 71, e.height = 45, e.restart_interval = 1;
-  all.push_back(e);  // a restart marker after every MCU (more than 8: the numbers wrap)
-  e.restart_interval = 3, e.optimize = true;
-  all.push_back(e);
-  e = Encoding();
-  e.quality = 100, e.noise = 120, e.optimize = true, e.seed = 7;
-  all.push_back(e);  // large values, long codes (past the lookup: the slow path)
-  e.h = 1, e.v = 1, e.quality = 98, e.restart_interval = 5, e.components = 3;
-  all.push_back(e);
-  e = Encoding();
-  e.crossed_tables = true, e.optimize = true, e.noise = 40;
-  all.push_back(e);  // a chroma component sharing luma's AC table, each table fitted to its data
-  return all;
-}
 
 // Decodes the whole scan of `jpeg` keeping `limit` coefficients per block
 // and compares them with libjpeg's: the blocks compared and the
@@ -617,42 +518,6 @@ TEST(JpegProgressiveTest, DamagedFilesNeverReadOutOfBounds) {
 
 // ------------------------------------------------------------ crafted files
 
-// Writes bits MSB first with 0xFF stuffing, as an encoder does.
-class BitWriter {
- public:
-  void Put(uint32_t value, int bits) {
-    for (int i = bits - 1; i >= 0; --i) {
-      byte_ = static_cast<uint8_t>(byte_ << 1 | ((value >> i) & 1));
-      if (++count_ == 8) {
-        out_.push_back(static_cast<char>(byte_));
-        if (byte_ == 0xFF) out_.push_back(0);
-        byte_ = 0;
-        count_ = 0;
-      }
-    }
-  }
-  // Pads the last byte with ones, as before a marker.
-  void Align() {
-    while (count_ != 0) Put(1, 1);
-  }
-  // Appends bytes as they are (a marker).
-  void Raw(const std::string& bytes) { out_ += bytes; }
-  std::string Finish() {
-    Align();
-    return out_;
-  }
-
- private:
-  std::string out_;
-  uint8_t byte_ = 0;
-  int count_ = 0;
-};
-
-std::string Segment(int marker, const std::string& payload) {
-  const size_t length = payload.size() + 2;
-  return std::string{'\xFF', static_cast<char>(marker), static_cast<char>(length >> 8),
-                     static_cast<char>(length & 0xFF)} + payload;
-}
 
 // A grayscale baseline JPEG of w x h: one DC table with the single 1-bit
 // code for `dc_symbol`, one AC table with one code of each length 1..n for
@@ -745,34 +610,6 @@ TEST(JpegEntropyTest, SkippedSymbolsEndEachBlockWhereLibjpegDoes) {
       EXPECT_EQ(differences, 0) << "seed " << seed << " limit " << limit;
     }
   }
-}
-
-// A grayscale baseline JPEG of w x h with the given DHT contents (counts
-// per length at [1..16] and symbols in code order), restart interval and
-// data.
-std::string CraftGrayWithTables(int w, int h, const std::vector<int>& dc_counts,
-                                const std::vector<int>& dc_symbols,
-                                const std::vector<int>& ac_counts,
-                                const std::vector<int>& ac_symbols, int restart_interval,
-                                const std::string& data) {
-  auto dht = [](int table_class, const std::vector<int>& counts, const std::vector<int>& symbols) {
-    std::string payload(1, static_cast<char>(table_class << 4));
-    for (int length = 1; length <= 16; ++length) payload += static_cast<char>(counts[length]);
-    for (int symbol : symbols) payload += static_cast<char>(symbol);
-    return Segment(0xC4, payload);
-  };
-  std::string out = "\xFF\xD8";
-  out += Segment(0xDB, std::string(1, '\0') + std::string(64, '\1'));
-  out += Segment(0xC0, std::string{8, static_cast<char>(h >> 8), static_cast<char>(h & 0xFF),
-                                   static_cast<char>(w >> 8), static_cast<char>(w & 0xFF), 1, 1,
-                                   0x11, 0});
-  out += dht(0, dc_counts, dc_symbols) + dht(1, ac_counts, ac_symbols);
-  if (restart_interval > 0) {
-    out += Segment(0xDD, std::string{static_cast<char>(restart_interval >> 8),
-                                     static_cast<char>(restart_interval & 0xFF)});
-  }
-  out += Segment(0xDA, std::string{1, 1, 0, 0, 63, 0});
-  return out + data + "\xFF\xD9";
 }
 
 // Random AC tables (short and long codes, sizes up to 15, size-0 symbols

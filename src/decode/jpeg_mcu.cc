@@ -1,0 +1,134 @@
+#include "decode/jpeg_mcu.h"
+
+#include "decode/jpeg_blocks.h"
+
+namespace gpufeed {
+namespace jpeg_entropy {
+
+namespace {
+
+// libjpeg's `struct jpeg_entropy_decoder` (jpegint.h, not installed): the
+// entropy module every decompression has once jpeg_start_decompress has
+// run. Only decode_mcu is replaced.
+struct EntropyModule {
+  void (*start_pass)(j_decompress_ptr info);
+  boolean (*decode_mcu)(j_decompress_ptr info, JBLOCKROW* blocks);
+  boolean insufficient_data;
+};
+
+// The built table libjpeg uses for component `comp` (class dc or ac), or
+// nullptr when there is none or Build refuses it.
+const HuffmanTable* TableOf(const jpeg_decompress_struct& info, const jpeg_component_info& comp,
+                            bool dc) {
+  const int number = dc ? comp.dc_tbl_no : comp.ac_tbl_no;
+  if (number < 0 || number >= NUM_HUFF_TBLS) return nullptr;
+  const JHUFF_TBL* table = dc ? info.dc_huff_tbl_ptrs[number] : info.ac_huff_tbl_ptrs[number];
+  if (table == nullptr) return nullptr;
+  return SharedBaselineTable(table->bits, table->huffval, dc);
+}
+
+// The scan of a single-scan baseline image as libjpeg decodes it (every
+// coefficient kept), or false for any other image.
+bool PlanScan(const jpeg_decompress_struct& info, Scan* scan) {
+  if (info.progressive_mode || info.arith_code || info.data_precision != 8) return false;
+  if (info.comps_in_scan != info.num_components) return false;
+  if (info.num_components != 1 && info.num_components != kMaxComponents) return false;
+  if (info.Ss != 0 || info.Se != 63 || info.Ah != 0 || info.Al != 0) return false;
+  scan->components = info.comps_in_scan;
+  int blocks = 0;
+  for (int c = 0; c < info.comps_in_scan; ++c) {
+    const jpeg_component_info* comp = info.cur_comp_info[c];
+    Component& component = scan->component[c];
+    // A single-component scan is not interleaved: one block per MCU.
+    component.h = info.comps_in_scan == 1 ? 1 : comp->h_samp_factor;
+    component.v = info.comps_in_scan == 1 ? 1 : comp->v_samp_factor;
+    component.dc = TableOf(info, *comp, true);
+    component.ac = TableOf(info, *comp, false);
+    component.limit = 64;
+    if (component.dc == nullptr || component.ac == nullptr || !component.ac->skip_built) {
+      return false;
+    }
+    blocks += component.h * component.v;
+  }
+  if (blocks != info.blocks_in_MCU || blocks > kMaxBlocksPerMcu) return false;
+  scan->mcus_per_row = static_cast<int>(info.MCUs_per_row);
+  scan->mcu_rows = static_cast<int>(info.MCU_rows_in_scan);
+  scan->restart_interval = static_cast<int>(info.restart_interval);
+  return scan->mcus_per_row > 0 && scan->mcu_rows > 0;
+}
+
+}  // namespace
+
+bool McuHook::Install(jpeg_decompress_struct* info, const uint8_t* end, int first_col,
+                      int end_col, Fail fail) {
+  installed_ = false;
+  if (info->entropy == nullptr || info->src == nullptr || fail == nullptr) return false;
+  if (!PlanScan(*info, &scan_)) return false;
+  const uint8_t* start = info->src->next_input_byte;
+  if (start == nullptr || start > end ||
+      static_cast<size_t>(end - start) != info->src->bytes_in_buffer) {
+    return false;  // not the memory source over the whole file
+  }
+  scan_.data = start;
+  scan_.end = end;
+  source_ = Source{start, end};
+  bits_ = {0, 0};
+  for (int& dc : dc_) dc = 0;
+  until_restart_ = scan_.restart_interval;
+  next_restart_ = 0;
+  column_ = 0;
+  first_col_ = first_col;
+  end_col_ = end_col;
+  remaining_ = static_cast<long>(scan_.mcus_per_row) * scan_.mcu_rows;
+  fail_ = fail;
+  info->client_data = this;
+  reinterpret_cast<EntropyModule*>(info->entropy)->decode_mcu = &McuHook::DecodeMcu;
+  installed_ = true;
+  return true;
+}
+
+boolean McuHook::DecodeMcu(j_decompress_ptr info, JBLOCKROW* blocks) {
+  McuHook* hook = static_cast<McuHook*>(info->client_data);
+  if (!hook->Next(blocks)) hook->fail_(info);  // does not return
+  return TRUE;
+}
+
+// One MCU, as libjpeg's decode_mcu: its blocks into blocks[0..] (zeroed by
+// libjpeg; natural order) when libjpeg passes them and the MCU lies in the
+// kept columns, else only read past. After the scan's last MCU the data
+// must go on with EOI.
+bool McuHook::Next(JBLOCKROW* blocks) {
+  if (remaining_ <= 0) return false;
+  if (scan_.restart_interval > 0) {
+    if (until_restart_ == 0) {
+      if (!Restart(next_restart_, bits_, &source_)) return false;
+      bits_ = {0, 0};
+      next_restart_ = (next_restart_ + 1) & 7;
+      until_restart_ = scan_.restart_interval;
+      dc_[0] = dc_[1] = dc_[2] = 0;
+    }
+    --until_restart_;
+  }
+  const bool store = blocks != nullptr && column_ >= first_col_ && column_ < end_col_;
+  if (++column_ == scan_.mcus_per_row) column_ = 0;
+  Bits b = bits_;
+  int n = 0;
+  for (int c = 0; c < scan_.components; ++c) {
+    const Component& component = scan_.component[c];
+    for (int i = 0; i < component.h * component.v; ++i, ++n) {
+      // kNatural sends a corrupt run past 63 to 63, where libjpeg's
+      // jpeg_natural_order sends it too.
+      if (!(store ? DecodeBlock(&b, &source_, component, kNatural, &dc_[c], blocks[n][0])
+                  : SkipBlock(&b, &source_, component, &dc_[c]))) {
+        return false;
+      }
+    }
+  }
+  bits_ = b;
+  if (!Sound(b, source_)) return false;
+  if (--remaining_ > 0) return true;
+  return source_.marker != 0x100 && NextMarkerIs(source_, 0xD9);
+}
+
+}  // namespace jpeg_entropy
+}  // namespace gpufeed
