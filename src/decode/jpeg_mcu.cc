@@ -95,8 +95,9 @@ boolean McuHook::DecodeMcu(j_decompress_ptr info, JBLOCKROW* blocks) {
 
 // One MCU, as libjpeg's decode_mcu: its blocks into blocks[0..] (zeroed by
 // libjpeg; natural order) when libjpeg passes them and the MCU lies in the
-// kept columns, else only read past. After the scan's last MCU the data
-// must go on with EOI.
+// kept columns, else only read past. False (libjpeg decodes instead) for
+// data this decoder does not follow, data that ends within libjpeg's
+// read-ahead, and anything but EOI after the scan's last MCU.
 bool McuHook::Next(JBLOCKROW* blocks) {
   if (remaining_ <= 0) return false;
   if (scan_.restart_interval > 0) {
@@ -126,8 +127,20 @@ bool McuHook::Next(JBLOCKROW* blocks) {
   }
   bits_ = b;
   if (!Sound(b, source_)) return false;
+  // libjpeg reads up to 8 bytes past the bits it has used (a 57-bit
+  // refill), stopping at a marker. Where that reaches the file's end
+  // without one (a truncated file) it warns, JWRN_JPEG_EOF, which
+  // JpegDecoder turns into an error even when every bit used was there:
+  // leave data that ends that close to libjpeg (this decoder's buffer, at
+  // most 8 bytes ahead of the bits used, makes 16 bytes from its read
+  // position enough).
+  if (source_.marker == 0x100) return false;
+  if (source_.marker == 0 && source_.end - source_.next < 16) {
+    const uint8_t* after;
+    if (NextMarker(source_, &after) == 0) return false;
+  }
   if (--remaining_ > 0) return true;
-  return source_.marker != 0x100 && NextMarkerIs(source_, 0xD9);
+  return NextMarkerIs(source_, 0xD9);
 }
 
 }  // namespace jpeg_entropy

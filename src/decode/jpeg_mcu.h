@@ -20,8 +20,9 @@
 // libjpeg then decodes in one pass, each MCU once).
 //
 // When the data is not what this decoder follows exactly as libjpeg reads it
-// (a bad code, a restart marker out of place, data that ends early, anything
-// but EOI after the last MCU), the hook stops the decode through `fail`
+// (a bad code, a restart marker out of place, data that ends early or
+// within libjpeg's read-ahead of the bits used, anything but EOI after the
+// last MCU), the hook stops the decode through `fail`
 // (which must not return; JpegDecoder longjmps out and decodes the image
 // again with libjpeg's own decoder, whose warnings and errors then apply).
 //

@@ -143,6 +143,28 @@ TEST(JpegMcuTest, DamagedAndTruncatedFilesDecodeAsWithLibjpeg) {
   }
 }
 
+// A file cut anywhere in its data, decoded for a crop that ends above the
+// cut or just before it: libjpeg's read-ahead meets the file's end a few
+// bytes past the bits it uses and it warns (an error here), or it does not;
+// gpufeed's decoder must answer the same either way.
+TEST(JpegMcuTest, ACutJustPastACropsDataFailsAsWithLibjpeg) {
+  for (int restart : {0, 1}) {
+    Encoding e;
+    e.width = 64, e.height = 96, e.restart_interval = restart;
+    const std::string jpeg = Encode(e);
+    const size_t scan = jpeg.rfind("\xFF\xDA");
+    ASSERT_NE(scan, std::string::npos);
+    for (size_t cut = scan + 14; cut < jpeg.size(); ++cut) {
+      const std::string damaged = jpeg.substr(0, cut);
+      for (const CropRect& crop : {CropRect{0, 0, 64, 8}, CropRect{8, 16, 24, 20},
+                                   CropRect{0, 0, 64, 48}}) {
+        ExpectSameAsLibjpeg(damaged, crop, 0, 0, true,
+                            "cut at " + std::to_string(cut) + " ri " + std::to_string(restart));
+      }
+    }
+  }
+}
+
 // A restart marker out of sequence makes gpufeed's decoder give up midway
 // (libjpeg resynchronizes with a warning): the image is decoded again with
 // libjpeg's, and the decoder takes the next image with its own again.
