@@ -383,13 +383,14 @@ if want highres; then
   "$PY" "$ROOT/benchmarks/highres_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_transform_bench" \
     --out "$DATA/highres-photos" --rounds "$([ ${#quick[@]} -gt 0 ] && echo 3 || echo 9)" \
     --json "$RESULTS/highres.json" 2> >(drop_info_logs) || echo "highres benchmark failed (exit $?)"
-  # exact=False decodes baseline and progressive JPEGs with gpufeed's own
-  # entropy decoders: checked against libjpeg on files other tools wrote.
-  echo "exact=False's own JPEG decoders vs libjpeg (coefficients; scaled pixels at 1/2, 1/4, 1/8):"
+  # gpufeed's own entropy decoders (exact=False's for baseline and progressive
+  # JPEGs; the baseline one also inside libjpeg for the exact path): checked
+  # against libjpeg on files other tools wrote.
+  echo "gpufeed's own JPEG decoders vs libjpeg (exact bytes, whole image and two crops; coefficients; scaled pixels at 1/2, 1/4, 1/8):"
   check_rc=0
   check_out=$("$BUILD_DIR/benchmarks/gpufeed_jpeg_check" "$DATA/highres-photos" \
     "${PHOTOS:-$DATA/none}" /usr/share/wallpapers 2> >(drop_info_logs)) || check_rc=$?
-  grep -E '^(MISMATCH|LIBJPEG-ERROR|GEOMETRY|RESULT)' <<<"$check_out" || true
+  grep -E '^(MISMATCH|EXACT-MISMATCH|LIBJPEG-ERROR|GEOMETRY|RESULT)' <<<"$check_out" || true
   [ "$check_rc" -eq 0 ] || echo "  gpufeed_jpeg_check failed (exit $check_rc)"
 fi
 
