@@ -6,8 +6,10 @@
 //
 // Loader mode prints per epoch images/s and RSS, then
 //   RESULT mode=loader threads=N dtype=D images_per_s=... peak_rss_mb=... batch_mb=... verdict="..."
-// --decode-only decodes every record at full size on one thread (libjpeg-turbo,
-// no crop, no resize) and prints RESULT mode=decode images_per_s=...
+// --decode-only decodes every record at full size on one thread (gpufeed's
+// DecodeRegion, as the loader decodes: libjpeg-turbo with gpufeed's entropy
+// decoder for baseline JPEGs; no crop, no resize) and prints
+// RESULT mode=decode images_per_s=...
 #include <sys/resource.h>
 #include <unistd.h>
 

@@ -64,7 +64,8 @@ def main():
                              ceiling=ceiling_one * threads))
     if bar is not None:
         bar.close()
-    print(f"decode-only ceiling (libjpeg-turbo full-size decode, 1 thread): {ceiling_one:.0f} images/s")
+    print(f"decode-only ceiling (gpufeed's full-size decode, as the loader decodes: libjpeg-turbo, "
+          f"gpufeed's entropy decoder for baseline JPEGs; 1 thread): {ceiling_one:.0f} images/s")
     print(f"{'output':<16} {'threads':>7} {'images/s':>9} {'of ceiling':>10} {'peak RSS MiB':>12} "
           f"{'RSS per epoch (MiB)':<26}")
     for row in rows:
