@@ -146,6 +146,33 @@ __attribute__((always_inline)) inline bool SkipBlock(Bits* b, Source* source,
   return SkipRest(b, source, *component.ac, 1);
 }
 
+// Where a scan stands between restart markers: MCUs left in the interval
+// and the number (0-7) of the marker that ends it.
+struct RestartCount {
+  int until = 0;
+  int next = 0;
+};
+
+// Before each MCU of a scan with a restart interval (`interval` MCUs; 0:
+// none): at an interval's end, reads past its marker RST `count->next`
+// (false when that is not what follows: libjpeg would resynchronize, with
+// a warning), empties the bit buffer and resets the DC predictors; then
+// counts the MCU. Inlined into the decoding loops, so the buffer stays in
+// registers.
+__attribute__((always_inline)) inline bool BeforeMcu(int interval, RestartCount* count, Bits* b,
+                                                    Source* source, int* dc) {
+  if (interval <= 0) return true;
+  if (count->until == 0) {
+    if (!Restart(count->next, *b, source)) return false;
+    *b = {0, 0};
+    count->next = (count->next + 1) & 7;
+    count->until = interval;
+    for (int c = 0; c < kMaxComponents; ++c) dc[c] = 0;
+  }
+  --count->until;
+  return true;
+}
+
 }  // namespace jpeg_entropy
 }  // namespace gpufeed
 

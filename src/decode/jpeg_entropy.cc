@@ -320,22 +320,12 @@ bool DecodeScan(const Scan& scan, const McuWindow& window, BlockSink* sink) {
   Source source{scan.data, scan.end};
   Bits b{0, 0};
   int dc[kMaxComponents] = {0, 0, 0};
-  int until_restart = scan.restart_interval;
-  int next_restart = 0;
+  RestartCount restart{scan.restart_interval, 0};
   const int last_row = std::min(window.last_row, scan.mcu_rows - 1);
   for (int y = 0; y <= last_row; ++y) {
     const bool row_wanted = y >= window.first_row;
     for (int x = 0; x < scan.mcus_per_row; ++x) {
-      if (scan.restart_interval > 0) {
-        if (until_restart == 0) {
-          if (!Restart(next_restart, b, &source)) return false;
-          b = {0, 0};
-          next_restart = (next_restart + 1) & 7;
-          until_restart = scan.restart_interval;
-          dc[0] = dc[1] = dc[2] = 0;
-        }
-        --until_restart;
-      }
+      if (!BeforeMcu(scan.restart_interval, &restart, &b, &source, dc)) return false;
       const bool wanted = row_wanted && x >= window.first_col && x < window.end_col;
       if (wanted) ClearKept(scan, clear_rows, component_blocks);
       for (int c = 0; c < scan.components; ++c) {

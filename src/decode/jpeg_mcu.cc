@@ -74,8 +74,7 @@ bool McuHook::Install(jpeg_decompress_struct* info, const uint8_t* end, int firs
   source_ = Source{start, end};
   bits_ = {0, 0};
   for (int& dc : dc_) dc = 0;
-  until_restart_ = scan_.restart_interval;
-  next_restart_ = 0;
+  restart_ = {scan_.restart_interval, 0};
   column_ = 0;
   first_col_ = first_col;
   end_col_ = end_col;
@@ -100,19 +99,10 @@ boolean McuHook::DecodeMcu(j_decompress_ptr info, JBLOCKROW* blocks) {
 // read-ahead, and anything but EOI after the scan's last MCU.
 bool McuHook::Next(JBLOCKROW* blocks) {
   if (remaining_ <= 0) return false;
-  if (scan_.restart_interval > 0) {
-    if (until_restart_ == 0) {
-      if (!Restart(next_restart_, bits_, &source_)) return false;
-      bits_ = {0, 0};
-      next_restart_ = (next_restart_ + 1) & 7;
-      until_restart_ = scan_.restart_interval;
-      dc_[0] = dc_[1] = dc_[2] = 0;
-    }
-    --until_restart_;
-  }
+  Bits b = bits_;
+  if (!BeforeMcu(scan_.restart_interval, &restart_, &b, &source_, dc_)) return false;
   const bool store = blocks != nullptr && column_ >= first_col_ && column_ < end_col_;
   if (++column_ == scan_.mcus_per_row) column_ = 0;
-  Bits b = bits_;
   int n = 0;
   for (int c = 0; c < scan_.components; ++c) {
     const Component& component = scan_.component[c];

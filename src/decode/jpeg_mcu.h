@@ -37,6 +37,7 @@
 #include <jpeglib.h>
 
 #include "decode/jpeg_bits.h"
+#include "decode/jpeg_blocks.h"
 #include "decode/jpeg_entropy.h"
 
 namespace gpufeed {
@@ -74,8 +75,7 @@ class McuHook {
   Source source_{};
   Bits bits_{0, 0};
   int dc_[kMaxComponents] = {};
-  int until_restart_ = 0;
-  int next_restart_ = 0;
+  RestartCount restart_;
   int column_ = 0;  // of the next MCU in its row
   int first_col_ = 0, end_col_ = 0;
   long remaining_ = 0;  // MCUs left in the scan

@@ -181,6 +181,22 @@ inline std::string CraftGrayWithTables(int w, int h, const std::vector<int>& dc_
 }
 
 
+// Starts block `block` of a hand-made grayscale stream: the restart marker
+// due before it (every `restart` blocks, 0: none; *marker counts them),
+// then a random DC difference of size 0-2 (codes 0, 10 and 110: a DC table
+// of one code each of lengths 1-3 for symbols 0, 1, 2).
+inline void PutMarkerAndRandomDc(std::mt19937* g, int block, int restart, int* marker,
+                                 BitWriter* bits) {
+  if (restart > 0 && block > 0 && block % restart == 0) {
+    bits->Align();
+    bits->Raw(std::string{'\xFF', static_cast<char>(0xD0 + *marker)});
+    *marker = (*marker + 1) & 7;
+  }
+  const int dc_size = static_cast<int>((*g)() % 3);
+  bits->Put((1u << dc_size) - 1 << 1, dc_size + 1);
+  if (dc_size > 0) bits->Put((*g)() & ((1u << dc_size) - 1), dc_size);
+}
+
 }  // namespace gpufeed
 
 #endif  // GPUFEED_TESTS_JPEG_ENCODINGS_UTIL_H_

@@ -657,14 +657,7 @@ TEST(JpegEntropyTest, RandomTablesAndStreamsEqualLibjpegs) {
     const uint32_t end_per_mille = 20 + g() % 250;
     BitWriter bits;
     for (int block = 0, marker = 0; block < (w / 8) * (h / 8); ++block) {
-      if (restart > 0 && block > 0 && block % restart == 0) {
-        bits.Align();
-        bits.Raw(std::string{'\xFF', static_cast<char>(0xD0 + marker)});
-        marker = (marker + 1) & 7;
-      }
-      const int dc_size = static_cast<int>(g() % 3);  // DC codes 0, 10, 110 for sizes 0-2
-      bits.Put((1u << dc_size) - 1 << 1, dc_size + 1);
-      if (dc_size > 0) bits.Put(g() & ((1u << dc_size) - 1), dc_size);
+      PutMarkerAndRandomDc(&g, block, restart, &marker, &bits);
       for (int k = 1; k < 64; ++k) {
         const int symbol = g() % 1000 < end_per_mille ? ends[g() % ends.size()]
                                                       : values[g() % values.size()];

@@ -220,14 +220,7 @@ TEST(JpegMcuTest, RandomTablesAndStreamsGiveLibjpegsPixels) {
     const int restart = g() % 2 ? 1 + static_cast<int>(g() % 5) : 0;
     BitWriter bits;
     for (int block = 0, marker = 0; block < (w / 8) * (h / 8); ++block) {
-      if (restart > 0 && block > 0 && block % restart == 0) {
-        bits.Align();
-        bits.Raw(std::string{'\xFF', static_cast<char>(0xD0 + marker)});
-        marker = (marker + 1) & 7;
-      }
-      const int dc_size = static_cast<int>(g() % 3);  // DC codes 0, 10, 110 for sizes 0-2
-      bits.Put((1u << dc_size) - 1 << 1, dc_size + 1);
-      if (dc_size > 0) bits.Put(g() & ((1u << dc_size) - 1), dc_size);
+      PutMarkerAndRandomDc(&g, block, restart, &marker, &bits);
       for (int k = 1; k < 64;) {  // runs may pass 63, as a damaged stream's do
         const int symbol = g() % 8 == 0 ? 0x00 : symbols[g() % symbols.size()];
         bits.Put(code_of[symbol].first, code_of[symbol].second);
