@@ -243,6 +243,7 @@ Status JpegDecoder::DecodeRegion(const CropRect& requested, int min_width, int m
                                  Image* out, int* scale_denominator, uint64_t max_pixels,
                                  DecodedColumns* decoded_columns, bool approximate) {
   State* s = state_.get();
+  s->hook.Detach();
   if (!s->started) return Status::Internal("JpegDecoder::DecodeRegion without a parsed header");
   s->started = false;
   jpeg_decompress_struct* info = &s->info;

@@ -193,11 +193,20 @@ Bits FillSlow(Bits in, Source* source) {
     if (source->marker == 0 && source->next < source->end) {
       byte = *source->next;
       if (byte == 0xFF) {
-        // 0xFF 0x00 is a data byte 0xFF; fill bytes 0xFF may precede either.
+        // 0xFF 0x00 is a data byte 0xFF; fill bytes 0xFF may precede a
+        // marker. A run of 0xFF before a 0x00 (no encoder writes one) ends
+        // the data here: libjpeg's fast path reads it as a marker, its slow
+        // path as one data byte, and which one runs depends on where the
+        // bytes lie, so the decoders leave such a file to libjpeg.
         const uint8_t* look = source->next + 1;
         while (look < source->end && *look == 0xFF) ++look;
-        if (look < source->end && *look == 0) {
+        if (look == source->next + 1 && look < source->end && *look == 0) {
           source->next = look + 1;
+        } else if (look < source->end && *look == 0) {
+          source->marker = 0x100;
+          source->next = source->end;
+          byte = 0;
+          source->padding += 8;
         } else {
           source->marker = look < source->end ? *look : 0x100;
           source->next = look < source->end ? look + 1 : source->end;

@@ -1,5 +1,7 @@
 #include "decode/jpeg_mcu.h"
 
+#include <new>
+
 #include "decode/jpeg_blocks.h"
 
 namespace gpufeed {
@@ -57,13 +59,47 @@ bool PlanScan(const jpeg_decompress_struct& info, Scan* scan) {
   return scan->mcus_per_row > 0 && scan->mcu_rows > 0;
 }
 
+// The last marker in [start, end) (its 0xFF), or start - 1 when there is
+// none: a 0xFF followed by a byte other than 0x00 (stuffing) and 0xFF (fill).
+const uint8_t* LastMarker(const uint8_t* start, const uint8_t* end) {
+  for (const uint8_t* p = end - 1; p > start; --p) {
+    if (p[-1] == 0xFF && *p != 0x00 && *p != 0xFF) return p - 1;
+  }
+  return start - 1;
+}
+
+// Whether `n` data bytes (0xFF 0x00: one), or a marker, follow `p` before
+// `end`: libjpeg's read-ahead, at most 8 data bytes past the bits it has
+// used, stops at a marker and warns (JWRN_JPEG_EOF) at the file's end.
+bool DataOrMarkerAhead(const uint8_t* p, const uint8_t* end, int n) {
+  for (int count = 0; count < n;) {
+    if (p >= end) return false;
+    if (*p != 0xFF) {
+      ++count;
+      ++p;
+      continue;
+    }
+    const uint8_t* q = p + 1;
+    while (q < end && *q == 0xFF) ++q;  // fill bytes
+    if (q >= end) return false;
+    if (*q != 0x00) return true;
+    ++count;
+    p = q + 1;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool McuHook::Install(jpeg_decompress_struct* info, const uint8_t* end, int first_col,
                       int end_col, Fail fail) {
   installed_ = false;
   if (info->entropy == nullptr || info->src == nullptr || fail == nullptr) return false;
-  if (!PlanScan(*info, &scan_)) return false;
+  try {
+    if (!PlanScan(*info, &scan_)) return false;
+  } catch (const std::bad_alloc&) {  // the thread's first table cache
+    return false;
+  }
   const uint8_t* start = info->src->next_input_byte;
   if (start == nullptr || start > end ||
       static_cast<size_t>(end - start) != info->src->bytes_in_buffer) {
@@ -71,6 +107,7 @@ bool McuHook::Install(jpeg_decompress_struct* info, const uint8_t* end, int firs
   }
   scan_.data = start;
   scan_.end = end;
+  last_marker_ = LastMarker(start, end);
   source_ = Source{start, end};
   bits_ = {0, 0};
   for (int& dc : dc_) dc = 0;
@@ -117,17 +154,17 @@ bool McuHook::Next(JBLOCKROW* blocks) {
   }
   bits_ = b;
   if (!Sound(b, source_)) return false;
-  // libjpeg reads up to 8 bytes past the bits it has used (a 57-bit
+  // libjpeg reads up to 8 data bytes past the bits it has used (a 57-bit
   // refill), stopping at a marker. Where that reaches the file's end
   // without one (a truncated file) it warns, JWRN_JPEG_EOF, which
   // JpegDecoder turns into an error even when every bit used was there:
-  // leave data that ends that close to libjpeg (this decoder's buffer, at
-  // most 8 bytes ahead of the bits used, makes 16 bytes from its read
-  // position enough).
+  // leave data that ends that close to libjpeg. Before the last marker it
+  // cannot; past it, 9 data bytes after this decoder's read position
+  // (which is at or past the bits used) are enough.
   if (source_.marker == 0x100) return false;
-  if (source_.marker == 0 && source_.end - source_.next < 16) {
-    const uint8_t* after;
-    if (NextMarker(source_, &after) == 0) return false;
+  if (source_.marker == 0 && source_.next > last_marker_ &&
+      !DataOrMarkerAhead(source_.next, source_.end, 9)) {
+    return false;
   }
   if (--remaining_ > 0) return true;
   return NextMarkerIs(source_, 0xD9);

@@ -77,6 +77,8 @@ class McuHook {
   int dc_[kMaxComponents] = {};
   RestartCount restart_;
   int column_ = 0;  // of the next MCU in its row
+  // The 0xFF of the file's last marker (before the scan's data: none).
+  const uint8_t* last_marker_ = nullptr;
   int first_col_ = 0, end_col_ = 0;
   long remaining_ = 0;  // MCUs left in the scan
 };

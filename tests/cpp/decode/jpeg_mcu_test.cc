@@ -155,14 +155,41 @@ TEST(JpegMcuTest, ACutJustPastACropsDataFailsAsWithLibjpeg) {
     const size_t scan = jpeg.rfind("\xFF\xDA");
     ASSERT_NE(scan, std::string::npos);
     for (size_t cut = scan + 14; cut < jpeg.size(); ++cut) {
-      const std::string damaged = jpeg.substr(0, cut);
-      for (const CropRect& crop : {CropRect{0, 0, 64, 8}, CropRect{8, 16, 24, 20},
-                                   CropRect{0, 0, 64, 48}}) {
-        ExpectSameAsLibjpeg(damaged, crop, 0, 0, true,
-                            "cut at " + std::to_string(cut) + " ri " + std::to_string(restart));
+      // Also followed by fill bytes: libjpeg's read-ahead passes a run of
+      // 0xFF as one byte, and meets the end all the same.
+      for (const std::string& tail : {std::string(), std::string(16, '\xFF')}) {
+        const std::string damaged = jpeg.substr(0, cut) + tail;
+        for (const CropRect& crop : {CropRect{0, 0, 64, 8}, CropRect{0, 0, 64, 16},
+                                     CropRect{8, 16, 24, 20}, CropRect{0, 0, 64, 32},
+                                     CropRect{0, 0, 64, 48}}) {
+          ExpectSameAsLibjpeg(damaged, crop, 0, 0, true,
+                              "cut at " + std::to_string(cut) + " ri " + std::to_string(restart) +
+                                  " tail " + std::to_string(tail.size()));
+        }
       }
     }
   }
+}
+
+// A fill byte before a stuffed zero (0xFF 0xFF 0x00; no encoder writes
+// one): libjpeg's fast path reads a marker there, its slow path a data byte
+// 0xFF, and which runs depends on how much data is left. gpufeed's decoder
+// leaves such a file to libjpeg.
+TEST(JpegMcuTest, AFillByteBeforeAStuffedZeroDecodesAsWithLibjpeg) {
+  Encoding e;
+  e.width = 256, e.height = 192, e.noise = 60, e.quality = 95;
+  const std::string jpeg = Encode(e);
+  const size_t scan = jpeg.rfind("\xFF\xDA") + 14;
+  int tried = 0;
+  for (size_t at = jpeg.find("\xFF\x00", scan, 2); at != std::string::npos && tried < 24;
+       at = jpeg.find("\xFF\x00", at + 2, 2), ++tried) {
+    std::string damaged = jpeg;
+    damaged.insert(at, 1, '\xFF');
+    for (const CropRect& crop : {CropRect{0, 0, 256, 192}, CropRect{100, 20, 130, 37}}) {
+      ExpectSameAsLibjpeg(damaged, crop, 0, 0, true, "0xFF inserted at " + std::to_string(at));
+    }
+  }
+  EXPECT_GE(tried, 8);
 }
 
 // A restart marker out of sequence makes gpufeed's decoder give up midway
