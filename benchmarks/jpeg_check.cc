@@ -204,27 +204,18 @@ void CheckExact(const std::string& path, const std::vector<uint8_t>& data, Total
   for (const CropRect& crop : {CropRect{0, 0, w, h}, CropRect{w / 4, h / 4, w / 2, h / 2},
                                CropRect{w / 2, h - h / 3, w - w / 2, h / 3}}) {
     if (crop.width < 1 || crop.height < 1) continue;
-    Image images[2];
-    Status statuses[2];
-    bool used = false;
-    for (int own = 0; own < 2; ++own) {
-      JpegDecoder decoder;
-      decoder.set_own_entropy(own == 1);
-      statuses[own] = decoder.Start(data.data(), data.size(), &header);
-      if (statuses[own].ok()) {
-        statuses[own] = decoder.DecodeRegion(crop, 0, 0, &images[own], nullptr, 1ull << 31);
-      }
-      if (own == 1) used = decoder.own_entropy_used();
-    }
+    JpegDecoder own, reference;
+    const RegionDecode a = DecodeRegionWith(&own, data.data(), data.size(), crop, 0, 0,
+                                            1ull << 31, true, false);
+    const RegionDecode b = DecodeRegionWith(&reference, data.data(), data.size(), crop, 0, 0,
+                                            1ull << 31, false, false);
     ++totals->exact_checks;
-    totals->exact_own += used;
-    if (statuses[0].ToString() != statuses[1].ToString() ||
-        images[0].width != images[1].width || images[0].height != images[1].height ||
-        images[0].pixels != images[1].pixels) {
+    totals->exact_own += a.own_used;
+    if (!SameDecode(a, b)) {
       ++totals->exact_mismatches;
       std::printf("EXACT-MISMATCH %s crop %d,%d %dx%d: %s / %s\n", path.c_str(), crop.x, crop.y,
-                  crop.width, crop.height, statuses[1].ToString().c_str(),
-                  statuses[0].ToString().c_str());
+                  crop.width, crop.height, a.status.ToString().c_str(),
+                  b.status.ToString().c_str());
     }
   }
 }

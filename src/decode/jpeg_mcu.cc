@@ -3,6 +3,7 @@
 #include <new>
 
 #include "decode/jpeg_blocks.h"
+#include "decode/jpeg_scans.h"
 
 namespace gpufeed {
 namespace jpeg_entropy {
@@ -17,17 +18,6 @@ struct EntropyModule {
   boolean (*decode_mcu)(j_decompress_ptr info, JBLOCKROW* blocks);
   boolean insufficient_data;
 };
-
-// The built table libjpeg uses for component `comp` (class dc or ac), or
-// nullptr when there is none or Build refuses it.
-const HuffmanTable* TableOf(const jpeg_decompress_struct& info, const jpeg_component_info& comp,
-                            bool dc) {
-  const int number = dc ? comp.dc_tbl_no : comp.ac_tbl_no;
-  if (number < 0 || number >= NUM_HUFF_TBLS) return nullptr;
-  const JHUFF_TBL* table = dc ? info.dc_huff_tbl_ptrs[number] : info.ac_huff_tbl_ptrs[number];
-  if (table == nullptr) return nullptr;
-  return SharedBaselineTable(table->bits, table->huffval, dc);
-}
 
 // The scan of a single-scan baseline image as libjpeg decodes it (every
 // coefficient kept), or false for any other image.
@@ -44,8 +34,8 @@ bool PlanScan(const jpeg_decompress_struct& info, Scan* scan) {
     // A single-component scan is not interleaved: one block per MCU.
     component.h = info.comps_in_scan == 1 ? 1 : comp->h_samp_factor;
     component.v = info.comps_in_scan == 1 ? 1 : comp->v_samp_factor;
-    component.dc = TableOf(info, *comp, true);
-    component.ac = TableOf(info, *comp, false);
+    component.dc = SharedTableOf(info, *comp, true);
+    component.ac = SharedTableOf(info, *comp, false);
     component.limit = 64;
     if (component.dc == nullptr || component.ac == nullptr || !component.ac->skip_built) {
       return false;

@@ -11,6 +11,7 @@
 #include "decode/jpeg_decoder.h"
 #include "decode/jpeg_entropy.h"
 #include "decode/jpeg_progressive.h"
+#include "decode/jpeg_scans.h"
 #include "decode/scaled_transform.h"
 #include "decode/ycc_rgb.h"
 
@@ -172,15 +173,10 @@ bool PlanBaseline(const jpeg_decompress_struct& info, int denominator, Scan* sca
     const jpeg_component_info* comp = info.cur_comp_info[c];
     Plan& plan = plans[c];
     if (!PlanComponent(info, *comp, denominator, gray, &plan)) return false;
-    const JHUFF_TBL* dc = comp->dc_tbl_no >= 0 && comp->dc_tbl_no < NUM_HUFF_TBLS
-                              ? info.dc_huff_tbl_ptrs[comp->dc_tbl_no] : nullptr;
-    const JHUFF_TBL* ac = comp->ac_tbl_no >= 0 && comp->ac_tbl_no < NUM_HUFF_TBLS
-                              ? info.ac_huff_tbl_ptrs[comp->ac_tbl_no] : nullptr;
-    if (dc == nullptr || ac == nullptr) return false;
     // Built once per thread while the files' tables repeat (valid through
     // this decode: it looks up at most 2 * kMaxComponents tables).
-    const HuffmanTable* dc_table = jpeg_entropy::SharedBaselineTable(dc->bits, dc->huffval, true);
-    const HuffmanTable* ac_table = jpeg_entropy::SharedBaselineTable(ac->bits, ac->huffval, false);
+    const HuffmanTable* dc_table = jpeg_entropy::SharedTableOf(info, *comp, true);
+    const HuffmanTable* ac_table = jpeg_entropy::SharedTableOf(info, *comp, false);
     if (dc_table == nullptr || ac_table == nullptr) return false;
     scan->component[c] = {plan.h, plan.v, dc_table, ac_table,
                           jpeg_entropy::ZigZagLimit(plan.idct_h, plan.idct_w)};

@@ -10,12 +10,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>  // jpeglib.h needs FILE declared first
+#include <string>
 #include <vector>
 
 #include <jpeglib.h>
 
+#include "decode/image_decoder.h"
+#include "decode/jpeg_decoder.h"
 #include "decode/jpeg_entropy.h"
 #include "decode/jpeg_progressive.h"
+#include "decode/jpeg_scans.h"
 
 namespace gpufeed {
 
@@ -34,6 +38,42 @@ inline void CreateDecompressWithLongjmp(jpeg_decompress_struct* info, JpegLongjm
   };
   errors->manager.emit_message = [](j_common_ptr, int) {};
   jpeg_create_decompress(info);
+}
+
+// One DecodeRegion of `crop` of the JPEG in data[0, size) (min sizes
+// min_w x min_h: the DCT scale) through `decoder`, with gpufeed's entropy
+// decoder inside libjpeg (`own`, jpeg_mcu.h) or libjpeg's, the transform's
+// way (`with_columns`) or exactly cropped: what the two ways must agree on.
+struct RegionDecode {
+  Status status;
+  Image image;
+  DecodedColumns columns;
+  int denominator = 0;
+  bool own_used = false;  // gpufeed's decoder went to the end
+};
+
+inline RegionDecode DecodeRegionWith(JpegDecoder* decoder, const uint8_t* data, size_t size,
+                                     const CropRect& crop, int min_w, int min_h,
+                                     uint64_t max_pixels, bool own, bool with_columns) {
+  RegionDecode r;
+  decoder->set_own_entropy(own);
+  ImageHeader header;
+  r.status = decoder->Start(data, size, &header);
+  if (r.status.ok()) {
+    r.status = decoder->DecodeRegion(crop, min_w, min_h, &r.image, &r.denominator, max_pixels,
+                                     with_columns ? &r.columns : nullptr);
+  }
+  r.own_used = decoder->own_entropy_used();
+  return r;
+}
+
+// Whether two decodes agree: status (its message too), geometry, columns,
+// scale and pixels.
+inline bool SameDecode(const RegionDecode& a, const RegionDecode& b) {
+  return a.status.ToString() == b.status.ToString() && a.image.width == b.image.width &&
+         a.image.height == b.image.height && a.columns.skipped == b.columns.skipped &&
+         a.columns.width == b.columns.width && a.denominator == b.denominator &&
+         a.image.pixels == b.image.pixels;
 }
 
 // The zig-zag index of each natural (row-major) position.
@@ -58,14 +98,8 @@ inline jpeg_entropy::Scan BaselineScanOf(const jpeg_decompress_struct& info, con
   *ok = true;
   for (int c = 0; c < info.comps_in_scan; ++c) {
     const jpeg_component_info* comp = info.cur_comp_info[c];
-    const bool numbers = comp->dc_tbl_no >= 0 && comp->dc_tbl_no < NUM_HUFF_TBLS &&
-                         comp->ac_tbl_no >= 0 && comp->ac_tbl_no < NUM_HUFF_TBLS;
-    const JHUFF_TBL* dc = numbers ? info.dc_huff_tbl_ptrs[comp->dc_tbl_no] : nullptr;
-    const JHUFF_TBL* ac = numbers ? info.ac_huff_tbl_ptrs[comp->ac_tbl_no] : nullptr;
-    const jpeg_entropy::HuffmanTable* dc_table =
-        dc != nullptr ? jpeg_entropy::SharedBaselineTable(dc->bits, dc->huffval, true) : nullptr;
-    const jpeg_entropy::HuffmanTable* ac_table =
-        ac != nullptr ? jpeg_entropy::SharedBaselineTable(ac->bits, ac->huffval, false) : nullptr;
+    const jpeg_entropy::HuffmanTable* dc_table = jpeg_entropy::SharedTableOf(info, *comp, true);
+    const jpeg_entropy::HuffmanTable* ac_table = jpeg_entropy::SharedTableOf(info, *comp, false);
     *ok = *ok && dc_table != nullptr && ac_table != nullptr;
     scan.component[c] = {comp->h_samp_factor, comp->v_samp_factor, dc_table, ac_table, limit};
   }

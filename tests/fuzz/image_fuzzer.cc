@@ -18,6 +18,7 @@
 #include "decode/resample.h"
 #include "decode/transform.h"
 #include "fuzz_util.h"
+#include "jpeg_compare_util.h"
 
 using namespace gpufeed;
 
@@ -45,24 +46,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (SniffImageFormat(data, size) == ImageFormat::kJpeg) {
     // Both decoders live across inputs, as the transform's does.
     static JpegDecoder own_entropy, libjpeg_entropy;
-    own_entropy.set_own_entropy(true);
-    libjpeg_entropy.set_own_entropy(false);
-    Image images[2];
-    Status statuses[2];
-    JpegDecoder* decoders[2] = {&libjpeg_entropy, &own_entropy};
-    for (int i = 0; i < 2; ++i) {
-      statuses[i] = decoders[i]->Start(data, size, &header);
-      if (statuses[i].ok()) {
-        statuses[i] = decoders[i]->DecodeRegion(crop, control % 3 == 1 ? 4 : 0,
-                                                control % 3 == 1 ? 4 : 0, &images[i], nullptr,
-                                                max_pixels);
-      }
-    }
-    if (statuses[0].ToString() != statuses[1].ToString() ||
-        images[0].width != images[1].width || images[0].height != images[1].height ||
-        images[0].pixels != images[1].pixels) {
-      std::abort();
-    }
+    const int min_side = control % 3 == 1 ? 4 : 0;
+    const RegionDecode own = DecodeRegionWith(&own_entropy, data, size, crop, min_side, min_side,
+                                              max_pixels, true, false);
+    const RegionDecode reference = DecodeRegionWith(&libjpeg_entropy, data, size, crop, min_side,
+                                                    min_side, max_pixels, false, false);
+    if (!SameDecode(own, reference)) std::abort();
   }
 
   ImageTransformOptions options;

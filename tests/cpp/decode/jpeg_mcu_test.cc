@@ -7,6 +7,7 @@
 #include "decode/image_decoder.h"
 #include "decode/jpeg_decoder.h"
 
+#include "jpeg_compare_util.h"
 #include "jpeg_encodings_util.h"
 #include "jpeg_test_util.h"
 
@@ -19,38 +20,16 @@
 namespace gpufeed {
 namespace {
 
-struct Result {
-  Status status;
-  Image image;
-  DecodedColumns columns;
-  int denominator = 0;
-  bool own_used = false;
-};
-
-// DecodeRegion of `crop` (min sizes min_w x min_h: the DCT scale) with or
-// without gpufeed's entropy decoder, the transform's way (with `columns`)
-// or exactly cropped.
-Result DecodeWith(JpegDecoder* decoder, const std::string& jpeg, const CropRect& crop, int min_w,
-                  int min_h, bool own, bool with_columns) {
-  Result r;
-  decoder->set_own_entropy(own);
-  ImageHeader header;
-  r.status = decoder->Start(Bytes(jpeg), jpeg.size(), &header);
-  if (!r.status.ok()) return r;
-  r.status = decoder->DecodeRegion(crop, min_w, min_h, &r.image, &r.denominator, 1ull << 32,
-                                   with_columns ? &r.columns : nullptr);
-  r.own_used = decoder->own_entropy_used();
-  return r;
-}
-
 // Both ways agree: status, geometry, pixels. Returns whether gpufeed's
 // decoder was used to the end.
 bool ExpectSameAsLibjpeg(const std::string& jpeg, const CropRect& crop, int min_w, int min_h,
                          bool with_columns, const std::string& what) {
   JpegDecoder own_decoder, libjpeg_decoder;
-  const Result own = DecodeWith(&own_decoder, jpeg, crop, min_w, min_h, true, with_columns);
-  const Result reference =
-      DecodeWith(&libjpeg_decoder, jpeg, crop, min_w, min_h, false, with_columns);
+  const RegionDecode own = DecodeRegionWith(&own_decoder, Bytes(jpeg), jpeg.size(), crop, min_w,
+                                            min_h, 1ull << 32, true, with_columns);
+  const RegionDecode reference = DecodeRegionWith(&libjpeg_decoder, Bytes(jpeg), jpeg.size(),
+                                                  crop, min_w, min_h, 1ull << 32, false,
+                                                  with_columns);
   EXPECT_FALSE(reference.own_used) << what;
   EXPECT_EQ(own.status.ok(), reference.status.ok())
       << what << ": " << own.status.ToString() << " / " << reference.status.ToString();
@@ -208,9 +187,11 @@ TEST(JpegMcuTest, AGivenUpDecodeIsLibjpegsAndTheNextImageIsHooked) {
   const CropRect whole{0, 0, e.width, e.height};
   EXPECT_FALSE(ExpectSameAsLibjpeg(swapped, whole, 0, 0, true, "swapped restart markers"));
   JpegDecoder decoder;
-  const Result given_up = DecodeWith(&decoder, swapped, whole, 0, 0, true, true);
+  const RegionDecode given_up = DecodeRegionWith(&decoder, Bytes(swapped), swapped.size(), whole,
+                                                 0, 0, 1ull << 32, true, true);
   EXPECT_FALSE(given_up.own_used);
-  const Result next = DecodeWith(&decoder, jpeg, whole, 0, 0, true, true);
+  const RegionDecode next = DecodeRegionWith(&decoder, Bytes(jpeg), jpeg.size(), whole, 0, 0,
+                                             1ull << 32, true, true);
   ASSERT_TRUE(next.status.ok()) << next.status.ToString();
   EXPECT_TRUE(next.own_used);
   EXPECT_TRUE(ExpectSameAsLibjpeg(jpeg, whole, 0, 0, true, "intact"));
