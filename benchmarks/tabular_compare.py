@@ -10,7 +10,8 @@ measured in the same run (benchmarks/run.sh, step "tabular").
    second (rows x 160 bytes over the epoch's wall time) of gpufeed.DataLoader
    and of the C++ Loader (gpufeed_tabular_bench), at batch 65,536 and 8,192,
    against fio's sequential 1 MiB qd32 O_DIRECT read of the same files
-   (file after file); the order alternates between repeats, medians are
+   (file after file); the order alternates between repeats and the
+   loaders' order rotates (each takes the place after fio in turn), medians are
    reported with the ratios (target >= 0.9x). fio with 8 MiB requests, 4
    in flight (about the loader's block reads) is printed beside it: some
    virtual disks serve large requests much faster.
@@ -279,8 +280,16 @@ def binary_step(args, sets):
     for fmt, path, files in sets:
         runs = {"fio": [], "fio8m": []}
         for repeat in range(args.repeats):
-            order = ["fio", "fio8m"] + [f"{who}:{b}" for b in batches for who in ("python", "cpp")
-                                        if who == "python" or args.bench]
+            # Each repeat rotates the loaders' order, so that no one of them
+            # runs right after fio in most repeats: on the dev VM's virtual
+            # disk the run after fio's was often the slowest of a repeat,
+            # and with a fixed order the DataLoader at the first batch size
+            # took that place in two of three repeats (its median then was
+            # such a run).
+            loaders = [f"{who}:{b}" for b in batches for who in ("python", "cpp")
+                       if who == "python" or args.bench]
+            shift = repeat % len(loaders)
+            order = ["fio", "fio8m"] + loaders[shift:] + loaders[:shift]
             if repeat % 2:
                 order.reverse()
             for who in order:
