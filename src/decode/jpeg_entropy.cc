@@ -284,15 +284,22 @@ namespace {
 
 // Zeroes the kept positions (zig-zag indices below the limit) of every
 // block of an MCU, the only ones DecodeBlock writes besides the spare slot:
-// whole natural rows [0, rows[c]) of each block, 16 bytes at a time (the
-// rows' other positions are never written, so they are 0 already).
+// the block's first 4 natural rows when those hold them (every DCT-scaled
+// limit), else all 8 (the rows' other positions are never written, so they
+// are 0 already). Sizes fixed at compile time, so the stores are inlined: a
+// zeroing of rows[c] rows became a call to memset per block, 2% of a
+// high-resolution photograph's exact=False decode.
 inline void ClearKept(const Scan& scan, const int* rows, int16_t* const* component_blocks) {
-  static constexpr int16_t kZeroRow[8] = {};
   for (int c = 0; c < scan.components; ++c) {
     const Component& component = scan.component[c];
+    const bool upper_half = rows[c] <= 4;
     for (int i = 0; i < component.h * component.v; ++i) {
       int16_t* block = component_blocks[c] + kBlockStride * i;
-      for (int r = 0; r < rows[c]; ++r) std::memcpy(block + 8 * r, kZeroRow, sizeof(kZeroRow));
+      if (upper_half) {
+        std::memset(block, 0, 4 * 8 * sizeof(int16_t));
+      } else {
+        std::memset(block, 0, 8 * 8 * sizeof(int16_t));
+      }
     }
   }
 }
