@@ -2,6 +2,15 @@
 // descriptors kept in a bounded LRU so that a dataset of 100,000 shards
 // reads under `ulimit -n 1024`. A descriptor evicted while a view holds it
 // closes when the last view goes.
+//
+// Fork safety: a Dataset is handed to forked children (torch DataLoader
+// workers) while threads of the parent may be reading through its store. A
+// child must not inherit the store's mutex held, its LRU half-changed, or a
+// file marked as being opened by a thread that does not exist there: every
+// live store's mutex is taken around fork() (pthread_atfork), and the child
+// forgets the opens in progress (it opens those files itself) and gets a
+// fresh condition variable.
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -11,6 +20,7 @@
 #include <list>
 #include <mutex>
 #include <new>
+#include <vector>
 
 #include "storage/store.h"
 #include "util/file.h"
@@ -120,7 +130,10 @@ class PosixFile final : public StoreFile {
 class PosixStore final : public Store, public std::enable_shared_from_this<PosixStore> {
  public:
   explicit PosixStore(size_t max_open_files)
-      : max_open_(max_open_files == 0 ? DefaultMaxOpenFiles() : max_open_files) {}
+      : max_open_(max_open_files == 0 ? DefaultMaxOpenFiles() : max_open_files) {
+    ForkGuard::Register(this);
+  }
+  ~PosixStore() override { ForkGuard::Unregister(this); }
 
   Status Open(const std::string& path, const std::string& xxh64,
               std::shared_ptr<const StoreFile>* file) override {
@@ -202,6 +215,7 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
       }
       if (!file.failed_.ok()) return file.failed_;
       file.opening_ = true;
+      files_opening_.push_back(&file);
     }
     UniqueFd reopened;
     uint64_t size = 0;
@@ -214,6 +228,7 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
     }
     std::lock_guard<std::mutex> lock(mutex_);
     file.opening_ = false;
+    files_opening_.erase(std::find(files_opening_.begin(), files_opening_.end(), &file));
     opened_.notify_all();
     if (!status.ok()) {
       if (file.lazy() && (status.IsNotFound() || status.IsCorruption())) file.failed_ = status;
@@ -255,9 +270,56 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
     }
   }
 
+  // The fork handlers (file comment): every live store, and what they do.
+  class ForkGuard {
+   public:
+    static void Register(PosixStore* store) {
+      std::call_once(installed_, [] { pthread_atfork(Prepare, InParent, InChild); });
+      std::lock_guard<std::mutex> lock(Mutex());
+      Stores().push_back(store);
+    }
+    static void Unregister(PosixStore* store) {
+      std::lock_guard<std::mutex> lock(Mutex());
+      std::vector<PosixStore*>& stores = Stores();
+      stores.erase(std::find(stores.begin(), stores.end(), store));
+    }
+
+   private:
+    // Function-local statics: made by the first store, before any fork.
+    static std::mutex& Mutex() {
+      static std::mutex* mutex = new std::mutex;  // never destroyed: a handler may run at exit
+      return *mutex;
+    }
+    static std::vector<PosixStore*>& Stores() {
+      static auto* stores = new std::vector<PosixStore*>;
+      return *stores;
+    }
+    static void Prepare() {
+      Mutex().lock();
+      for (PosixStore* store : Stores()) store->mutex_.lock();
+    }
+    static void InParent() {
+      for (PosixStore* store : Stores()) store->mutex_.unlock();
+      Mutex().unlock();
+    }
+    static void InChild() {
+      for (PosixStore* store : Stores()) {
+        // The threads opening these files, and any waiting for them, are
+        // the parent's: here the next reader opens the file itself.
+        for (const PosixFile* file : store->files_opening_) file->opening_ = false;
+        store->files_opening_.clear();
+        new (&store->opened_) std::condition_variable();
+        store->mutex_.unlock();
+      }
+      Mutex().unlock();
+    }
+    static inline std::once_flag installed_;
+  };
+
   size_t max_open_;
   mutable std::mutex mutex_;
   mutable std::condition_variable opened_;  // a file's opening_ went false
+  mutable std::vector<const PosixFile*> files_opening_;  // files with opening_ set
   mutable std::list<const PosixFile*> lru_;
   mutable std::atomic<uint64_t> opens_{0}, stats_{0}, reads_{0}, bytes_{0};
 };

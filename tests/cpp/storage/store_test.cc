@@ -1,9 +1,12 @@
 // The storage layer: the posix store's bounded descriptors and counters.
 // (A dataset of 100,000 shards under `ulimit -n 1024`, which needs the
 // loader: tests/cpp/pipeline/descriptor_limit_test.cc.)
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -78,6 +81,65 @@ TEST(StoreTest, AReadNeverHandsOnBytesPastTheSizeTheFileHadWhenOpened) {
   EXPECT_EQ(done, 0u);
   ASSERT_TRUE(file->ReadAt(5000, 10, bytes.data(), &done).ok());
   EXPECT_EQ(done, 0u);
+}
+
+
+// fork() while other threads read through the store (the torch DataLoader
+// workers a Dataset is handed to): the child's reads through the same store
+// never wait on the store's lock, or on an open, that a thread of the parent
+// held at the fork (that thread does not exist in the child). Two files
+// open at most for four, so the readers keep reopening them.
+TEST(StoreTest, AForkedChildReadsThroughTheStoreTheParentsThreadsAreReading) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "fork with running threads under a sanitizer runtime";
+#endif
+  TempDir dir;
+  std::shared_ptr<Store> store = NewPosixStore(/*max_open_files=*/2);
+  std::vector<std::shared_ptr<const StoreFile>> files;
+  for (int i = 0; i < 4; ++i) {
+    const std::string path = JoinPath(dir.path(), "f" + std::to_string(i));
+    WriteBytes(path, std::string(4096, static_cast<char>('a' + i)));
+    std::shared_ptr<const StoreFile> file;
+    ASSERT_TRUE(store->Open(path, "", &file).ok());
+    files.push_back(file);
+  }
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t) {
+    readers.emplace_back([&, t] {
+      char byte = 0;
+      size_t done = 0;
+      for (unsigned i = t; !stop.load(std::memory_order_relaxed); ++i) {
+        (void)files[i % files.size()]->ReadAt(i % 4096, 1, &byte, &done);
+      }
+    });
+  }
+  int failed = 0;
+  for (int fork_index = 0; fork_index < 200 && failed == 0; ++fork_index) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      alarm(2);  // a hang kills the child (SIGALRM), which the parent sees
+      for (size_t i = 0; i < files.size(); ++i) {
+        char byte = 0;
+        size_t done = 0;
+        if (!files[i]->ReadAt(100, 1, &byte, &done).ok() || done != 1 ||
+            byte != static_cast<char>('a' + i)) {
+          _exit(2);
+        }
+      }
+      _exit(0);
+    }
+    int status = 0;
+    EXPECT_EQ(waitpid(child, &status, 0), child);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      ADD_FAILURE() << "fork " << fork_index << ": the child hung or failed (wait status "
+                    << status << ")";
+      ++failed;
+    }
+  }
+  stop = true;
+  for (std::thread& reader : readers) reader.join();
 }
 
 }  // namespace
