@@ -214,8 +214,8 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
         return Status::OK();
       }
       if (!file.failed_.ok()) return file.failed_;
+      files_opening_.push_back(&file);  // may throw: before the mark, which then is not set
       file.opening_ = true;
-      files_opening_.push_back(&file);
     }
     UniqueFd reopened;
     uint64_t size = 0;
