@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "util/file.h"
+#include "util/fork_hooks.h"
 #include "util/logging.h"
 #include "util/path.h"
 
@@ -108,7 +109,7 @@ Status NodeCache::ReadFromSource(Slot& slot, size_t member, std::string* data) {
 
 std::shared_ptr<const CacheLease> NodeCache::BundleCopy(size_t index) {
   Slot& slot = *slots_[index];
-  std::shared_ptr<const CacheLease> local = std::atomic_load(&slot.local);
+  std::shared_ptr<const CacheLease> local = LoadShared(slot.local);
   if (local) return local;
   // One fstatat while the bundle has no copy, as for a file.
   if (!slot.bad.load() && directory_->HasEntry(slot.source)) {
@@ -180,7 +181,7 @@ bool NodeCache::LocateMember(size_t index, size_t member, FileView* view, uint64
                              uint64_t* length) {
   Slot& slot = *slots_[index];
   if (member >= slot.source.members.size()) return false;
-  std::shared_ptr<const CacheLease> local = std::atomic_load(&slot.local);
+  std::shared_ptr<const CacheLease> local = LoadShared(slot.local);
   if (!local && !slot.bad.load() && directory_->HasEntry(slot.source)) local = OpenLocal(index);
   if (!local) return false;
   NotePosition(index);
@@ -212,7 +213,20 @@ Status NodeCache::Seal() {
   return Status::OK();
 }
 
+NodeCache::NodeCache() {
+  // Around fork(): every pointer lock held, so that the child finds them
+  // free (their holders are the parent's threads).
+  auto lock_all = [this] {
+    for (std::mutex& lock : pointer_locks_) lock.lock();
+  };
+  auto unlock_all = [this] {
+    for (std::mutex& lock : pointer_locks_) lock.unlock();
+  };
+  fork_hooks_ = RegisterForkHooks({lock_all, unlock_all, unlock_all});
+}
+
 NodeCache::~NodeCache() {
+  UnregisterForkHooks(fork_hooks_);
   {
     std::unique_lock<std::mutex> lock(mutex_);
     if (filler_pid_ == ::getpid() && !fillers_.empty()) {
@@ -256,7 +270,7 @@ FileView NodeCache::PartialView(const Slot& slot) const {
 
 Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView* view) {
   Slot& slot = *slots_[index];
-  std::shared_ptr<const CacheLease> local = std::atomic_load(&slot.local);
+  std::shared_ptr<const CacheLease> local = LoadShared(slot.local);
   NotePosition(index);
   slot.read.store(true, std::memory_order_relaxed);
   if (local) {
@@ -275,7 +289,7 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
   // source, and a copy another process completed is used at once.
   if (!slot.bad.load() && directory_->HasEntry(slot.source) && TryOpenLocal(index)) {
     hits_.fetch_add(1, std::memory_order_relaxed);
-    *view = LocalView(slot, std::atomic_load(&slot.local));
+    *view = LocalView(slot, LoadShared(slot.local));
     return Status::OK();
   }
   if (writes_disabled_.load() || slot.bad.load()) return from_source();
@@ -302,8 +316,8 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
       break;
     }
     if (slot.state == FillState::kIdle) {
-      std::shared_ptr<const CacheLease> done = std::atomic_load(&slot.local);
-      if (!done && TryOpenLocal(index)) done = std::atomic_load(&slot.local);
+      std::shared_ptr<const CacheLease> done = LoadShared(slot.local);
+      if (!done && TryOpenLocal(index)) done = LoadShared(slot.local);
       if (done) {
         hits_.fetch_add(1, std::memory_order_relaxed);
         *view = LocalView(slot, std::move(done));
@@ -313,7 +327,7 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
       lock.unlock();
       Queue(index, /*front=*/true);
       lock.lock();
-      if (slot.state == FillState::kIdle && !std::atomic_load(&slot.local)) break;  // not queued
+      if (slot.state == FillState::kIdle && !LoadShared(slot.local)) break;  // not queued
       continue;
     }
     if (slot.state == FillState::kQueued) {
@@ -338,7 +352,7 @@ bool NodeCache::ServeWritten(const Slot& slot, uint64_t offset, uint64_t end, Fi
 std::shared_ptr<const CacheLease> NodeCache::OpenLocal(size_t index) {
   Slot& slot = *slots_[index];
   if (slot.bad.load()) return nullptr;
-  std::shared_ptr<const CacheLease> held = std::atomic_load(&slot.local);
+  std::shared_ptr<const CacheLease> held = LoadShared(slot.local);
   if (held) return held;
   CacheLease lease;
   if (!directory_->OpenEntry(slot.source, &lease).ok()) return nullptr;
@@ -347,20 +361,21 @@ std::shared_ptr<const CacheLease> NodeCache::OpenLocal(size_t index) {
     if (::fstat(lease.data.get(), &st) == 0) slot.copy_bytes.store(static_cast<uint64_t>(st.st_size));
   }
   auto shared = std::make_shared<const CacheLease>(std::move(lease));
-  std::shared_ptr<const CacheLease> expected;
-  if (std::atomic_compare_exchange_strong(&slot.local, &expected, shared)) {
-    slot.last_use.store(use_clock_.fetch_add(1) + 1);
-    ReleaseBeyondLimit(options_.max_leased_shards);
-    return shared;
+  {
+    std::lock_guard<std::mutex> lock(PointerLock(&slot.local));
+    if (slot.local) return slot.local;  // another thread opened it first (ours is released)
+    slot.local = shared;
   }
-  return expected;  // another thread opened it first
+  slot.last_use.store(use_clock_.fetch_add(1) + 1);
+  ReleaseBeyondLimit(options_.max_leased_shards);
+  return shared;
 }
 
 void NodeCache::ReleaseBeyondLimit(size_t keep) {
   std::lock_guard<std::mutex> lock(leases_mutex_);
   std::vector<std::pair<uint64_t, size_t>> held;
   for (size_t i = 0; i < slots_.size(); ++i) {
-    if (std::atomic_load(&slots_[i]->local)) held.emplace_back(slots_[i]->last_use.load(), i);
+    if (LoadShared(slots_[i]->local)) held.emplace_back(slots_[i]->last_use.load(), i);
   }
   if (held.size() <= keep) return;
   std::sort(held.begin(), held.end());
@@ -368,7 +383,7 @@ void NodeCache::ReleaseBeyondLimit(size_t keep) {
   // keeps its lease until it is done with it, and the next read opens the
   // copy again.
   for (size_t i = 0; i + keep < held.size(); ++i) {
-    std::atomic_store(&slots_[held[i].second]->local, std::shared_ptr<const CacheLease>());
+    StoreShared(&slots_[held[i].second]->local, std::shared_ptr<const CacheLease>());
   }
 }
 
@@ -377,7 +392,7 @@ void NodeCache::Invalidate(size_t index, FileView* view) {
   std::shared_ptr<const void> held = std::move(view->hold);
   view->fd = -1;
   if (!view->local) return;
-  std::shared_ptr<const CacheLease> current = std::atomic_load(&slot.local);
+  std::shared_ptr<const CacheLease> current = LoadShared(slot.local);
   bool same = current != nullptr && current.get() == held.get();
   held.reset();  // our reference to the lease goes first
   if (!same) return;  // already replaced
@@ -385,7 +400,7 @@ void NodeCache::Invalidate(size_t index, FileView* view) {
              current->path, slot.source.path);
   slot.bad.store(true);
   current.reset();
-  std::atomic_store(&slot.local, std::shared_ptr<const CacheLease>());
+  StoreShared(&slot.local, std::shared_ptr<const CacheLease>());
   // With the last reference gone the lease is released and the copy can be
   // removed now; if a reader still holds it, the filler tries again.
   bool removed = false;
@@ -396,7 +411,7 @@ void NodeCache::Invalidate(size_t index, FileView* view) {
 }
 
 void NodeCache::NotePosition(size_t index) {
-  std::shared_ptr<const Plan> plan = std::atomic_load(&plan_);
+  std::shared_ptr<const Plan> plan = LoadShared(plan_);
   if (!plan || index >= plan->rank_of.size()) return;
   size_t rank = plan->rank_of[index];
   if (rank == std::numeric_limits<size_t>::max()) return;
@@ -407,7 +422,7 @@ void NodeCache::NotePosition(size_t index) {
       for (size_t next = rank + 1;
            next < plan->order.size() && next <= rank + options_.prefetch_shards; ++next) {
         size_t file = plan->order[next];
-        if (!std::atomic_load(&slots_[file]->local) && !directory_->HasEntry(slots_[file]->source)) {
+        if (!LoadShared(slots_[file]->local) && !directory_->HasEntry(slots_[file]->source)) {
           if (!writes_disabled_.load()) Queue(file, /*front=*/false);
         }
       }
@@ -423,7 +438,7 @@ void NodeCache::ExpectFiles(std::vector<size_t> first_use_order, uint64_t live_b
     if (first_use_order[i] < slots_.size()) plan->rank_of[first_use_order[i]] = i;
   }
   plan->order = std::move(first_use_order);
-  std::atomic_store(&plan_, std::shared_ptr<const Plan>(plan));
+  StoreShared(&plan_, std::shared_ptr<const Plan>(plan));
   if (live_bytes > capacity_ && !thrash_logged_.exchange(true)) {
     Log().warn("cache: the epoch order keeps {} bytes of files in use at once, more than the "
                "cache capacity of {} bytes, so most reads go to the source (shuffle=\"global\" "
@@ -435,7 +450,7 @@ void NodeCache::ExpectFiles(std::vector<size_t> first_use_order, uint64_t live_b
   // The first files of the epoch, before any read asks.
   for (size_t next = 0; next < plan->order.size() && next < options_.prefetch_shards; ++next) {
     size_t file = plan->order[next];
-    if (!std::atomic_load(&slots_[file]->local) && !directory_->HasEntry(slots_[file]->source) &&
+    if (!LoadShared(slots_[file]->local) && !directory_->HasEntry(slots_[file]->source) &&
         !writes_disabled_.load()) {
       Queue(file, /*front=*/false);
     }

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -115,7 +116,7 @@ class NodeCache {
   static constexpr uint64_t kBundleMemberEstimate = 128 << 10;
 
  private:
-  NodeCache() = default;
+  NodeCache();
 
   enum class FillState { kIdle, kQueued, kFilling };
 
@@ -123,7 +124,7 @@ class NodeCache {
     std::shared_ptr<const StoreFile> file;  // the source (a file; null for a bundle)
     std::shared_ptr<const Store> members_from;  // a bundle: its members' source
     CacheSource source;
-    std::shared_ptr<const CacheLease> local;  // std::atomic_load/store
+    std::shared_ptr<const CacheLease> local;  // LoadShared / StoreShared
     std::atomic<uint64_t> last_use{0};
     std::atomic<bool> bad{false};  // a corrupt copy: never reopened, removed then refilled
     std::atomic<bool> read{false};  // a reader asked for it (finish its fill on close)
@@ -234,7 +235,33 @@ class NodeCache {
     std::vector<size_t> rank_of;  // position of each file in order (or SIZE_MAX)
     mutable std::atomic<size_t> position{0};  // ranks below it have been read
   };
-  std::shared_ptr<const Plan> plan_;  // std::atomic_load/store
+  std::shared_ptr<const Plan> plan_;  // LoadShared / StoreShared
+  // Each slot's `local` and plan_ are read and replaced under one of these
+  // locks (LoadShared, StoreShared), not with std::atomic_load/store:
+  // libstdc++'s atomic shared_ptr functions lock a process-wide pool of
+  // mutexes, which a fork() can leave held by a thread of the parent, and a
+  // forked child (a torch DataLoader worker) then hung in its first read.
+  // These are leaf locks, taken around every fork (util/fork_hooks.h).
+  static constexpr size_t kPointerLocks = 16;
+  mutable std::array<std::mutex, kPointerLocks> pointer_locks_;
+  uint64_t fork_hooks_ = 0;
+  std::mutex& PointerLock(const void* pointer) const {
+    return pointer_locks_[(reinterpret_cast<uintptr_t>(pointer) >> 4) % kPointerLocks];
+  }
+  template <class T>
+  std::shared_ptr<T> LoadShared(const std::shared_ptr<T>& pointer) const {
+    std::lock_guard<std::mutex> lock(PointerLock(&pointer));
+    return pointer;
+  }
+  // The value replaced is released after the lock (a lease's release may
+  // touch files).
+  template <class T>
+  void StoreShared(std::shared_ptr<T>* pointer, std::shared_ptr<T> value) const {
+    {
+      std::lock_guard<std::mutex> lock(PointerLock(pointer));
+      pointer->swap(value);
+    }
+  }
   std::atomic<bool> thrash_logged_{false};
   std::mutex leases_mutex_;  // ReleaseBeyondLimit
   // The filler threads of the process that started them. A forked child (a

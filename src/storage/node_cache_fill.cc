@@ -117,7 +117,7 @@ void NodeCache::FillerLoop() {
       if (removed) slot.bad.store(false);
     }
     bool filled = false;
-    if (!slot.bad.load() && !writes_disabled_.load() && !std::atomic_load(&slot.local)) {
+    if (!slot.bad.load() && !writes_disabled_.load() && !LoadShared(slot.local)) {
       filled = FillNow(index);
     }
     {
@@ -125,7 +125,7 @@ void NodeCache::FillerLoop() {
       EndFillLocked(slot);
       if (filled) {
         slot.failures = 0;
-      } else if (!std::atomic_load(&slot.local) && !directory_->HasEntry(slot.source)) {
+      } else if (!LoadShared(slot.local) && !directory_->HasEntry(slot.source)) {
         slot.attempts += 1;
         slot.failures += 1;
         slot.retry_after = Clock::now() + RetryDelay(slot.failures);

@@ -7,10 +7,9 @@
 // workers) while threads of the parent may be reading through its store. A
 // child must not inherit the store's mutex held, its LRU half-changed, or a
 // file marked as being opened by a thread that does not exist there: every
-// live store's mutex is taken around fork() (pthread_atfork), and the child
+// live store's mutex is taken around fork() (util/fork_hooks.h), and the child
 // forgets the opens in progress (it opens those files itself) and gets a
 // fresh condition variable.
-#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -24,6 +23,7 @@
 
 #include "storage/store.h"
 #include "util/file.h"
+#include "util/fork_hooks.h"
 
 namespace gpufeed {
 
@@ -131,9 +131,10 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
  public:
   explicit PosixStore(size_t max_open_files)
       : max_open_(max_open_files == 0 ? DefaultMaxOpenFiles() : max_open_files) {
-    ForkGuard::Register(this);
+    fork_hooks_ = RegisterForkHooks({[this] { PrepareFork(); }, [this] { AfterForkInParent(); },
+                                     [this] { AfterForkInChild(); }});
   }
-  ~PosixStore() override { ForkGuard::Unregister(this); }
+  ~PosixStore() override { UnregisterForkHooks(fork_hooks_); }
 
   Status Open(const std::string& path, const std::string& xxh64,
               std::shared_ptr<const StoreFile>* file) override {
@@ -270,51 +271,17 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
     }
   }
 
-  // The fork handlers (file comment): every live store, and what they do.
-  class ForkGuard {
-   public:
-    static void Register(PosixStore* store) {
-      std::call_once(installed_, [] { pthread_atfork(Prepare, InParent, InChild); });
-      std::lock_guard<std::mutex> lock(Mutex());
-      Stores().push_back(store);
-    }
-    static void Unregister(PosixStore* store) {
-      std::lock_guard<std::mutex> lock(Mutex());
-      std::vector<PosixStore*>& stores = Stores();
-      stores.erase(std::find(stores.begin(), stores.end(), store));
-    }
-
-   private:
-    // Function-local statics: made by the first store, before any fork.
-    static std::mutex& Mutex() {
-      static std::mutex* mutex = new std::mutex;  // never destroyed: a handler may run at exit
-      return *mutex;
-    }
-    static std::vector<PosixStore*>& Stores() {
-      static auto* stores = new std::vector<PosixStore*>;
-      return *stores;
-    }
-    static void Prepare() {
-      Mutex().lock();
-      for (PosixStore* store : Stores()) store->mutex_.lock();
-    }
-    static void InParent() {
-      for (PosixStore* store : Stores()) store->mutex_.unlock();
-      Mutex().unlock();
-    }
-    static void InChild() {
-      for (PosixStore* store : Stores()) {
-        // The threads opening these files, and any waiting for them, are
-        // the parent's: here the next reader opens the file itself.
-        for (const PosixFile* file : store->files_opening_) file->opening_ = false;
-        store->files_opening_.clear();
-        new (&store->opened_) std::condition_variable();
-        store->mutex_.unlock();
-      }
-      Mutex().unlock();
-    }
-    static inline std::once_flag installed_;
-  };
+  // Around fork() (file comment): the mutex held, so that no other thread
+  // is inside it; in the child, the opens in progress and the waiters for
+  // them were the parent's threads: the next reader opens the file itself.
+  void PrepareFork() const { mutex_.lock(); }
+  void AfterForkInParent() const { mutex_.unlock(); }
+  void AfterForkInChild() const {
+    for (const PosixFile* file : files_opening_) file->opening_ = false;
+    files_opening_.clear();
+    new (&opened_) std::condition_variable();
+    mutex_.unlock();
+  }
 
   size_t max_open_;
   mutable std::mutex mutex_;
@@ -322,6 +289,7 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
   mutable std::vector<const PosixFile*> files_opening_;  // files with opening_ set
   mutable std::list<const PosixFile*> lru_;
   mutable std::atomic<uint64_t> opens_{0}, stats_{0}, reads_{0}, bytes_{0};
+  uint64_t fork_hooks_ = 0;
 };
 
 PosixFile::~PosixFile() { store_->Forget(*this); }
