@@ -257,10 +257,8 @@ class NodeCache {
   // touch files).
   template <class T>
   void StoreShared(std::shared_ptr<T>* pointer, std::shared_ptr<T> value) const {
-    {
-      std::lock_guard<std::mutex> lock(PointerLock(pointer));
-      pointer->swap(value);
-    }
+    std::lock_guard<std::mutex> lock(PointerLock(pointer));
+    pointer->swap(value);  // `value`, now the old one, goes after the lock
   }
   std::atomic<bool> thrash_logged_{false};
   std::mutex leases_mutex_;  // ReleaseBeyondLimit

@@ -118,7 +118,6 @@ class PosixFile final : public StoreFile {
   std::shared_ptr<const PosixStore> store_;  // the file keeps the store alive
   // Guarded by the store's mutex.
   mutable std::shared_ptr<const UniqueFd> fd_;
-  mutable bool opening_ = false;  // a thread is opening it (PosixStore::Acquire)
   mutable std::list<const PosixFile*>::iterator lru_;
   mutable bool in_lru_ = false;
   // A lazy file that is missing or of the wrong size stays so for this
@@ -208,15 +207,14 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
   Status Acquire(const PosixFile& file, std::shared_ptr<const UniqueFd>* fd) const {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      opened_.wait(lock, [&] { return !file.opening_; });
+      opened_.wait(lock, [&] { return !OpeningLocked(file); });
       if (file.fd_) {
         Touch(file);
         *fd = file.fd_;
         return Status::OK();
       }
       if (!file.failed_.ok()) return file.failed_;
-      files_opening_.push_back(&file);  // may throw: before the mark, which then is not set
-      file.opening_ = true;
+      files_opening_.push_back(&file);
     }
     UniqueFd reopened;
     uint64_t size = 0;
@@ -228,7 +226,6 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
       status = file.Explain(status, size);
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    file.opening_ = false;
     files_opening_.erase(std::find(files_opening_.begin(), files_opening_.end(), &file));
     opened_.notify_all();
     if (!status.ok()) {
@@ -256,6 +253,10 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
 
  private:
   // REQUIRES: mutex_.
+  bool OpeningLocked(const PosixFile& file) const {
+    return std::find(files_opening_.begin(), files_opening_.end(), &file) != files_opening_.end();
+  }
+  // REQUIRES: mutex_.
   void Touch(const PosixFile& file) const {
     if (file.in_lru_) lru_.splice(lru_.begin(), lru_, file.lru_);
   }
@@ -277,7 +278,6 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
   void PrepareFork() const { mutex_.lock(); }
   void AfterForkInParent() const { mutex_.unlock(); }
   void AfterForkInChild() const {
-    for (const PosixFile* file : files_opening_) file->opening_ = false;
     files_opening_.clear();
     new (&opened_) std::condition_variable();
     mutex_.unlock();
@@ -285,8 +285,9 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
 
   size_t max_open_;
   mutable std::mutex mutex_;
-  mutable std::condition_variable opened_;  // a file's opening_ went false
-  mutable std::vector<const PosixFile*> files_opening_;  // files with opening_ set
+  mutable std::condition_variable opened_;  // a file left files_opening_
+  // The files a thread is opening (Acquire): at most one open per file.
+  mutable std::vector<const PosixFile*> files_opening_;
   mutable std::list<const PosixFile*> lru_;
   mutable std::atomic<uint64_t> opens_{0}, stats_{0}, reads_{0}, bytes_{0};
   uint64_t fork_hooks_ = 0;

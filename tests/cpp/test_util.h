@@ -3,8 +3,11 @@
 #define GPUFEED_TESTS_TEST_UTIL_H_
 
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include "util/file.h"
@@ -26,6 +29,26 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Runs `body` in a forked child, whose exit code is body's return value; a
+// child still running after `alarm_seconds` is killed by SIGALRM (a hang is
+// a failure, never a hang of the test). Returns the child's wait status, -1
+// when fork or waitpid fails.
+inline int RunInForkedChild(const std::function<int()>& body, unsigned alarm_seconds) {
+  const pid_t child = ::fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    ::alarm(alarm_seconds);
+    ::_exit(body());
+  }
+  int status = 0;
+  return ::waitpid(child, &status, 0) == child ? status : -1;
+}
+
+// Whether a wait status is a normal exit with code 0.
+inline bool ExitedWithZero(int status) {
+  return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
 
 inline void WriteBytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -966,19 +966,12 @@ TEST_F(CacheTest, AForkedChildReadsACachedDatasetTheParentsThreadsAreReading) {
       }
     });
   }
-  int failed = 0;
-  for (int f = 0; f < 100 && failed < 3; ++f) {
-    pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      alarm(3);  // a hang kills the child (SIGALRM), which the parent sees
-      ::_exit(CheckImageFolder(*dataset, expected) == 0 ? 0 : 2);
-    }
-    int status = 0;
-    ::waitpid(child, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  auto read_every_record = [&] { return CheckImageFolder(*dataset, expected) == 0 ? 0 : 2; };
+  for (int f = 0; f < 100; ++f) {
+    const int status = RunInForkedChild(read_every_record, /*alarm_seconds=*/3);
+    if (!ExitedWithZero(status)) {
       ADD_FAILURE() << "fork " << f << ": the child hung or failed (wait status " << status << ")";
-      ++failed;
+      break;
     }
   }
   stop = true;

@@ -1,7 +1,6 @@
 // The storage layer: the posix store's bounded descriptors and counters.
 // (A dataset of 100,000 shards under `ulimit -n 1024`, which needs the
 // loader: tests/cpp/pipeline/descriptor_limit_test.cc.)
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -114,28 +113,23 @@ TEST(StoreTest, AForkedChildReadsThroughTheStoreTheParentsThreadsAreReading) {
       }
     });
   }
-  int failed = 0;
-  for (int fork_index = 0; fork_index < 200 && failed == 0; ++fork_index) {
-    const pid_t child = fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      alarm(2);  // a hang kills the child (SIGALRM), which the parent sees
-      for (size_t i = 0; i < files.size(); ++i) {
-        char byte = 0;
-        size_t done = 0;
-        if (!files[i]->ReadAt(100, 1, &byte, &done).ok() || done != 1 ||
-            byte != static_cast<char>('a' + i)) {
-          _exit(2);
-        }
+  auto read_every_file = [&] {
+    for (size_t i = 0; i < files.size(); ++i) {
+      char byte = 0;
+      size_t done = 0;
+      if (!files[i]->ReadAt(100, 1, &byte, &done).ok() || done != 1 ||
+          byte != static_cast<char>('a' + i)) {
+        return 2;
       }
-      _exit(0);
     }
-    int status = 0;
-    EXPECT_EQ(waitpid(child, &status, 0), child);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return 0;
+  };
+  for (int fork_index = 0; fork_index < 200; ++fork_index) {
+    const int status = RunInForkedChild(read_every_file, /*alarm_seconds=*/2);
+    if (!ExitedWithZero(status)) {
       ADD_FAILURE() << "fork " << fork_index << ": the child hung or failed (wait status "
                     << status << ")";
-      ++failed;
+      break;
     }
   }
   stop = true;

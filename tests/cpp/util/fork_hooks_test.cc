@@ -2,13 +2,12 @@
 // thread; unregistered hooks do not run.
 #include "util/fork_hooks.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <mutex>
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include "test_util.h"
 
 namespace gpufeed {
 namespace {
@@ -21,16 +20,9 @@ TEST(ForkHooksTest, HooksRunAroundForkInOrderAndAChildFindsTheLockFree) {
                                             [&] { calls += "c1"; held_by_prepare.unlock(); }});
   const uint64_t second = RegisterForkHooks({[&] { calls += "p2"; }, [&] { calls += "a2"; },
                                              [&] { calls += "c2"; }});
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    alarm(5);
-    const bool free = held_by_prepare.try_lock();
-    _exit(calls == "p1p2c2c1" && free ? 0 : 1);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
+  int status = RunInForkedChild(
+      [&] { return calls == "p1p2c2c1" && held_by_prepare.try_lock() ? 0 : 1; }, 5);
+  EXPECT_TRUE(ExitedWithZero(status)) << "wait status " << status;
   EXPECT_EQ(calls, "p1p2a2a1");
   EXPECT_TRUE(held_by_prepare.try_lock());
   held_by_prepare.unlock();
@@ -38,11 +30,8 @@ TEST(ForkHooksTest, HooksRunAroundForkInOrderAndAChildFindsTheLockFree) {
   UnregisterForkHooks(first);
   UnregisterForkHooks(second);
   calls.clear();
-  const pid_t again = fork();
-  ASSERT_GE(again, 0);
-  if (again == 0) _exit(calls.empty() ? 0 : 1);
-  ASSERT_EQ(waitpid(again, &status, 0), again);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  status = RunInForkedChild([&] { return calls.empty() ? 0 : 1; }, 5);
+  EXPECT_TRUE(ExitedWithZero(status)) << "wait status " << status;
   EXPECT_EQ(calls, "");
 }
 
