@@ -14,7 +14,7 @@ using cache_internal::WriteSmallAtomicallyAt;
 Status CacheCounterFile::Add(const std::string& dataset, CachePolicy policy,
                              const CacheCounters& delta) const {
   if (delta.empty()) return Status::OK();
-  UniqueFd held;
+  LockFd held;
   GPUFEED_RETURN_IF_ERROR(layout_->LockIndex(&held));
   return AddLocked(dataset, policy, delta);
 }

@@ -42,7 +42,7 @@ Status CacheIndex::MakeRoomLocked(uint64_t more, const CacheBudget& budget, bool
 }
 
 Status CacheIndex::RotateCheckpoints(const std::string& group, uint32_t keep) const {
-  UniqueFd held;
+  LockFd held;
   GPUFEED_RETURN_IF_ERROR(layout_->LockIndex(&held));
   std::vector<CacheEntryInfo> entries;
   uint64_t fills = 0, fill_bytes = 0;

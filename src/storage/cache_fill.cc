@@ -29,6 +29,7 @@
 #include "storage/source_throttle.h"
 #include "storage/store.h"
 #include "util/checksum.h"
+#include "util/fork_hooks.h"
 #include "util/logging.h"
 
 namespace gpufeed {
@@ -66,6 +67,10 @@ void PaceWrite(uint64_t bytes) {
   constexpr double kRate = static_cast<double>(CacheFiller::kFillWriteBytesPerSecond);
   static std::mutex mutex;
   static Clock::time_point next{};
+  // Held around fork(), so that a child's fills find it free.
+  static const uint64_t fork_hooks = RegisterForkHooks(
+      {[] { mutex.lock(); }, [] { mutex.unlock(); }, [] { mutex.unlock(); }});
+  (void)fork_hooks;
   const auto burst = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(kWritebackWindow / kRate));
   Clock::time_point until;
@@ -430,7 +435,7 @@ std::unique_ptr<ReadEngine> CacheFiller::NewReadEngine() {
 }
 
 void CacheFiller::WaitForFill(const CacheSource& source) const {
-  UniqueFd lock;
+  LockFd lock;
   if (!index_->layout().OpenFillLock(CacheKeyFor(source), &lock).ok()) return;
   // Shared: granted once the filler's exclusive lock is gone.
   if (Flock(lock.get(), LOCK_SH, "fill lock").ok()) ::flock(lock.get(), LOCK_UN);

@@ -56,7 +56,7 @@ CacheIndex::CacheIndex(std::shared_ptr<const CacheLayout> layout)
     : layout_(std::move(layout)), counters_(layout_) {}
 
 Status CacheIndex::RemoveLeftovers() const {
-  UniqueFd held;
+  LockFd held;
   GPUFEED_RETURN_IF_ERROR(layout_->LockIndex(&held));
   std::vector<CacheEntryInfo> entries;
   uint64_t fills = 0, fill_bytes = 0;
@@ -71,7 +71,8 @@ bool CacheIndex::HasEntry(const CacheSource& source) const {
 }
 
 bool CacheIndex::IsLeased(const std::string& key) const {
-  UniqueFd fd(
+  LockFd fd;  // a probe: any lock it takes is let go before the close
+  fd.reset(
       ::openat(layout_->entries_fd(), LeaseName(key).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.valid()) return false;
   return !TryFlock(fd.get(), LOCK_EX);
@@ -100,7 +101,7 @@ Status CacheIndex::ScanFillsLocked(uint64_t* fill_count, uint64_t* fill_bytes) c
     // "<key>.<pid>.fill": a fill whose lock nobody holds is a crash leftover.
     size_t dot = name.rfind('.', name.size() >= 6 ? name.size() - 6 : 0);
     std::string key = dot == std::string::npos ? name : name.substr(0, dot);
-    UniqueFd lock;
+    LockFd lock;
     bool alive = false;
     if (EndsWith(name, ".fill") && layout_->OpenFillLock(key, &lock).ok()) {
       alive = !TryFlock(lock.get(), LOCK_EX);
@@ -171,7 +172,7 @@ Status CacheIndex::ScanEntriesLocked(std::vector<CacheEntryInfo>* entries) const
 
 Status CacheIndex::List(std::vector<CacheEntryInfo>* entries, uint64_t* fills_in_progress,
                         uint64_t* fill_bytes_in_progress) const {
-  UniqueFd held;
+  LockFd held;
   GPUFEED_RETURN_IF_ERROR(layout_->LockIndex(&held));
   return ScanLocked(entries, fills_in_progress, fill_bytes_in_progress);
 }
@@ -198,7 +199,8 @@ Status CacheIndex::DefaultCapacity(uint64_t* capacity) const {
 Status CacheIndex::RemoveLocked(const std::string& key, bool* removed) const {
   *removed = false;
   const int directory = layout_->entries_fd();
-  UniqueFd lease(::openat(directory, LeaseName(key).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  LockFd lease;  // held exclusively while the entry is removed
+  lease.reset(::openat(directory, LeaseName(key).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (lease.valid() && !TryFlock(lease.get(), LOCK_EX)) return Status::OK();  // in use
   // The data first: without it the entry is gone, whatever else remains.
   if (::unlinkat(directory, DataName(key).c_str(), 0) != 0 && errno != ENOENT) {
@@ -211,7 +213,7 @@ Status CacheIndex::RemoveLocked(const std::string& key, bool* removed) const {
 }
 
 Status CacheIndex::Remove(const std::string& key, bool* removed) const {
-  UniqueFd held;
+  LockFd held;
   GPUFEED_RETURN_IF_ERROR(layout_->LockIndex(&held));
   return RemoveLocked(key, removed);
 }

@@ -67,7 +67,7 @@ struct PendingFill {
   std::string key;
   std::string temp_name;  // in tmp/
   std::string temp_path;  // for messages
-  UniqueFd fill_lock;
+  LockFd fill_lock;
   UniqueFd temp;  // valid once the temporary file exists: the copy goes there
 };
 

@@ -208,7 +208,17 @@ std::string CacheLayout::DataPathFor(const std::string& key) const {
   return EntriesPath(cache_internal::DataName(key));
 }
 
-Status CacheLayout::LockIndex(UniqueFd* held) const {
+LockFd& LockFd::operator=(LockFd&& other) noexcept {
+  if (this != &other) reset(other.fd_.release());
+  return *this;
+}
+
+void LockFd::reset(int fd) {
+  if (fd_.valid()) ::flock(fd_.get(), LOCK_UN);  // also for a child's copy of it
+  fd_.reset(fd);
+}
+
+Status CacheLayout::LockIndex(LockFd* held) const {
   std::string shown = JoinPath(path_, "lock");
   int fd = ::openat(dir_fd_.get(), "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, file_mode());
   if (fd < 0) return ErrnoStatus(errno, shown);
@@ -216,7 +226,7 @@ Status CacheLayout::LockIndex(UniqueFd* held) const {
   return cache_internal::Flock(fd, LOCK_EX, shown);
 }
 
-Status CacheLayout::OpenFillLock(const std::string& key, UniqueFd* fd) const {
+Status CacheLayout::OpenFillLock(const std::string& key, LockFd* fd) const {
   std::string name = cache_internal::FillLockName(key);
   int raw = ::openat(locks_fd_.get(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
                      file_mode());

@@ -19,6 +19,10 @@
 //   - entries/K.lease (LOCK_SH by readers): guards entries/K.data against
 //     removal; removal takes LOCK_EX|LOCK_NB and skips the entry when that
 //     fails.
+// The index lock, fill locks and the probes of others' locks live in a
+// LockFd, which unlocks before it closes (a child forked meanwhile shares
+// the lock otherwise); a reader's lease is a plain descriptor (a child that
+// inherits it may read through it).
 //
 // Thread safety: constant after Open; every method may be called from any
 // thread.
@@ -35,6 +39,31 @@
 #include "util/file.h"
 
 namespace gpufeed {
+
+// A descriptor that one operation of this process flock()s: the index lock,
+// a fill lock, a probe of another process's lock. Its reset and destructor
+// unlock it (LOCK_UN) before closing it. An flock belongs to the open file
+// description, which fork() shares with the child: a close alone would leave
+// a lock taken before a fork held for as long as that child lives, and every
+// process (the child too, at its own next lock) would wait for it. Not for
+// leases: a lease a child inherits is the child's as well.
+class LockFd {
+ public:
+  LockFd() = default;
+  LockFd(LockFd&& other) noexcept : fd_(other.fd_.release()) {}
+  LockFd& operator=(LockFd&& other) noexcept;
+  LockFd(const LockFd&) = delete;
+  LockFd& operator=(const LockFd&) = delete;
+  ~LockFd() { reset(); }
+
+  int get() const { return fd_.get(); }
+  bool valid() const { return fd_.valid(); }
+  // Unlocks and closes the descriptor held, then holds `fd`.
+  void reset(int fd = -1);
+
+ private:
+  UniqueFd fd_;
+};
 
 class CacheLayout {
  public:
@@ -63,9 +92,9 @@ class CacheLayout {
   std::string DataPathFor(const std::string& key) const;
 
   // Takes the index lock; it is held while *held lives.
-  Status LockIndex(UniqueFd* held) const;
+  Status LockIndex(LockFd* held) const;
   // Opens (creating) locks/K.fill for `key`, unlocked.
-  Status OpenFillLock(const std::string& key, UniqueFd* fd) const;
+  Status OpenFillLock(const std::string& key, LockFd* fd) const;
 
  private:
   CacheLayout() = default;

@@ -28,7 +28,7 @@ Status CacheIndex::BeginFill(const CacheSource& source, const FillReservation& r
   fill->key = CacheKeyFor(source);
   fill->temp_name = cache_internal::TempFillName(fill->key);
   fill->temp_path = layout_->TmpPath(fill->temp_name);
-  UniqueFd held;
+  LockFd held;
   GPUFEED_RETURN_IF_ERROR(layout_->LockIndex(&held));
   if (HasEntry(source)) {
     *outcome = FillOutcome::kAlreadyCached;
@@ -89,7 +89,7 @@ void CacheIndex::AbandonFill(const PendingFill& fill) const {
 
 Status CacheIndex::PublishFill(const CacheSource& source, const FillPublication& publication,
                                PendingFill* fill, FillOutcome* outcome) const {
-  UniqueFd held;
+  LockFd held;
   Status locked = layout_->LockIndex(&held);
   if (!locked.ok()) {
     AbandonFill(*fill);

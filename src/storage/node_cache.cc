@@ -79,6 +79,7 @@ size_t NodeCache::AddFile(std::shared_ptr<const StoreFile> source, const std::st
   slot->source.dataset = dataset_;
   slot->source.policy = options_.policy;
   slot->file = std::move(source);
+  std::lock_guard<std::mutex> lock(slots_mutex_);
   slots_.push_back(std::move(slot));
   return slots_.size() - 1;
 }
@@ -92,6 +93,7 @@ size_t NodeCache::AddBundle(const std::string& name, std::vector<std::string> me
   slot->source.dataset = dataset_;
   slot->source.policy = options_.policy;
   slot->members_from = std::move(source);
+  std::lock_guard<std::mutex> lock(slots_mutex_);
   slots_.push_back(std::move(slot));
   return slots_.size() - 1;
 }
@@ -214,22 +216,22 @@ Status NodeCache::Seal() {
 }
 
 NodeCache::NodeCache() {
-  // Around fork(): every pointer lock held, so that the child finds them
-  // free (their holders are the parent's threads).
-  auto lock_all = [this] {
-    for (std::mutex& lock : pointer_locks_) lock.lock();
-  };
-  auto unlock_all = [this] {
-    for (std::mutex& lock : pointer_locks_) lock.unlock();
-  };
-  fork_hooks_ = RegisterForkHooks({lock_all, unlock_all, unlock_all});
+  // Around fork(): every lock of the cache held, so that the child finds
+  // them free (their holders are the parent's threads), and the child
+  // forgets the parent's fills.
+  fork_hooks_ = RegisterForkHooks({[this] { LockAllForFork(); },
+                                   [this] { UnlockAllAfterFork(); },
+                                   [this] {
+                                     ForgetParentFillsInChild();
+                                     UnlockAllAfterFork();
+                                   }});
 }
 
 NodeCache::~NodeCache() {
   UnregisterForkHooks(fork_hooks_);
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (filler_pid_ == ::getpid() && !fillers_.empty()) {
+    if (!fillers_.empty()) {
       // Files this process read, or queued for the next reads: finish them
       // (bounded), so that the next process finds them complete.
       changed_.wait_for(lock, std::chrono::duration<double>(kCloseWaitSeconds),
@@ -239,13 +241,8 @@ NodeCache::~NodeCache() {
   }
   changed_.notify_all();
   for (auto& filler : fillers_) {
-    if (filler_pid_ != ::getpid()) {
-      (void)filler.release();  // the parent's thread: not ours to join
-    } else if (filler && filler->joinable()) {
-      filler->join();
-    }
+    if (filler && filler->joinable()) filler->join();
   }
-  if (filler_pid_ != ::getpid()) (void)fill_engine_.release();  // the parent's, as its threads
   FlushCounters();
 }
 
@@ -280,21 +277,28 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
     *view = LocalView(slot, std::move(local));
     return Status::OK();
   }
+  // The source is never read under fill_mutex (node_cache.h, lock order).
+  std::unique_lock<std::mutex> lock(slot.fill_mutex, std::defer_lock);
   auto from_source = [&] {
+    if (lock.owns_lock()) lock.unlock();
     if (slot.mismatched.load(std::memory_order_acquire)) return slot.mismatch;
     misses_.fetch_add(1, std::memory_order_relaxed);
     return slot.file->SourceView(view);
   };
   // One fstatat while the file has no copy: cheap beside a read from the
   // source, and a copy another process completed is used at once.
-  if (!slot.bad.load() && directory_->HasEntry(slot.source) && TryOpenLocal(index)) {
-    hits_.fetch_add(1, std::memory_order_relaxed);
-    *view = LocalView(slot, LoadShared(slot.local));
-    return Status::OK();
+  // The lease OpenLocal returns is the one used: slot.local may be let go
+  // (ReleaseBeyondLimit) by another thread right after.
+  if (!slot.bad.load() && directory_->HasEntry(slot.source)) {
+    if (std::shared_ptr<const CacheLease> opened = OpenLocal(index)) {
+      hits_.fetch_add(1, std::memory_order_relaxed);
+      *view = LocalView(slot, std::move(opened));
+      return Status::OK();
+    }
   }
   if (writes_disabled_.load() || slot.bad.load()) return from_source();
   uint64_t end = std::min(offset + length, slot.source.size);
-  std::unique_lock<std::mutex> lock(slot.fill_mutex);
+  lock.lock();
   if (Clock::now() < slot.retry_after) return from_source();
   if (!options_.wait_for_fill) {
     // The copy is made in the background; this read goes to the source,
@@ -316,8 +320,7 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
       break;
     }
     if (slot.state == FillState::kIdle) {
-      std::shared_ptr<const CacheLease> done = LoadShared(slot.local);
-      if (!done && TryOpenLocal(index)) done = LoadShared(slot.local);
+      std::shared_ptr<const CacheLease> done = OpenLocal(index);
       if (done) {
         hits_.fetch_add(1, std::memory_order_relaxed);
         *view = LocalView(slot, std::move(done));
@@ -338,7 +341,6 @@ Status NodeCache::View(size_t index, uint64_t offset, uint64_t length, FileView*
     slot.fill_changed.wait_for(lock, std::chrono::milliseconds(200));
     if (writes_disabled_.load()) break;
   }
-  lock.unlock();
   return from_source();
 }
 

@@ -209,6 +209,12 @@ class NodeCache {
   void FlushCounters();
   void DisableWrites(const std::string& why);
   void StartFillersLocked();
+  // The fork hooks (util/fork_hooks.h): every lock below taken in the lock
+  // order before a fork and released after it, in the parent and in the
+  // child; in the child, ForgetParentFillsInChild runs first, under them.
+  void LockAllForFork();
+  void UnlockAllAfterFork();
+  void ForgetParentFillsInChild();
 
   // The fill budget from the options and the capacity.
   CacheBudget budget() const;
@@ -225,6 +231,11 @@ class NodeCache {
   std::atomic<bool> no_room_logged_{false};
   std::atomic<uint64_t> failed_fills_{0};
 
+  // Lock order: slots_mutex_, then one slot's fill_mutex (never two), then
+  // mutex_, then leases_mutex_, then the pointer locks; the source store is
+  // never read under any of them (its own lock is taken before these around
+  // a fork). Only the fork hooks take them all.
+  std::mutex slots_mutex_;  // guards slots_ while AddFile / AddBundle grow it
   std::mutex mutex_;  // guards what follows
   std::condition_variable changed_;
   std::deque<size_t> queue_;
@@ -262,17 +273,17 @@ class NodeCache {
   }
   std::atomic<bool> thrash_logged_{false};
   std::mutex leases_mutex_;  // ReleaseBeyondLimit
-  // The filler threads of the process that started them. A forked child (a
-  // torch DataLoader worker) has the object but not the threads: it leaks
-  // the parent's and starts its own (see Queue). Changed only by
-  // StartFillersLocked (mutex_ held); ~NodeCache joins them once stopping_.
+  // The filler threads, started by the first Queue. A forked child (a torch
+  // DataLoader worker) has the object but not the threads: its fork hook
+  // leaks the parent's, and its first Queue starts its own. Changed only by
+  // StartFillersLocked and the child's fork hook (mutex_ held); ~NodeCache
+  // joins them once stopping_.
   std::vector<std::unique_ptr<std::thread>> fillers_;
-  pid_t filler_pid_ = 0;
   // The read engine every fill of this cache copies through (null: pread),
-  // made by StartFillersLocked in the process that starts the fillers,
-  // before them, and constant while they run (they read it without a
-  // lock). It outlives them: ~NodeCache joins them first. A forked child
-  // leaks its parent's engine as it leaks the parent's threads.
+  // made by StartFillersLocked before the fillers, and constant while they
+  // run (they read it without a lock). It outlives them: ~NodeCache joins
+  // them first. A forked child leaks its parent's engine as it leaks the
+  // parent's threads.
   std::unique_ptr<ReadEngine> fill_engine_;
 };
 

@@ -41,28 +41,46 @@ std::chrono::milliseconds NodeCache::RetryDelay(uint32_t failures) {
 }
 
 void NodeCache::StartFillersLocked() {
-  if (filler_pid_ == ::getpid() && !fillers_.empty()) return;
-  if (filler_pid_ != 0 && filler_pid_ != ::getpid()) {
-    // Forked after the parent started its fillers: what the parent had
-    // queued is its business.
-    for (auto& filler : fillers_) (void)filler.release();
-    fillers_.clear();
-    (void)fill_engine_.release();  // its thread is the parent's too
-    queue_.clear();
-    busy_ = 0;
-    for (auto& slot : slots_) {
-      // The child's copy of the mutex may be held by a parent thread that
-      // no longer exists here: replace the state without locking it.
-      new (&slot->fill_mutex) std::mutex();
-      new (&slot->fill_changed) std::condition_variable();
-      slot->state = FillState::kIdle;
-      slot->partial.reset();
-    }
-  }
-  filler_pid_ = ::getpid();
+  if (!fillers_.empty()) return;
   if (!fill_engine_) fill_engine_ = CacheFiller::NewReadEngine();
   for (int i = 0; i < kFillerThreads; ++i) {
     fillers_.push_back(std::make_unique<std::thread>([this] { FillerLoop(); }));
+  }
+}
+
+void NodeCache::LockAllForFork() {
+  slots_mutex_.lock();
+  for (auto& slot : slots_) slot->fill_mutex.lock();
+  mutex_.lock();
+  leases_mutex_.lock();
+  for (std::mutex& lock : pointer_locks_) lock.lock();
+}
+
+void NodeCache::UnlockAllAfterFork() {
+  for (std::mutex& lock : pointer_locks_) lock.unlock();
+  leases_mutex_.unlock();
+  mutex_.unlock();
+  for (auto& slot : slots_) slot->fill_mutex.unlock();
+  slots_mutex_.unlock();
+}
+
+void NodeCache::ForgetParentFillsInChild() {
+  // This thread holds every lock (LockAllForFork); the parent's other
+  // threads do not exist here. Their fills, queued or running, are the
+  // parent's business: the child sees those files as not being filled, and
+  // a read of one queues a fill of the child's own, which finds the
+  // parent's fill lock held (another process's fill) or the copy made.
+  for (auto& filler : fillers_) (void)filler.release();  // not ours to join
+  fillers_.clear();
+  (void)fill_engine_.release();  // its thread is the parent's too
+  queue_.clear();
+  busy_ = 0;
+  // A condition variable may list the parent's waiters: a fresh one,
+  // without destroying the old (its destructor could wait for them).
+  new (&changed_) std::condition_variable();
+  for (auto& slot : slots_) {
+    if (slot->state != FillState::kIdle) EndFillLocked(*slot);
+    new (&slot->fill_changed) std::condition_variable();
   }
 }
 

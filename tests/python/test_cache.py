@@ -59,6 +59,46 @@ def test_open_dataset_reads_the_same_records_through_the_cache(packed, tmp_path)
     assert oct(os.stat(cache_dir).st_mode & 0o777) == "0o700"
 
 
+def test_torch_workers_forked_while_the_parent_fills_read_every_record(tmp_path):
+    """torch's DataLoader forks its workers after the main process touched the
+    dataset, whose copies are then still being made (fills and prefetches of
+    the parent's threads): every worker reads every record right, none hangs
+    (the loader's timeout), and the cache is complete and serves the same
+    records afterwards. A worker used to wait forever for a part of a copy
+    the parent's filler had claimed."""
+    torch = pytest.importorskip("torch")
+    numpy = pytest.importorskip("numpy")
+    folder = tmp_path / "folder"
+    rng = numpy.random.default_rng(5)
+    for i in range(48):  # noise: about 300 KB per JPEG, so fills take a while
+        directory = folder / f"class{i % 3}"
+        directory.mkdir(parents=True, exist_ok=True)
+        pixels = rng.integers(0, 256, (384, 384, 3), dtype=numpy.uint8)
+        PIL.fromarray(pixels).save(directory / f"img{i:03d}.jpg", quality=95)
+    packed = tmp_path / "packed"
+    gpufeed.pack(folder, packed, shard_size=1 << 20)
+    expected = digests(gpufeed.open_dataset(packed))
+
+    def digest(record):
+        return hashlib.sha1(record.data).hexdigest() + str(record.label)
+
+    for attempt in range(3):
+        cache_dir = tmp_path / f"cache{attempt}"
+        # Without waiting, the parent's reads only queue the fills of every
+        # shard, which run while the workers start; waiting, the prefetches
+        # of the shards after the last one read run then.
+        cached = gpufeed.open_dataset(packed, cache_dir=cache_dir, cache_capacity="256MiB",
+                                      cache_wait=attempt == 1)
+        for index in range(0, len(cached), 3):
+            cached[index]
+        loader = torch.utils.data.DataLoader(cached, batch_size=None, num_workers=2,
+                                             timeout=60, collate_fn=digest)
+        assert list(loader) == expected
+        del loader, cached
+        again = gpufeed.open_dataset(packed, cache_dir=cache_dir, cache_capacity="256MiB")
+        assert digests(again) == expected
+
+
 def test_dataloader_batches_are_the_same_with_and_without_the_cache(packed, tmp_path):
     options = dict(batch_size=8, shuffle="block", shuffle_window_shards=2, seed=1,
                    transform=gpufeed.ImageTransform(size=24), num_threads=2)
