@@ -20,9 +20,11 @@
 //
 // Thread safety: after Open returns, every const method may be called from
 // any number of threads at once; Read is the hot path and takes no
-// process-wide lock (RecordIO uses pread on a shared descriptor, LMDB one read
-// transaction per thread). Destroying a Dataset while another thread calls
-// Read is undefined.
+// process-wide lock (a pread on a shared descriptor; LMDB values too, at the
+// offsets one walk of data.mdb found at Open). Destroying a Dataset while
+// another thread calls Read is undefined. A Dataset may be used in a child
+// fork()ed while other threads of the parent read it (torch DataLoader
+// workers): docs/architecture.md, "Forks".
 #ifndef GPUFEED_DATASET_H_
 #define GPUFEED_DATASET_H_
 

@@ -1,6 +1,8 @@
 // Caffe LMDB datasets (read only): values are caffe.Datum protobufs, samples
-// in LMDB key order. The key list is taken once at open (a cursor walk over
-// keys); every Read is an mdb_get by key.
+// in LMDB key order. Keys and where their values lie in data.mdb are taken
+// once at open (one walk of the tree's pages), and the environment is
+// closed then; every Read is a range read of data.mdb through the store (no
+// LMDB handle crosses a fork()).
 #include <cstdint>
 #include <string>
 
@@ -24,10 +26,11 @@ class CaffeLmdbDataset final : public DatasetBase {
   }
 
   Status Open() {
-    GPUFEED_RETURN_IF_ERROR(reader_.Open(path_));
+    LmdbReader reader;
+    GPUFEED_RETURN_IF_ERROR(reader.Open(path_));
     // Keys and where their values lie in data.mdb, in one walk of the
     // tree's pages; values are then range reads through the store.
-    GPUFEED_RETURN_IF_ERROR(reader_.ForEachLocation(
+    GPUFEED_RETURN_IF_ERROR(reader.ForEachLocation(
         [&](std::string_view key, uint64_t offset, uint64_t length) {
           key_ends_.push_back(key_blob_.size() + key.size());
           key_blob_.append(key);
@@ -99,7 +102,6 @@ class CaffeLmdbDataset final : public DatasetBase {
   const StoreFile* FileOf(uint64_t) const override { return data_.get(); }
 
  private:
-  LmdbReader reader_;
   std::shared_ptr<const StoreFile> data_;
   std::string key_blob_;
   std::vector<uint64_t> key_ends_;

@@ -23,8 +23,9 @@ namespace {
 // environment does not hold.
 constexpr uint64_t kMissing = ~uint64_t{0};
 
+// The environment is open only while AddShard walks it: reads are range
+// reads of data.mdb through the store, and no LMDB handle crosses a fork().
 struct LmdbShard {
-  LmdbReader reader;
   std::shared_ptr<const StoreFile> data;  // data.mdb through the store
   uint64_t key_base = 0;  // sample index of the first key
   int key_width = kLmdbKeyWidth;
@@ -76,9 +77,10 @@ class LmdbDataset final : public DatasetBase {
 
 Status LmdbDataset::AddShard(const std::string& directory, const ManifestShard* manifest_shard) {
   auto shard = std::make_unique<LmdbShard>();
-  GPUFEED_RETURN_IF_ERROR(shard->reader.Open(directory));
+  LmdbReader reader;
+  GPUFEED_RETURN_IF_ERROR(reader.Open(directory));
   uint64_t entries = 0;
-  GPUFEED_RETURN_IF_ERROR(shard->reader.Count(&entries));
+  GPUFEED_RETURN_IF_ERROR(reader.Count(&entries));
   if (manifest_shard != nullptr && entries != manifest_shard->records) {
     return Status::Corruption(directory + ": holds " + std::to_string(entries) +
                               " records but the manifest says " +
@@ -86,7 +88,7 @@ Status LmdbDataset::AddShard(const std::string& directory, const ManifestShard* 
   }
   if (entries > 0) {
     std::string first_key;
-    GPUFEED_RETURN_IF_ERROR(shard->reader.FirstKey(&first_key));
+    GPUFEED_RETURN_IF_ERROR(reader.FirstKey(&first_key));
     if (first_key.empty() || first_key.size() > 19 ||
         first_key.find_first_not_of("0123456789") != std::string::npos) {
       return Status::Corruption(directory + ": first key \"" + first_key.substr(0, 40) +
@@ -98,7 +100,7 @@ Status LmdbDataset::AddShard(const std::string& directory, const ManifestShard* 
   }
   shard->offsets.assign(entries, 0);
   shard->lengths.assign(entries, kMissing);
-  GPUFEED_RETURN_IF_ERROR(shard->reader.ForEachLocation(
+  GPUFEED_RETURN_IF_ERROR(reader.ForEachLocation(
       [&](std::string_view key, uint64_t offset, uint64_t length) {
         if (key.size() != static_cast<size_t>(shard->key_width) || key.size() > 19 ||
             key.find_first_not_of("0123456789") != std::string_view::npos) {

@@ -94,20 +94,6 @@ void LmdbReader::EndRead(MDB_txn* txn) const {
   idle_transactions_.push_back(txn);
 }
 
-Status LmdbReader::Get(std::string_view key, std::string* value) const {
-  MDB_txn* txn = nullptr;
-  GPUFEED_RETURN_IF_ERROR(BeginRead(&txn));
-  MDB_val key_value{key.size(), const_cast<char*>(key.data())};
-  MDB_val data;
-  int rc = mdb_get(txn, dbi_, &key_value, &data);
-  if (rc == MDB_SUCCESS) value->assign(static_cast<const char*>(data.mv_data), data.mv_size);
-  EndRead(txn);
-  if (rc == MDB_NOTFOUND) {
-    return Status::NotFound(directory_ + ": key \"" + std::string(key) + "\" not found");
-  }
-  return LmdbStatus(rc, directory_ + ": mdb_get \"" + std::string(key) + "\"");
-}
-
 Status LmdbReader::Count(uint64_t* entries) const {
   MDB_stat stat;
   int rc = mdb_env_stat(env_, &stat);

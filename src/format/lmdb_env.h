@@ -1,6 +1,8 @@
-// RAII handles for LMDB and the read-only access pattern gpufeed uses:
-// MDB_RDONLY | MDB_NOTLS (a read transaction is not tied to a thread), one
-// transaction per reading thread taken from a small pool, and mdb_get by key.
+// RAII handles for LMDB and the read-only access gpufeed makes at open:
+// MDB_RDONLY | MDB_NOTLS (a read transaction is not tied to a thread),
+// transactions from a small pool, cursor walks for the keys and where the
+// values lie in data.mdb. Datasets close the environment once they have
+// walked it: samples are range reads of data.mdb, never mdb_get.
 #ifndef GPUFEED_FORMAT_LMDB_ENV_H_
 #define GPUFEED_FORMAT_LMDB_ENV_H_
 
@@ -30,10 +32,6 @@ class LmdbReader {
   // cannot be created or opened (a read-only directory), opens again with
   // MDB_NOLOCK and logs it once: safe because nobody writes a packed dataset.
   Status Open(const std::string& directory);
-
-  // Copies the value of `key` into *value. NotFound when the key is absent.
-  // Safe from many threads at once.
-  Status Get(std::string_view key, std::string* value) const;
 
   // Calls visit(key, value) for every entry in key order (one cursor walk;
   // used at open for Caffe key lists and by verify, never per sample).

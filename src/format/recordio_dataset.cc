@@ -3,12 +3,14 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <new>
 
 #include "format/datasets.h"
 #include "format/irheader.h"
 #include "format/recordio.h"
 #include "util/checksum.h"
 #include "util/file.h"
+#include "util/fork_hooks.h"
 #include "util/logging.h"
 #include "util/path.h"
 
@@ -44,6 +46,9 @@ class RecordIODataset final : public DatasetBase {
  public:
   RecordIODataset(std::string path, std::shared_ptr<Store> store)
       : DatasetBase(DatasetFormat::kRecordIO, std::move(path), std::move(store)) {}
+  ~RecordIODataset() override {
+    if (fork_hooks_ != 0) UnregisterForkHooks(fork_hooks_);
+  }
 
   Status AddShard(const RecordIOShardSpec& spec);
   // A shard of a manifest that identifies its files: nothing is opened.
@@ -51,6 +56,9 @@ class RecordIODataset final : public DatasetBase {
   void Finalize() {
     first_records_.clear();
     for (const ShardInfo& info : shards_) first_records_.push_back(info.first_record);
+    if (lazy_ && fork_hooks_ == 0) {
+      fork_hooks_ = RegisterForkHooks({nullptr, nullptr, [this] { ForgetLoadsInChild(); }});
+    }
   }
   void SetClasses(std::vector<std::string> classes, bool integer_labels) {
     classes_ = std::move(classes);
@@ -77,6 +85,14 @@ class RecordIODataset final : public DatasetBase {
   // Reads and checks a lazily opened shard's .idx, once; its error (named)
   // again on every later call when the index is missing or corrupt.
   Status Load(RecordIOShard* shard) const;
+  // In a fork()ed child (torch DataLoader workers): a load another thread
+  // of the parent ran at the fork left its shard's load_mutex held and its
+  // index half-read, forever. Every shard not loaded gets a fresh mutex and
+  // an empty index (the old ones leaked, not destroyed: they may be torn),
+  // and the child loads it again. A child-only hook: waiting for loads
+  // before the fork would wait under the store's fork lock, which a load
+  // takes.
+  void ForgetLoadsInChild();
   Status ReadIndex(RecordIOShard* shard) const;
   // Bytes from the record's offset to the next record's (or the end of the
   // file); 0 when the index is not sorted there.
@@ -95,7 +111,18 @@ class RecordIODataset final : public DatasetBase {
   std::vector<uint64_t> first_records_;
   uint64_t total_ = 0;
   bool lazy_ = false;
+  uint64_t fork_hooks_ = 0;  // registered by Finalize for lazy shards
 };
+
+void RecordIODataset::ForgetLoadsInChild() {
+  for (auto& shard : files_) {
+    if (shard->loaded.load(std::memory_order_acquire)) continue;
+    new (&shard->load_mutex) std::mutex();
+    new (&shard->load_error) Status();
+    new (&shard->offsets) std::vector<uint64_t>();
+    new (&shard->keys) std::vector<std::string>();
+  }
+}
 
 Status RecordIODataset::AddLazyShard(const RecordIOShardSpec& spec) {
   auto shard = std::make_unique<RecordIOShard>();
@@ -133,8 +160,10 @@ Status RecordIODataset::Load(RecordIOShard* shard) const {
     if (status.IsNotFound() || status.IsCorruption()) shard->load_error = status;
     return status;
   }
-  shard->index_file.reset();  // read: its descriptor need not stay open
+  // Loaded before the index file goes: a child forked in between finds the
+  // shard either loaded or with its index file (ForgetLoadsInChild).
   shard->loaded.store(true, std::memory_order_release);
+  shard->index_file.reset();  // read: its descriptor need not stay open
   return Status::OK();
 }
 

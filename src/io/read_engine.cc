@@ -28,17 +28,23 @@ const char* IoBackendName(IoBackend backend) {
 
 namespace {
 std::mutex test_hooks_mutex;
+// Set once a test installs hooks: until then (always, outside tests) an
+// engine takes no lock for them, so a forked child never waits for a
+// parent thread that was making an engine.
+std::atomic<bool> test_hooks_installed{false};
 ReadEngineTestHooks& CurrentTestHooks() {
   static ReadEngineTestHooks hooks;
   return hooks;
 }
 ReadEngineTestHooks TestHooksNow() {
+  if (!test_hooks_installed.load(std::memory_order_acquire)) return ReadEngineTestHooks();
   std::lock_guard<std::mutex> lock(test_hooks_mutex);
   return CurrentTestHooks();
 }
 }  // namespace
 
 ScopedReadEngineTestHooks::ScopedReadEngineTestHooks(ReadEngineTestHooks hooks) {
+  test_hooks_installed.store(true, std::memory_order_release);
   std::lock_guard<std::mutex> lock(test_hooks_mutex);
   previous_ = std::move(CurrentTestHooks());
   CurrentTestHooks() = std::move(hooks);

@@ -60,26 +60,31 @@ constexpr size_t kSharedChunksInFlight = 2;
 // unwritten pages (StartWriteback), whatever its regions.
 constexpr uint64_t kWritebackWindow = uint64_t{kFillChunk} * kFillChunksInFlight;
 
+// PaceWrite's state, process-wide. The lock is a leaf, held around fork()
+// so that a child's fills find it free; the hooks are registered when the
+// library loads (a first fill registering them while another thread forks
+// would leave the child waiting for that fill's static initialization).
+std::mutex pace_mutex;
+std::chrono::steady_clock::time_point pace_next{};  // guarded by pace_mutex
+const uint64_t kPaceForkHooks = RegisterForkHooks(
+    {[] { pace_mutex.lock(); }, [] { pace_mutex.unlock(); }, [] { pace_mutex.unlock(); }});
+
 // Holds the calling fill so that all fills of the process together write
 // at most CacheFiller::kFillWriteBytesPerSecond, with a burst of one region.
 void PaceWrite(uint64_t bytes) {
   using Clock = std::chrono::steady_clock;
   constexpr double kRate = static_cast<double>(CacheFiller::kFillWriteBytesPerSecond);
-  static std::mutex mutex;
-  static Clock::time_point next{};
-  // Held around fork(), so that a child's fills find it free.
-  static const uint64_t fork_hooks = RegisterForkHooks(
-      {[] { mutex.lock(); }, [] { mutex.unlock(); }, [] { mutex.unlock(); }});
-  (void)fork_hooks;
+  (void)kPaceForkHooks;
   const auto burst = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(kWritebackWindow / kRate));
   Clock::time_point until;
   {
-    std::lock_guard<std::mutex> lock(mutex);
+    std::lock_guard<std::mutex> lock(pace_mutex);
     Clock::time_point now = Clock::now();
-    if (next < now - burst) next = now - burst;
-    next += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(bytes / kRate));
-    until = next;
+    if (pace_next < now - burst) pace_next = now - burst;
+    pace_next +=
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(bytes / kRate));
+    until = pace_next;
   }
   std::this_thread::sleep_until(until);
 }

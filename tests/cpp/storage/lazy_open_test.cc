@@ -21,6 +21,7 @@
 #include "gpufeed/dataset.h"
 #include "gpufeed/writer.h"
 #include "storage/cache_directory.h"
+#include "storage/source_throttle.h"
 #include "storage/store.h"
 #include "test_util.h"
 #include "util/checksum.h"
@@ -105,6 +106,7 @@ class LazyOpenTest : public ::testing::Test {
     source_ = JoinPath(dir_.path(), "source");
     cache_dir_ = JoinPath(dir_.path(), "cache");
   }
+  void TearDown() override { SetSourceThrottleForBenchmark(SourceThrottle()); }
   TempDir dir_;
   std::string source_, cache_dir_;
 };
@@ -306,6 +308,39 @@ TEST(LazyFileTest, ThreadsReadingALazyFileAtOnceOpenItOnce) {
     EXPECT_EQ(failures.load(), 0);
     EXPECT_EQ(store->stats().source_opens, 1u) << "round " << round;
   }
+}
+
+// fork() while another thread of the parent loads a shard's index (its
+// first read, slow on a busy filesystem): a torch DataLoader worker forked
+// then reads that shard. It used to wait forever for the load's lock, held
+// by a thread that does not exist in the child.
+TEST_F(LazyOpenTest, AChildForkedDuringAShardsFirstReadReadsThatShard) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "fork with running threads under a sanitizer runtime";
+#endif
+  WriteDataset(source_);
+  SourceThrottle throttle;
+  throttle.latency_seconds = 0.25;  // every source read: the index load holds its lock so long
+  SetSourceThrottleForBenchmark(throttle);
+  std::unique_ptr<Dataset> dataset;
+  ASSERT_TRUE(Dataset::Open(source_, {}, &dataset).ok());
+  std::thread first([&] {
+    Record record;
+    EXPECT_TRUE(dataset->Read(0, &record).ok());
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // inside the index load
+  const int status = RunInForkedChild(
+      [&] {
+        Record record;
+        for (uint64_t index : {uint64_t{0}, uint64_t{kPerShard - 1}}) {
+          if (!dataset->Read(index, &record).ok() || record.data != SampleBytes(index)) return 2;
+        }
+        return 0;
+      },
+      /*alarm_seconds=*/10);
+  first.join();
+  EXPECT_TRUE(ExitedWithZero(status)) << "the child hung or read wrong (wait status " << status
+                                      << ")";
 }
 
 }  // namespace
