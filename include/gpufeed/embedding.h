@@ -28,8 +28,9 @@
 //   GPUFEED_RETURN_IF_ERROR(table->Lookup(ids.data(), ids.size(), out.data()));
 //
 // Thread safety: Lookup and Stats may be called from any number of threads
-// at once. A table must not be used across fork (make one per process; the
-// node cache is what processes share).
+// at once. A table is not used across fork: in a forked child (a torch
+// DataLoader worker) its Lookup fails with InvalidArgument saying so; open
+// one per process (the node cache is what processes share).
 #ifndef GPUFEED_EMBEDDING_H_
 #define GPUFEED_EMBEDDING_H_
 

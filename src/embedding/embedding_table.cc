@@ -16,6 +16,7 @@
 #include "embedding/table_layout.h"
 #include "format/npy.h"
 #include "util/path.h"
+#include "util/system_stats.h"
 
 namespace gpufeed {
 namespace {
@@ -24,6 +25,7 @@ using Clock = std::chrono::steady_clock;
 
 class EmbeddingTableImpl final : public EmbeddingTable {
  public:
+  ~EmbeddingTableImpl() override;
   Status Init(const std::string& path, const EmbeddingTableOptions& options);
   Status Lookup(const int64_t* ids, size_t count, void* out) override;
   EmbeddingStats Stats() const override;
@@ -46,7 +48,18 @@ class EmbeddingTableImpl final : public EmbeddingTable {
   std::atomic<uint64_t> nvme_rows_{0}, nvme_reads_{0}, nvme_bytes_{0};
   std::atomic<uint64_t> source_rows_{0}, source_reads_{0}, source_bytes_{0};
   uint64_t preload_bytes_ = 0;
+  // The process that opened the table. A copy inherited by fork() has the
+  // parent's reader and cache without their threads (whose locks they may
+  // hold): its lookups fail naming this, and it is leaked, not destroyed.
+  pid_t owner_process_ = 0;
 };
+
+EmbeddingTableImpl::~EmbeddingTableImpl() {
+  if (CurrentProcessId() != owner_process_) {
+    (void)reader_.release();  // the parent's threads: not ours to stop
+    (void)cache_.release();
+  }
+}
 
 Status EmbeddingTableImpl::ReadLayout(const StoreFile& file, const EmbeddingTableOptions& options) {
   const std::string& path = file.path();
@@ -60,6 +73,7 @@ Status EmbeddingTableImpl::ReadLayout(const StoreFile& file, const EmbeddingTabl
 }
 
 Status EmbeddingTableImpl::Init(const std::string& path, const EmbeddingTableOptions& options) {
+  owner_process_ = CurrentProcessId();
   if (options.dtype.has_value() && !IsTableDtype(*options.dtype)) {
     return Status::InvalidArgument(std::string("an embedding table's dtype is float32, float16, "
                                                "bfloat16, int8 or uint8, not ") +
@@ -147,6 +161,12 @@ Status EmbeddingTableImpl::FillMissing(const int64_t* ids, const std::vector<uin
 }
 
 Status EmbeddingTableImpl::Lookup(const int64_t* ids, size_t count, void* out) {
+  if (CurrentProcessId() != owner_process_) {
+    return Status::InvalidArgument(
+        "the embedding table " + path_ + " was opened in process " +
+        std::to_string(owner_process_) + " and inherited by fork: its threads do not exist in " +
+        "this process; open the table again here (the parent's keeps working)");
+  }
   const auto started = Clock::now();
   GPUFEED_RETURN_IF_ERROR(CheckIds(ids, count));
   char* destination = static_cast<char*>(out);

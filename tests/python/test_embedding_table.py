@@ -5,6 +5,7 @@ two processes, the stats; and `gpufeed bench/diagnose --embedding`."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -295,6 +296,37 @@ def test_the_node_cache_is_shared_by_two_processes(tmp_path):
     assert stats["nvme_rows"] > 0 and stats["source_rows"] == 0, stats
     assert stats["source_reads"] == stats["source_bytes"] == 0
     assert stats["nvme_rows"] == 2000 and stats["ram_hits"] == 0
+
+
+def test_a_table_inherited_by_fork_raises_in_the_child_and_the_parents_goes_on(tmp_path):
+    """A torch DataLoader worker (a forked child) that looks up in the parent's
+    table gets ValueError naming the cause, not a hang; the parent's table
+    keeps serving exact rows."""
+    path, table = save_npy(tmp_path, "float32", rows=500, dim=8)
+    opened = gpufeed.EmbeddingTable(path, cache_bytes=1 << 14)
+    ids = np.array([3, 499, 3, 0])
+    assert_rows(opened.lookup(ids), table, ids, "float32")
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        signal.alarm(20)  # a hang kills the child: the parent reads no message
+        os.close(read)
+        try:
+            opened.lookup(ids)
+            message = b"no error"
+        except ValueError as error:
+            message = str(error).encode()
+        except BaseException as error:  # anything else is a failure the parent reports
+            message = repr(error).encode()
+        os.write(write, message)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as reader:
+        message = reader.read().decode()
+    _, status = os.waitpid(child, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert "inherited by fork" in message and str(path) in message, message
+    assert_rows(opened.lookup(ids), table, ids, "float32")
 
 
 def test_stats_fields_and_latency(tmp_path):

@@ -334,5 +334,36 @@ TEST(LatencyHistogramTest, PercentilesWithinTheBucketWidth) {
   EXPECT_EQ(histogram.count(), 10000u);
 }
 
+// A table inherited by fork() (a torch DataLoader worker): its lookups
+// fail saying so, rather than wait for the parent's threads, and dropping
+// it there neither hangs nor crashes; the parent's keeps working.
+TEST(EmbeddingTableTest, AForkedChildsLookupFailsSayingSoAndTheParentsKeepsWorking) {
+  TempDir dir;
+  Table table = WriteNpy(dir, "<f4", 4, 500, 8);
+  EmbeddingTableOptions options;
+  options.cache_bytes = 16 << 10;
+  std::shared_ptr<EmbeddingTable> opened;
+  ASSERT_TRUE(EmbeddingTable::Open(table.path, options, &opened).ok());
+  std::vector<int64_t> ids = {3, 499, 3, 0};
+  std::vector<char> out(ids.size() * table.row_bytes);
+  ASSERT_TRUE(opened->Lookup(ids.data(), ids.size(), out.data()).ok());
+  const int status = RunInForkedChild(
+      [&] {
+        Status looked = opened->Lookup(ids.data(), ids.size(), out.data());
+        if (looked.code() != Status::Code::kInvalidArgument ||
+            looked.message().find("inherited by fork") == std::string::npos ||
+            looked.message().find(table.path) == std::string::npos) {
+          return 2;
+        }
+        opened.reset();
+        return 0;
+      },
+      /*alarm_seconds=*/10);
+  EXPECT_TRUE(ExitedWithZero(status)) << "wait status " << status;
+  std::vector<char> again(out.size());
+  ASSERT_TRUE(opened->Lookup(ids.data(), ids.size(), again.data()).ok());
+  EXPECT_EQ(again, out);
+}
+
 }  // namespace
 }  // namespace gpufeed
