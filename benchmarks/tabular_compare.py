@@ -279,6 +279,14 @@ def binary_step(args, sets):
     rows_out = []
     for fmt, path, files in sets:
         runs = {"fio": [], "fio8m": []}
+        # One pass of fio first, not counted: on the dev VM the first pass
+        # over a format's files after other work ran at 60-85% of the
+        # later passes (fio's own included: 930 MB/s against 1,105-1,445),
+        # so the runs of the first repeat (the DataLoader at the first batch
+        # size among them, always) measured the disk's state, not the reader.
+        drop_file_cache(files)
+        warm_up = run_fio(files)
+        print(f"  {fmt} warm-up (not counted): fio {warm_up / 1e6:.0f} MB/s", flush=True)
         for repeat in range(args.repeats):
             # Each repeat rotates the loaders' order, so that no one of them
             # runs right after fio in most repeats: on the dev VM's virtual
