@@ -15,6 +15,7 @@
 #include "embedding/row_reader.h"
 #include "embedding/table_layout.h"
 #include "format/npy.h"
+#include "util/fork_hooks.h"
 #include "util/path.h"
 #include "util/system_stats.h"
 
@@ -162,10 +163,8 @@ Status EmbeddingTableImpl::FillMissing(const int64_t* ids, const std::vector<uin
 
 Status EmbeddingTableImpl::Lookup(const int64_t* ids, size_t count, void* out) {
   if (CurrentProcessId() != owner_process_) {
-    return Status::InvalidArgument(
-        "the embedding table " + path_ + " was opened in process " +
-        std::to_string(owner_process_) + " and inherited by fork: its threads do not exist in " +
-        "this process; open the table again here (the parent's keeps working)");
+    return InheritedByFork("the embedding table " + path_, owner_process_,
+                           "open the table again here");
   }
   const auto started = Clock::now();
   GPUFEED_RETURN_IF_ERROR(CheckIds(ids, count));

@@ -3,7 +3,6 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
-#include <new>
 
 #include "format/datasets.h"
 #include "format/irheader.h"
@@ -117,10 +116,10 @@ class RecordIODataset final : public DatasetBase {
 void RecordIODataset::ForgetLoadsInChild() {
   for (auto& shard : files_) {
     if (shard->loaded.load(std::memory_order_acquire)) continue;
-    new (&shard->load_mutex) std::mutex();
-    new (&shard->load_error) Status();
-    new (&shard->offsets) std::vector<uint64_t>();
-    new (&shard->keys) std::vector<std::string>();
+    RenewInChild(&shard->load_mutex);
+    RenewInChild(&shard->load_error);
+    RenewInChild(&shard->offsets);
+    RenewInChild(&shard->keys);
   }
 }
 

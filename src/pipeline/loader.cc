@@ -29,6 +29,7 @@
 #include "pipeline/stats_window.h"
 #include "pipeline/verdict.h"
 #include "util/logging.h"
+#include "util/fork_hooks.h"
 #include "util/system_stats.h"
 
 namespace gpufeed {
@@ -125,11 +126,8 @@ Status ValidateOptions(const LoaderOptions& o) {
   return Status::OK();
 }
 
-Status InheritedByFork(int owner) {
-  return Status::InvalidArgument(
-      "this Loader was created in process " + std::to_string(owner) +
-      " and inherited by fork: its threads do not exist in this process; create a new Loader "
-      "here (the parent's keeps working)");
+Status LoaderInheritedByFork(int owner) {
+  return InheritedByFork("this Loader", owner, "create a new Loader here");
 }
 
 }  // namespace
@@ -211,7 +209,7 @@ Status Loader::Next(Batch* batch) {
 }
 Status Loader::NextFor(Batch* batch, int timeout_ms, bool* ready) {
   *ready = true;
-  if (CurrentProcessId() != owner_process_) return InheritedByFork(owner_process_);
+  if (CurrentProcessId() != owner_process_) return LoaderInheritedByFork(owner_process_);
   impl_->window->BeforeNext(*impl_->chain);
   Status status = impl_->chain->NextFor(batch, timeout_ms, ready);
   LoaderStats epoch;
@@ -222,7 +220,7 @@ Status Loader::NextFor(Batch* batch, int timeout_ms, bool* ready) {
   return status;
 }
 Status Loader::SetEpoch(uint64_t epoch) {
-  if (CurrentProcessId() != owner_process_) return InheritedByFork(owner_process_);
+  if (CurrentProcessId() != owner_process_) return LoaderInheritedByFork(owner_process_);
   impl_->window->RestartEpoch();
   return impl_->chain->Seek(BatchCursor{epoch, 0});
 }
@@ -231,7 +229,7 @@ LoaderState Loader::State() const {
   return impl_->StateAt(impl_->chain->Position());
 }
 Status Loader::Restore(const LoaderState& state) {
-  if (CurrentProcessId() != owner_process_) return InheritedByFork(owner_process_);
+  if (CurrentProcessId() != owner_process_) return LoaderInheritedByFork(owner_process_);
   BatchCursor cursor;
   std::vector<NodeSplitSegment> earlier;
   GPUFEED_RETURN_IF_ERROR(impl_->CursorFor(state, &cursor, &earlier));

@@ -9,11 +9,11 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <new>
 #include <string>
 
 #include "storage/node_cache.h"
 #include "util/file.h"
+#include "util/fork_hooks.h"
 #include "util/logging.h"
 
 namespace gpufeed {
@@ -75,12 +75,11 @@ void NodeCache::ForgetParentFillsInChild() {
   (void)fill_engine_.release();  // its thread is the parent's too
   queue_.clear();
   busy_ = 0;
-  // A condition variable may list the parent's waiters: a fresh one,
-  // without destroying the old (its destructor could wait for them).
-  new (&changed_) std::condition_variable();
+  // A condition variable may list the parent's waiters: a fresh one.
+  RenewInChild(&changed_);
   for (auto& slot : slots_) {
     if (slot->state != FillState::kIdle) EndFillLocked(*slot);
-    new (&slot->fill_changed) std::condition_variable();
+    RenewInChild(&slot->fill_changed);
   }
 }
 

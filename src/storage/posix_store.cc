@@ -18,7 +18,6 @@
 #include <condition_variable>
 #include <list>
 #include <mutex>
-#include <new>
 #include <vector>
 
 #include "storage/store.h"
@@ -279,7 +278,7 @@ class PosixStore final : public Store, public std::enable_shared_from_this<Posix
   void AfterForkInParent() const { mutex_.unlock(); }
   void AfterForkInChild() const {
     files_opening_.clear();
-    new (&opened_) std::condition_variable();
+    RenewInChild(&opened_);
     mutex_.unlock();
   }
 

@@ -59,6 +59,12 @@ uint64_t RegisterForkHooks(ForkHooks hooks) {
   return id;
 }
 
+Status InheritedByFork(const std::string& what, int owner_process, const std::string& remedy) {
+  return Status::InvalidArgument(what + " was created in process " + std::to_string(owner_process) +
+                                 " and inherited by fork: its threads do not exist in this "
+                                 "process; " + remedy + " (the parent's keeps working)");
+}
+
 void UnregisterForkHooks(uint64_t id) {
   Registry& registry = TheRegistry();
   std::lock_guard<std::mutex> lock(registry.mutex);

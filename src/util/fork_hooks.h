@@ -17,6 +17,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <new>
+#include <string>
+
+#include "gpufeed/status.h"
 
 namespace gpufeed {
 
@@ -31,6 +35,21 @@ struct ForkHooks {
 // only when no fork is running the hooks.
 uint64_t RegisterForkHooks(ForkHooks hooks);
 void UnregisterForkHooks(uint64_t id);
+
+// For a `child` hook: makes *object anew (a default-constructed T) without
+// destroying the old one, which may be held or waited on by a thread of the
+// parent that does not exist here (a mutex's or condition variable's
+// destructor could wait for it) or torn by one mid-change. The old one's
+// resources, if any, are leaked.
+template <class T>
+void RenewInChild(T* object) {
+  new (object) T();
+}
+
+// The error of an object whose threads a fork() left in the parent, used in
+// a child that inherited it: `what` (e.g. "this Loader") names it, `remedy`
+// says what to do instead (e.g. "create a new Loader here").
+Status InheritedByFork(const std::string& what, int owner_process, const std::string& remedy);
 
 }  // namespace gpufeed
 

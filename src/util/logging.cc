@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 #include <mutex>
-#include <new>
 #include <string>
 
 #include "util/fork_hooks.h"
@@ -32,7 +31,7 @@ struct LogMutex {
 // Registered when the library loads, not at the first log line: a thread
 // registering while another forks would wait for the fork (fork_hooks.h).
 const uint64_t kLogForkHooks = RegisterForkHooks(
-    {nullptr, nullptr, [] { new (&LogMutex::mutex()) std::mutex(); }});
+    {nullptr, nullptr, [] { RenewInChild(&LogMutex::mutex()); }});
 
 }  // namespace
 

@@ -45,6 +45,47 @@ inline int RunInForkedChild(const std::function<int()>& body, unsigned alarm_sec
   return ::waitpid(child, &status, 0) == child ? status : -1;
 }
 
+// A forked child that does nothing but keep its copies of the parent's
+// descriptors (and the locks they carry) until Finish, or until its alarm:
+// for what a child that lives on keeps held.
+class IdleChild {
+ public:
+  explicit IdleChild(unsigned alarm_seconds) {
+    int gate[2];
+    if (::pipe(gate) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::alarm(alarm_seconds);
+      ::close(gate[1]);
+      char byte;
+      (void)!::read(gate[0], &byte, 1);  // returns once the parent closes its end
+      ::_exit(0);
+    }
+    ::close(gate[0]);
+    gate_ = gate[1];
+  }
+  IdleChild(const IdleChild&) = delete;
+  IdleChild& operator=(const IdleChild&) = delete;
+  ~IdleChild() { (void)Finish(); }
+
+  bool started() const { return pid_ > 0; }
+  // Lets the child exit and waits for it: its wait status, -1 when it never
+  // ran or was already waited for.
+  int Finish() {
+    if (gate_ >= 0) ::close(gate_);
+    gate_ = -1;
+    if (pid_ <= 0) return -1;
+    int status = 0;
+    const bool waited = ::waitpid(pid_, &status, 0) == pid_;
+    pid_ = -1;
+    return waited ? status : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int gate_ = -1;
+};
+
 // Whether a wait status is a normal exit with code 0.
 inline bool ExitedWithZero(int status) {
   return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;

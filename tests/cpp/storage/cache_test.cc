@@ -1024,18 +1024,8 @@ TEST_F(CacheTest, ALockLetGoAfterAForkIsFreeWhileTheChildLives) {
   ASSERT_TRUE(layout->LockIndex(&index_lock).ok());
   ASSERT_TRUE(layout->OpenFillLock("key", &fill_lock).ok());
   ASSERT_TRUE(cache_internal::TryFlock(fill_lock.get(), LOCK_EX));
-  int gate[2];
-  ASSERT_EQ(::pipe(gate), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {  // keeps its copies of both descriptors until the gate closes
-    ::alarm(20);
-    ::close(gate[1]);
-    char byte;
-    (void)!::read(gate[0], &byte, 1);
-    ::_exit(0);
-  }
-  ::close(gate[0]);
+  IdleChild child(/*alarm_seconds=*/20);  // keeps its copies of both descriptors
+  ASSERT_TRUE(child.started());
   index_lock.reset();
   fill_lock.reset();
   LockFd probe;
@@ -1043,10 +1033,7 @@ TEST_F(CacheTest, ALockLetGoAfterAForkIsFreeWhileTheChildLives) {
   EXPECT_TRUE(cache_internal::TryFlock(probe.get(), LOCK_EX)) << "the index lock is held";
   ASSERT_TRUE(layout->OpenFillLock("key", &probe).ok());
   EXPECT_TRUE(cache_internal::TryFlock(probe.get(), LOCK_EX)) << "the fill lock is held";
-  ::close(gate[1]);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  EXPECT_TRUE(ExitedWithZero(status));
+  EXPECT_TRUE(ExitedWithZero(child.Finish()));
 }
 
 // fork() while the parent's threads read a cached Dataset whose copies are
@@ -1070,8 +1057,6 @@ TEST_F(CacheTest, AForkedChildReadsADatasetWhileTheParentsFillsRun) {
   for (int round = 0; round < kRounds; ++round) {
     const std::string cache_dir = JoinPath(cache_dir_, std::to_string(round));
     auto scenario = [&]() -> int {
-      int gate[2];  // the lingering child's: it exits once the write end closes
-      if (::pipe(gate) != 0) return 3;
       std::unique_ptr<Dataset> dataset;
       if (!Dataset::Open(source_, CachedOptions(cache_dir, 256 << 20), &dataset).ok()) return 3;
       std::atomic<bool> stop{false};
@@ -1086,17 +1071,10 @@ TEST_F(CacheTest, AForkedChildReadsADatasetWhileTheParentsFillsRun) {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5 + 7 * round));
       const bool filling = CountSuffix(JoinPath(cache_dir, "tmp"), ".fill") > 0;
-      // One child reads everything now; another lives on until the gate closes.
+      // One child reads everything now; another lives on (IdleChild) until the end.
       const int status = RunInForkedChild(
           [&] { return CheckAll(*dataset, kSize, all) == 0 ? 0 : 2; }, /*alarm_seconds=*/30);
-      const pid_t lingering = ::fork();
-      if (lingering == 0) {
-        ::alarm(60);
-        ::close(gate[1]);
-        char byte;
-        (void)!::read(gate[0], &byte, 1);
-        ::_exit(0);
-      }
+      IdleChild lingering(/*alarm_seconds=*/60);
       stop = true;
       for (auto& r : readers) r.join();
       dataset.reset();  // waits for the fills of what was read
@@ -1104,9 +1082,8 @@ TEST_F(CacheTest, AForkedChildReadsADatasetWhileTheParentsFillsRun) {
       if (!Dataset::Open(source_, CachedOptions(cache_dir, 256 << 20), &dataset).ok()) return 4;
       const int wrong_after = CheckAll(*dataset, kSize, all);
       dataset.reset();
-      ::close(gate[1]);
-      int lingering_status = 0;
-      if (lingering < 0 || ::waitpid(lingering, &lingering_status, 0) != lingering) return 5;
+      const int lingering_status = lingering.Finish();
+      if (lingering_status == -1) return 5;
       if (!ExitedWithZero(status)) return 6;
       if (wrong_after != 0) return 7;
       if (!ExitedWithZero(lingering_status)) return 8;
