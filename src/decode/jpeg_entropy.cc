@@ -322,6 +322,43 @@ inline void ClearKept(const Scan& scan, const int* rows, int16_t* const* compone
   }
 }
 
+// Whether the restart interval that starts at MCU `first` (in scan order)
+// holds no MCU of the window (rows up to last_row) and ends before the
+// scan's last MCU (so that a restart marker follows it).
+bool IntervalUnwanted(const Scan& scan, const McuWindow& window, int last_row, long first) {
+  const long per_row = scan.mcus_per_row;
+  const long end = first + scan.restart_interval;  // exclusive
+  if (end >= per_row * scan.mcu_rows) return false;
+  const long from_row = std::max<long>(first / per_row, window.first_row);
+  const long to_row = std::min<long>((end - 1) / per_row, last_row);
+  for (long row = from_row; row <= to_row; ++row) {
+    const long from = row == first / per_row ? first % per_row : 0;
+    const long to = row == (end - 1) / per_row ? (end - 1) % per_row + 1 : per_row;
+    if (from < window.end_col && to > window.first_col) return false;
+  }
+  return true;
+}
+
+// Passes over the restart interval that starts at the next MCU without
+// decoding it: reads past the marker before it (`after_marker`; the first
+// interval has none), then finds the marker after it, which must be RST
+// count->next (false otherwise: libjpeg decodes the file), and leaves the
+// source at that marker for BeforeMcu to read, as at the end of a decoded
+// interval. The DC predictors restart there, so nothing of the interval
+// reaches a later MCU.
+bool PassInterval(bool after_marker, RestartCount* count, Bits* b, Source* source) {
+  if (after_marker) {
+    if (!Restart(count->next, *b, source)) return false;
+    count->next = (count->next + 1) & 7;
+  }
+  const uint8_t* after = nullptr;
+  if (NextMarker(*source, &after) != 0xD0 + count->next) return false;
+  *source = Source{after - 2, source->end};  // the marker's 0xFF: no padding, no marker met
+  *b = {0, 0};
+  count->until = 0;
+  return true;
+}
+
 }  // namespace
 
 bool DecodeScan(const Scan& scan, const McuWindow& window, BlockSink* sink) {
@@ -356,9 +393,21 @@ bool DecodeScan(const Scan& scan, const McuWindow& window, BlockSink* sink) {
   int dc[kMaxComponents] = {0, 0, 0};
   RestartCount restart{scan.restart_interval, 0};
   const int last_row = std::min(window.last_row, scan.mcu_rows - 1);
+  int passing = 0;  // MCUs left of an interval passed over unread
   for (int y = 0; y <= last_row; ++y) {
     const bool row_wanted = y >= window.first_row;
     for (int x = 0; x < scan.mcus_per_row; ++x) {
+      if (passing > 0) {
+        --passing;
+        continue;
+      }
+      const long index = static_cast<long>(y) * scan.mcus_per_row + x;
+      if (scan.restart_interval > 0 && (restart.until == 0 || index == 0) &&
+          IntervalUnwanted(scan, window, last_row, index)) {
+        if (!PassInterval(index > 0, &restart, &b, &source)) return false;
+        passing = scan.restart_interval - 1;
+        continue;
+      }
       if (!BeforeMcu(scan.restart_interval, &restart, &b, &source, dc)) return false;
       const bool wanted = row_wanted && x >= window.first_col && x < window.end_col;
       if (wanted) ClearKept(scan, clear_rows, component_blocks);

@@ -133,7 +133,10 @@ class BlockSink {
 
 // The MCUs handed to a sink: rows [first_row, last_row], columns
 // [first_col, end_col). The rest of the scan, down to last_row, is only read
-// past (DC predictors kept, nothing stored).
+// past (DC predictors kept, nothing stored), except a restart interval that
+// holds none of the window's MCUs: it is not decoded at all (the decoder
+// goes on from the marker after it, where the DC predictors restart), so
+// damage inside it is not seen.
 struct McuWindow {
   int first_row = 0, last_row = 0;
   int first_col = 0, end_col = 0;

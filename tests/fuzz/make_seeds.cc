@@ -343,5 +343,14 @@ int main(int argc, char** argv) {
   Write("image", EncodeJpeg(160, 120, JCS_RGB, 85, 9, /*progressive=*/true) + std::string(1, '\x40'));
   Write("image", EncodeJpeg(120, 96, JCS_GRAYSCALE, 80, 10, /*progressive=*/true) +
                      std::string(1, '\x43'));
+  // Restart markers every 3 MCUs: exact=False passes the intervals outside
+  // the crop unread, the exact path decodes them inside libjpeg.
+  const std::string restarts = CompressJpeg(MakePixels(192, 128, 3, 11), 192, 128, JCS_RGB,
+                                            [](jpeg_compress_struct* info) {
+                                              jpeg_set_quality(info, 90, TRUE);
+                                              info->restart_interval = 3;
+                                            });
+  Write("image", restarts + std::string(1, '\x41'));
+  Write("image", restarts + std::string(1, '\x05'));
   return 0;
 }

@@ -165,6 +165,83 @@ TEST(JpegEntropyTest, DataThatEndsEarlyIsRefused) {
   }
 }
 
+// The restart intervals of `jpeg`'s scan: the offsets of their first data
+// bytes and of the markers that end them (the last ends at EOI).
+std::vector<std::pair<size_t, size_t>> Intervals(const std::string& jpeg, size_t start) {
+  std::vector<std::pair<size_t, size_t>> intervals;
+  size_t from = start;
+  for (size_t at = start; at + 1 < jpeg.size(); ++at) {
+    const uint8_t marker = static_cast<uint8_t>(jpeg[at + 1]);
+    if (static_cast<uint8_t>(jpeg[at]) != 0xFF || marker == 0 || marker == 0xFF) continue;
+    intervals.emplace_back(from, at);
+    if (marker == 0xD9) break;
+    from = at + 2;
+    ++at;
+  }
+  return intervals;
+}
+
+// A restart interval that holds no MCU of the window is passed over unread
+// (to the marker after it): damage inside it changes nothing, the window's
+// coefficients still equal libjpeg's on the sound file; an interval with a
+// wanted MCU is still decoded, so damage there is refused. A wrong marker
+// after a passed interval, and data that ends within one, are refused.
+TEST(JpegEntropyTest, IntervalsOutsideTheWindowArePassedUnread) {
+  Encoding encoding;
+  encoding.width = 160, encoding.height = 96;  // 10 x 6 MCUs of 16 x 16
+  encoding.restart_interval = 2;
+  const std::string jpeg = Encode(encoding);
+  Header sound(jpeg);
+  const size_t start = sound.info.src->next_input_byte - Bytes(jpeg);
+  const auto intervals = Intervals(jpeg, start);
+  ASSERT_EQ(intervals.size(), 30u);
+  // Rows 3-4, columns 4-6: intervals 17-18 (row 3) and 22-23 (row 4) hold
+  // wanted MCUs; 0-16 come before, 19-21 lie in rows 3-4 outside the
+  // columns, 24-29 after the window.
+  const jpeg_entropy::McuWindow window{3, 4, 4, 7};
+  auto decode = [&](const std::string& file, long* differences) {
+    Header header(file);
+    const Scan scan = MakeScan(header.info, file, 64);
+    jvirt_barray_ptr* arrays = jpeg_read_coefficients(&sound.info);
+    CoefficientCompareSink sink(&sound.info, arrays, scan);
+    const bool ok = jpeg_entropy::DecodeScan(scan, window, &sink);
+    *differences = sink.differences;
+    EXPECT_EQ(sink.blocks_seen, ok ? 2 * 3 * 6 : sink.blocks_seen);
+    return ok;
+  };
+  long differences = -1;
+  ASSERT_TRUE(decode(jpeg, &differences));
+  EXPECT_EQ(differences, 0);
+  for (int passed : {0, 5, 16, 19, 20}) {
+    std::string damaged = jpeg;
+    for (size_t at = intervals[passed].first; at < intervals[passed].second; ++at) {
+      damaged[at] = static_cast<char>(0x5A);
+    }
+    differences = -1;
+    EXPECT_TRUE(decode(damaged, &differences)) << "interval " << passed;
+    EXPECT_EQ(differences, 0) << "interval " << passed;
+  }
+  for (int wanted : {17, 23}) {
+    std::string damaged = jpeg;
+    for (size_t at = intervals[wanted].first; at < intervals[wanted].second; ++at) {
+      damaged[at] = static_cast<char>(0xFE);
+    }
+    EXPECT_FALSE(decode(damaged, &differences)) << "interval " << wanted;
+  }
+  // The marker after interval 4 (RST4) made RST5.
+  std::string renumbered = jpeg;
+  renumbered[intervals[4].second + 1] = static_cast<char>(0xD5);
+  EXPECT_FALSE(decode(renumbered, &differences));
+  // Data that ends within a passed interval.
+  for (size_t end : {intervals[0].first + 3, intervals[9].second}) {
+    Header header(jpeg);
+    Scan scan = MakeScan(header.info, jpeg, 64);
+    scan.end = Bytes(jpeg) + end;
+    NullSink sink;
+    EXPECT_FALSE(jpeg_entropy::DecodeScan(scan, window, &sink)) << "cut at " << end;
+  }
+}
+
 // Damaged data: every result is either refused or decoded within bounds
 // (AddressSanitizer checks the reads of the damaged stream's every path).
 TEST(JpegEntropyTest, DamagedDataNeverReadsOutOfBounds) {
