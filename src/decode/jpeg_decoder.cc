@@ -317,6 +317,13 @@ Status JpegDecoder::DecodeCrop(const CropRect& crop, int min_width, int min_heig
     return OutOfMemory("decoded pixels", out_bytes, out->width, out->height);
   }
   ReadCropRows(info, in_place, cmyk, scaled.skip_x, row_bytes, s->rows.data(), out);
+  if (s->hook.installed() && !s->hook.DeferredDataWhole()) {
+    // libjpeg's own decoder would have read MCUs the hook left unread, and
+    // may have met the file's end there: again with libjpeg's.
+    jpeg_abort_decompress(info);
+    *hook_failed = true;
+    return Status::OK();
+  }
   const bool truncated = s->error.truncated;
   // Rows below the crop are not needed; with the hook, libjpeg's source never
   // moved past the scan (the hook checked that EOI follows it).

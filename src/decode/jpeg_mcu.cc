@@ -106,6 +106,8 @@ bool McuHook::Install(jpeg_decompress_struct* info, const uint8_t* end, int firs
   first_col_ = first_col;
   end_col_ = end_col;
   remaining_ = static_cast<long>(scan_.mcus_per_row) * scan_.mcu_rows;
+  total_ = remaining_;
+  deferred_ = 0;
   fail_ = fail;
   info->client_data = this;
   reinterpret_cast<EntropyModule*>(info->entropy)->decode_mcu = &McuHook::DecodeMcu;
@@ -127,9 +129,28 @@ boolean McuHook::DecodeMcu(j_decompress_ptr info, JBLOCKROW* blocks) {
 bool McuHook::Next(JBLOCKROW* blocks) {
   if (remaining_ <= 0) return false;
   Bits b = bits_;
+  if (deferred_ > 0 && restart_.until == 0) {
+    // The interval ended with none of its MCUs needed: on to its marker,
+    // which must be the one expected (else libjpeg decodes the file).
+    const uint8_t* after = nullptr;
+    if (NextMarker(source_, &after) != 0xD0 + restart_.next) return false;
+    source_ = Source{after - 2, source_.end};
+    b = {0, 0};
+    deferred_ = 0;
+  }
   if (!BeforeMcu(scan_.restart_interval, &restart_, &b, &source_, dc_)) return false;
   const bool store = blocks != nullptr && column_ >= first_col_ && column_ < end_col_;
   if (++column_ == scan_.mcus_per_row) column_ = 0;
+  if (scan_.restart_interval > 0) {
+    if (Deferred(store)) {
+      bits_ = b;
+      --remaining_;
+      return true;
+    }
+    // A needed MCU after deferred ones: they are read past first, from
+    // their interval's start.
+    if (deferred_ > 0 && !ReadDeferred(&b)) return false;
+  }
   int n = 0;
   for (int c = 0; c < scan_.components; ++c) {
     const Component& component = scan_.component[c];
@@ -158,6 +179,39 @@ bool McuHook::Next(JBLOCKROW* blocks) {
   }
   if (--remaining_ > 0) return true;
   return NextMarkerIs(source_, 0xD9);
+}
+
+// After BeforeMcu, in a file with restart markers: whether this MCU, not
+// needed, joins the deferred ones: those of an interval read no further
+// than its start, other than the scan's last (a marker follows it).
+bool McuHook::Deferred(bool store) {
+  if (store) return false;
+  const int interval = scan_.restart_interval;
+  const long index = total_ - remaining_;  // this MCU's
+  if (deferred_ == 0 && (restart_.until != interval - 1 || index + interval >= total_)) {
+    return false;
+  }
+  ++deferred_;
+  return true;
+}
+
+bool McuHook::DeferredDataWhole() const {
+  if (deferred_ == 0) return true;
+  const uint8_t* after = nullptr;
+  return NextMarker(source_, &after) == 0xD0 + restart_.next;
+}
+
+// Reads past the deferred MCUs from their interval's start.
+bool McuHook::ReadDeferred(Bits* b) {
+  for (; deferred_ > 0; --deferred_) {
+    for (int c = 0; c < scan_.components; ++c) {
+      const Component& component = scan_.component[c];
+      for (int i = 0; i < component.h * component.v; ++i) {
+        if (!SkipBlock(b, &source_, component, &dc_[c])) return false;
+      }
+    }
+  }
+  return true;
 }
 
 }  // namespace jpeg_entropy

@@ -8,7 +8,10 @@
 // table lookup (jpeg_entropy.h), the MCUs libjpeg only reads past (rows
 // above a crop: jpeg_skip_scanlines) go through the multi-symbol skip
 // tables, and so do the MCUs of a row outside the crop's columns, which
-// libjpeg decodes and then drops.
+// libjpeg decodes and then drops. In a file with restart markers, an
+// interval none of whose MCUs libjpeg needs is not read at all: the decoder
+// goes on from the marker after it (libjpeg's own decoder would decode it,
+// warn about damage there and drop it; the pixels do not depend on it).
 //
 // How it attaches: libjpeg calls its entropy module's decode_mcu once per
 // MCU, in the order of the data (a sequential scan cannot be read any other
@@ -62,12 +65,20 @@ class McuHook {
   // Install). libjpeg's source was not advanced past the scan: finish the
   // decompression with jpeg_abort_decompress, not jpeg_finish_decompress.
   bool installed() const { return installed_; }
+  // After the last MCU libjpeg asked for: whether the MCUs it asked for and
+  // the hook left unread (an interval it needed nothing of, so far) are in
+  // the file as libjpeg would have read them: their interval is followed by
+  // its restart marker. False: the file may end within them, where
+  // libjpeg's own decoder would warn (an error here); decode with libjpeg.
+  bool DeferredDataWhole() const;
   // Forgets the last Install: for a decompression that goes without it.
   void Detach() { installed_ = false; }
 
  private:
   static boolean DecodeMcu(j_decompress_ptr info, JBLOCKROW* blocks);
   bool Next(JBLOCKROW* blocks);
+  bool Deferred(bool store);
+  bool ReadDeferred(Bits* b);
 
   bool installed_ = false;
   Fail fail_ = nullptr;
@@ -77,6 +88,11 @@ class McuHook {
   int dc_[kMaxComponents] = {};
   RestartCount restart_;
   int column_ = 0;  // of the next MCU in its row
+  // MCUs of the current restart interval libjpeg did not need and that are
+  // not read yet (from its start, where source_ stands): read past only when
+  // the interval turns out to hold a needed MCU, else passed to its marker.
+  int deferred_ = 0;
+  long total_ = 0;  // MCUs in the scan
   // The 0xFF of the file's last marker (before the scan's data: none).
   const uint8_t* last_marker_ = nullptr;
   int first_col_ = 0, end_col_ = 0;

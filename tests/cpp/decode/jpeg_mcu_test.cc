@@ -150,6 +150,46 @@ TEST(JpegMcuTest, ACutJustPastACropsDataFailsAsWithLibjpeg) {
   }
 }
 
+// A restart interval libjpeg needs nothing of (rows above the crop, columns
+// beside it) is not read by gpufeed's decoder: damage there leaves the
+// decode on gpufeed's decoder to the end, with libjpeg's pixels. Damage in
+// an interval the crop needs sends the image back to libjpeg, as before.
+TEST(JpegMcuTest, IntervalsLibjpegDoesNotNeedAreNotRead) {
+  Encoding e;
+  e.width = 160, e.height = 96, e.restart_interval = 2;  // 10 x 6 MCUs of 16 x 16
+  const std::string jpeg = Encode(e);
+  const size_t scan = jpeg.rfind("\xFF\xDA") + 14;
+  // Each interval's data: from after its start marker to its end marker.
+  std::vector<std::pair<size_t, size_t>> intervals;
+  size_t from = scan;
+  for (size_t at = jpeg.find('\xFF', scan); at != std::string::npos;
+       at = jpeg.find('\xFF', at + 2)) {
+    const uint8_t marker = static_cast<uint8_t>(jpeg[at + 1]);
+    if (marker == 0) continue;
+    intervals.emplace_back(from, at);
+    from = at + 2;
+    if (marker == 0xD9) break;
+  }
+  ASSERT_EQ(intervals.size(), 30u);
+  const CropRect crop{64, 48, 48, 16};  // MCU row 3, columns 4-6
+  EXPECT_TRUE(ExpectSameAsLibjpeg(jpeg, crop, 0, 0, true, "sound"));
+  auto damage = [&](int interval) {
+    std::string damaged = jpeg;
+    for (size_t at = intervals[interval].first; at < intervals[interval].second; ++at) {
+      damaged[at] = static_cast<char>(0x5A);
+    }
+    return damaged;
+  };
+  // Rows 0 and 1; row 3's columns 0-1 and 8-9.
+  for (int unneeded : {0, 4, 5, 15, 19}) {
+    EXPECT_TRUE(ExpectSameAsLibjpeg(damage(unneeded), crop, 0, 0, true,
+                                    "interval " + std::to_string(unneeded)))
+        << "interval " << unneeded << " was read";
+  }
+  // Row 3's columns 4-5: the crop's.
+  EXPECT_FALSE(ExpectSameAsLibjpeg(damage(17), crop, 0, 0, true, "interval 17"));
+}
+
 // A fill byte before a stuffed zero (0xFF 0xFF 0x00; no encoder writes
 // one): libjpeg's fast path reads a marker there, its slow path a data byte
 // 0xFF, and which runs depends on how much data is left. gpufeed's decoder
