@@ -149,7 +149,11 @@ bool McuHook::Next(JBLOCKROW* blocks) {
     }
     // A needed MCU after deferred ones: they are read past first, from
     // their interval's start.
-    if (deferred_ > 0 && !ReadDeferred(&b)) return false;
+    if (deferred_ > 0) {
+      Bits read = b;  // a copy: b's address is never taken, so it stays in registers
+      if (!ReadDeferred(&read)) return false;
+      b = read;
+    }
   }
   int n = 0;
   for (int c = 0; c < scan_.components; ++c) {
