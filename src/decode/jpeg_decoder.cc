@@ -190,6 +190,7 @@ struct JpegDecoder::State {
   jpeg_decompress_struct info;
   JpegError error;
   bool created = false;
+  bool used = false;          // a file went through `info` since it was created
   bool started = false;       // a header parsed; its pixels not decoded yet
   const uint8_t* data = nullptr;  // the JPEG Start parsed
   size_t size = 0;
@@ -215,11 +216,23 @@ JpegDecoder::~JpegDecoder() {
 Status JpegDecoder::Start(const uint8_t* data, size_t size, ImageHeader* header) {
   State* s = state_.get();
   if (!s->created) return Status::Internal("out of memory: cannot create a JPEG decompressor");
-  // Back to idle whatever the last image left (a header parsed and its
-  // pixels never asked for, say); cheap when already idle.
-  jpeg_abort_decompress(&s->info);
   s->started = false;
   s->error.truncated = false;
+  // A fresh decompressor per file (0.1 us): libjpeg keeps the quantization
+  // and Huffman tables a file defines for the next one (for abbreviated
+  // datastreams), so a file lacking one would decode with the previous
+  // file's (a thread's earlier image) where alone, as PIL decodes it, it
+  // fails (DQT) or takes the standard tables (DHT).
+  if (s->used) {
+    jpeg_destroy_decompress(&s->info);
+    s->created = false;
+    if (setjmp(s->error.jump)) {
+      return Status::Internal("out of memory: cannot create a JPEG decompressor");
+    }
+    jpeg_create_decompress(&s->info);
+    s->created = true;
+  }
+  s->used = true;
   if (setjmp(s->error.jump)) {
     jpeg_abort_decompress(&s->info);  // back to idle, ready for the next image
     return JpegFailure(s->error, "header");

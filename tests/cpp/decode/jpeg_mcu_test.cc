@@ -190,6 +190,51 @@ TEST(JpegMcuTest, IntervalsLibjpegDoesNotNeedAreNotRead) {
   EXPECT_FALSE(ExpectSameAsLibjpeg(damage(17), crop, 0, 0, true, "interval 17"));
 }
 
+// The JPEG without its header segments of marker `code` (before the first
+// SOS; the rest as it is).
+std::string WithoutSegments(const std::string& jpeg, int code) {
+  std::string out = jpeg.substr(0, 2);
+  size_t at = 2;
+  while (at + 4 <= jpeg.size() && static_cast<uint8_t>(jpeg[at + 1]) != 0xDA) {
+    const size_t length = (static_cast<uint8_t>(jpeg[at + 2]) << 8) |
+                          static_cast<uint8_t>(jpeg[at + 3]);
+    if (static_cast<uint8_t>(jpeg[at + 1]) != code) out += jpeg.substr(at, 2 + length);
+    at += 2 + length;
+  }
+  return out + jpeg.substr(at);
+}
+
+// libjpeg keeps the tables a file defines for the next file read through
+// the same decompressor. A decoder that served another image first must
+// still decode a file as it decodes alone: without its DQT it fails (not:
+// decodes with the last image's quantization), without its DHT it takes
+// libjpeg's standard tables (not: the last image's fitted ones).
+TEST(JpegMcuTest, AFileDecodesAsAloneWhateverTheDecoderReadBefore) {
+  Encoding fitted;
+  fitted.optimize = true, fitted.quality = 60, fitted.noise = 40, fitted.seed = 3;
+  const std::string before = Encode(fitted);
+  const std::string jpeg = Encode(Encoding());  // libjpeg's standard Huffman tables
+  const CropRect whole{0, 0, 1 << 20, 1 << 20};
+  for (int code : {0xDB, 0xC4}) {
+    const std::string lacking = WithoutSegments(jpeg, code);
+    ASSERT_LT(lacking.size(), jpeg.size());
+    for (bool own : {false, true}) {
+      JpegDecoder fresh, reused;
+      const RegionDecode alone = DecodeRegionWith(&fresh, Bytes(lacking), lacking.size(), whole,
+                                                  0, 0, 1ull << 32, own, false);
+      EXPECT_EQ(alone.status.ok(), code == 0xC4) << alone.status.ToString();
+      ASSERT_TRUE(DecodeRegionWith(&reused, Bytes(before), before.size(), whole, 0, 0,
+                                   1ull << 32, own, false)
+                      .status.ok());
+      const RegionDecode after = DecodeRegionWith(&reused, Bytes(lacking), lacking.size(), whole,
+                                                  0, 0, 1ull << 32, own, false);
+      EXPECT_TRUE(SameDecode(after, alone))
+          << "marker " << code << " own " << own << ": " << after.status.ToString() << " / "
+          << alone.status.ToString();
+    }
+  }
+}
+
 // A fill byte before a stuffed zero (0xFF 0xFF 0x00; no encoder writes
 // one): libjpeg's fast path reads a marker there, its slow path a data byte
 // 0xFF, and which runs depends on how much data is left. gpufeed's decoder
