@@ -329,6 +329,7 @@ class PackOptions:
     workers: int
     overwrite: bool
     allow_external_paths: bool
+    baseline_jpeg: bool
     def __init__(self) -> None: ...
     def __copy__(self) -> PackOptions: ...
 
@@ -398,6 +399,7 @@ class PackSummary:
     records: int
     shards: int
     bytes: int
+    rewritten: int
     seconds: float
 
 class CacheDatasetReport:

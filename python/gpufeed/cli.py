@@ -1,6 +1,7 @@
 """The ``gpufeed`` command line.
 
     gpufeed pack SRC DST [--format F] [--shard-size 256MiB] [--workers N] [--overwrite]
+                         [--baseline-jpeg]
     gpufeed inspect PATH [--format F] [--json]
     gpufeed verify PATH [--format F] [--json]
     gpufeed index FILE.rec [--output FILE.idx]
@@ -33,7 +34,8 @@ from .pack import PACK_FORMATS, human_bytes as _human_bytes, pack, parse_size
 def _cmd_pack(args) -> int:
     summary = pack(args.src, args.dst, format=args.format, shard_size=args.shard_size,
                    workers=args.workers, progress=not args.quiet, overwrite=args.overwrite,
-                   allow_external_paths=args.allow_external_paths)
+                   allow_external_paths=args.allow_external_paths,
+                   baseline_jpeg=args.baseline_jpeg)
     print(summary)
     return 0
 
@@ -235,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--allow-external-paths", action="store_true",
                    help="accept list-file paths outside the list file's directory")
+    p.add_argument("--baseline-jpeg", action="store_true",
+                   help="rewrite progressive JPEGs as baseline, losslessly (same pixels, "
+                        "about 3x faster to decode)")
     p.set_defaults(run=_cmd_pack)
 
     p = sub.add_parser("inspect", help="format, records, shards, classes and sizes of a dataset")

@@ -53,18 +53,22 @@ class PackSummary:
     seconds: float
     destination: str
     format: str
+    #: Progressive JPEGs rewritten as baseline (``baseline_jpeg=True``).
+    rewritten: int = 0
 
     def __str__(self) -> str:
         rate = self.records / self.seconds if self.seconds > 0 else float("inf")
+        rewritten = (f", {self.rewritten} progressive JPEG(s) rewritten as baseline"
+                     if self.rewritten else "")
         return (f"packed {self.records} records into {self.shards} {self.format} shard(s) "
-                f"({self.bytes / 1e6:.1f} MB) in {self.seconds:.2f} s ({rate:.0f} records/s) "
-                f"-> {self.destination}")
+                f"({self.bytes / 1e6:.1f} MB) in {self.seconds:.2f} s ({rate:.0f} records/s)"
+                f"{rewritten} -> {self.destination}")
 
 
 def pack(src: Union[str, os.PathLike], dst: Union[str, os.PathLike], format: str = "recordio",
          shard_size: Union[int, str] = 256 * 2**20, workers: Optional[int] = None,
          progress: bool = True, overwrite: bool = False,
-         allow_external_paths: bool = False) -> PackSummary:
+         allow_external_paths: bool = False, baseline_jpeg: bool = False) -> PackSummary:
     """Packs ``src`` into shards under ``dst`` and writes ``dst/gpufeed.json``.
 
     Args:
@@ -85,6 +89,11 @@ def pack(src: Union[str, os.PathLike], dst: Union[str, os.PathLike], format: str
             ``..`` segments or are symlinks leading outside the list file's
             directory. By default they are refused with PermissionError, so
             that a list file from elsewhere cannot pack arbitrary files.
+        baseline_jpeg: rewrite progressive JPEGs as baseline ones, losslessly
+            (the same coefficients, Huffman tables fitted to the image, EXIF,
+            ICC and other markers kept, as ``jpegtran -optimize -copy all``):
+            they decode to the same pixels, about 3x faster. Other files,
+            and JPEGs libjpeg warns about, are packed as they are.
 
     Returns:
         A :class:`PackSummary`. Output order is deterministic: ImageFolder
@@ -108,13 +117,14 @@ def pack(src: Union[str, os.PathLike], dst: Union[str, os.PathLike], format: str
         options.workers = workers or 0
         options.overwrite = bool(overwrite)
         options.allow_external_paths = bool(allow_external_paths)
+        options.baseline_jpeg = bool(baseline_jpeg)
         result = _core.pack(os.fspath(src), os.fspath(dst), options, callback)
     finally:
         if bar is not None:
             bar.close()
     return PackSummary(records=result.records, shards=result.shards, bytes=result.bytes,
                        seconds=result.seconds, destination=os.path.abspath(os.fspath(dst)),
-                       format=format)
+                       format=format, rewritten=result.rewritten)
 
 
 class _TextProgress:

@@ -106,7 +106,15 @@ void BindPackOptions(py::module_& module) {
       .def_readwrite("shard_size", &PackOptions::shard_size)
       .def_readwrite("workers", &PackOptions::workers)
       .def_readwrite("overwrite", &PackOptions::overwrite)
-      .def_readwrite("allow_external_paths", &PackOptions::allow_external_paths);
+      .def_readwrite("allow_external_paths", &PackOptions::allow_external_paths)
+      .def_property(
+          "baseline_jpeg", [](const PackOptions& self) { return static_cast<bool>(self.rewrite); },
+          [](PackOptions& self, bool on) {
+            self.rewrite = on ? std::function<bool(std::string*)>(RewriteProgressiveJpegAsBaseline)
+                              : nullptr;
+          },
+          "Progressive JPEGs rewritten as baseline, losslessly "
+          "(RewriteProgressiveJpegAsBaseline).");
   DefValueMethods(pack);
 }
 

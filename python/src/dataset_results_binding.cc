@@ -95,6 +95,7 @@ void BindToolResults(py::module_& module) {
       .def_readonly("records", &PackSummary::records)
       .def_readonly("shards", &PackSummary::shards)
       .def_readonly("bytes", &PackSummary::bytes)
+      .def_readonly("rewritten", &PackSummary::rewritten)
       .def_readonly("seconds", &PackSummary::seconds);
 }
 

@@ -175,8 +175,10 @@ Status PrepareDestination(const std::string& destination, bool overwrite) {
 // writer, and hands them to `consume` in order on the calling thread.
 class OrderedReader {
  public:
-  OrderedReader(const std::vector<PackSource>& sources, int workers)
-      : sources_(sources), window_(static_cast<size_t>(workers) * 4), slots_(window_) {
+  OrderedReader(const std::vector<PackSource>& sources, int workers,
+                const std::function<bool(std::string*)>& rewrite)
+      : sources_(sources), rewrite_(rewrite), window_(static_cast<size_t>(workers) * 4),
+        slots_(window_) {
     for (int i = 0; i < workers; ++i) {
       try {
         threads_.emplace_back([this] { Work(); });
@@ -197,13 +199,15 @@ class OrderedReader {
     for (std::thread& thread : threads_) thread.join();
   }
 
-  // Waits for source `index` (called with 0, 1, 2, ... in order).
-  Status Take(size_t index, std::string* data) {
+  // Waits for source `index` (called with 0, 1, 2, ... in order); *rewritten:
+  // whether the rewrite changed it.
+  Status Take(size_t index, std::string* data, bool* rewritten) {
     std::unique_lock<std::mutex> lock(mutex_);
     Slot& slot = slots_[index % window_];
     changed_.wait(lock, [&] { return slot.ready; });
     Status status = std::move(slot.status);
     data->swap(slot.data);
+    *rewritten = slot.rewritten;
     slot.ready = false;
     consumed_ = index + 1;
     changed_.notify_all();
@@ -214,6 +218,7 @@ class OrderedReader {
   struct Slot {
     std::string data;
     Status status;
+    bool rewritten = false;
     bool ready = false;
   };
 
@@ -228,9 +233,11 @@ class OrderedReader {
         if (stop_) return;
       }
       Status status;
+      bool rewritten = false;
       try {
         // A sample must fit one RecordIO record (29-bit length).
         status = ReadFileToString(sources_[index].path, &data, (1u << 29) - 1024);
+        if (status.ok() && rewrite_) rewritten = rewrite_(&data);
       } catch (const std::exception& error) {
         status = Status::IOError(sources_[index].path + ": " + error.what());
       }
@@ -238,12 +245,14 @@ class OrderedReader {
       Slot& slot = slots_[index % window_];
       slot.data.swap(data);
       slot.status = std::move(status);
+      slot.rewritten = rewritten;
       slot.ready = true;
       changed_.notify_all();
     }
   }
 
   const std::vector<PackSource>& sources_;
+  const std::function<bool(std::string*)>& rewrite_;
   const size_t window_;
   std::vector<Slot> slots_;
   std::vector<std::thread> threads_;
@@ -256,12 +265,13 @@ class OrderedReader {
 
 // Writes the shards and the manifest; the caller cleans up on failure.
 Status PackInto(const std::vector<PackSource>& sources, const std::string& destination_path,
-                const PackOptions& options, const WriterEntry& format, Manifest* manifest_out) {
+                const PackOptions& options, const WriterEntry& format, Manifest* manifest_out,
+                uint64_t* rewritten_out) {
   Manifest& manifest = *manifest_out;
   int workers = options.workers > 0
                     ? std::min(options.workers, 512)
                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  OrderedReader reader(sources, workers);
+  OrderedReader reader(sources, workers, options.rewrite);
   if (!reader.started()) return Status::IOError("cannot start any pack worker thread");
 
   std::unique_ptr<ShardWriter> writer;
@@ -294,7 +304,9 @@ Status PackInto(const std::vector<PackSource>& sources, const std::string& desti
     if (options.cancel != nullptr && options.cancel->load()) {
       return Status::Cancelled("packing stopped after " + std::to_string(index) + " records");
     }
-    Status status = reader.Take(index, &data);
+    bool rewritten = false;
+    Status status = reader.Take(index, &data, &rewritten);
+    *rewritten_out += rewritten;
     if (!status.ok()) return status.WithContext("packing sample " + std::to_string(index));
     if (!writer) {
       std::string base = ShardBaseName(manifest.shards.size());
@@ -363,8 +375,10 @@ Status Pack(const std::string& source, const std::string& destination, const Pac
   }
   GPUFEED_RETURN_IF_ERROR(PrepareDestination(destination_path, options.overwrite));
   Status status;
+  uint64_t rewritten = 0;
   try {
-    status = PackInto(sources, destination_path, options, format->writer, &manifest);
+    status = PackInto(sources, destination_path, options, format->writer, &manifest,
+                      &rewritten);
   } catch (const std::exception& error) {
     status = Status::Internal(std::string("pack failed: ") + error.what());
   }
@@ -377,6 +391,7 @@ Status Pack(const std::string& source, const std::string& destination, const Pac
   if (summary != nullptr) {
     summary->records = manifest.records;
     summary->shards = manifest.shards.size();
+    summary->rewritten = rewritten;
     summary->bytes = 0;
     for (const ManifestShard& shard : manifest.shards) summary->bytes += shard.bytes;
     summary->seconds =

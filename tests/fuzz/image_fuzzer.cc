@@ -8,9 +8,11 @@
 // broken file must serve the next one. And for JPEGs, a differential check:
 // the exact decode through gpufeed's entropy decoder inside libjpeg
 // (jpeg_mcu.h) must give libjpeg's own status and bytes, or the fuzzer
-// aborts.
+// aborts; so must a progressive JPEG rewritten as baseline by pack's
+// RewriteProgressiveJpegAsBaseline.
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "decode/image_decoder.h"
@@ -18,6 +20,7 @@
 #include "decode/resample.h"
 #include "decode/transform.h"
 #include "fuzz_util.h"
+#include "gpufeed/writer.h"
 #include "jpeg_compare_util.h"
 
 using namespace gpufeed;
@@ -29,6 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ImageHeader header;
   Status status = ReadImageHeader(data, size, &header);
   if (status.ok() && (header.width <= 0 || header.height <= 0)) std::abort();
+  const bool header_read = status.ok();
 
   // A fuzzing budget, not a product limit: 16 M pixels keeps every decode
   // in the fuzzer's 2 GiB memory limit (the default limit is tested in
@@ -52,6 +56,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const RegionDecode reference = DecodeRegionWith(&libjpeg_entropy, data, size, crop, min_side,
                                                     min_side, max_pixels, false, false);
     if (!SameDecode(own, reference)) std::abort();
+    // A progressive JPEG that pack's rewrite takes must decode to the same
+    // pixels as baseline (a JPEG it does not take must come back unchanged).
+    std::string rewritten(reinterpret_cast<const char*>(data), size);
+    const bool within_budget =
+        header_read && static_cast<uint64_t>(header.width) * header.height <= max_pixels;
+    if (!within_budget) {
+      // The rewrite's own limit is the product's (larger than the fuzzer's
+      // memory budget): not tried.
+    } else if (RewriteProgressiveJpegAsBaseline(&rewritten)) {
+      const RegionDecode after =
+          DecodeRegionWith(&libjpeg_entropy, reinterpret_cast<const uint8_t*>(rewritten.data()),
+                           rewritten.size(), crop, min_side, min_side, max_pixels, false, false);
+      if (!reference.status.ok() || !SameDecode(after, reference)) std::abort();
+    } else if (rewritten.size() != size || rewritten.compare(0, size, reinterpret_cast<const char*>(data), size) != 0) {
+      std::abort();
+    }
   }
 
   ImageTransformOptions options;

@@ -181,3 +181,50 @@ def test_the_format_names_are_the_registry_s(tmp_path):
     assert gpufeed.FORMATS.index("recordio") < gpufeed.FORMATS.index("imagefolder")
     with pytest.raises(ValueError, match="format must be one of auto, recordio"):
         gpufeed.open_dataset(tmp_path, format="no-such-format")
+
+
+def test_pack_rewrites_progressive_jpegs_as_baseline_with_the_same_pixels(tmp_path):
+    """baseline_jpeg=True (and `gpufeed pack --baseline-jpeg`): a progressive
+    JPEG is packed as a baseline one of the same pixels, its EXIF kept; a
+    baseline JPEG, a PNG and a damaged JPEG are packed byte for byte."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from conftest import run_cli
+
+    rng = np.random.default_rng(5)
+    pixels = rng.integers(0, 256, (96, 128, 3), dtype=np.uint8)
+    smooth = np.cumsum(pixels, axis=1, dtype=np.uint16).astype(np.uint8)
+    folder = tmp_path / "folder" / "a"
+    folder.mkdir(parents=True)
+    exif = Image.Exif()
+    exif[0x010F] = "gpufeed test camera"  # Make
+    Image.fromarray(smooth).save(folder / "0_progressive.jpg", quality=90, progressive=True,
+                                 exif=exif.tobytes())
+    Image.fromarray(smooth).save(folder / "1_baseline.jpg", quality=90)
+    Image.fromarray(pixels).save(folder / "2_image.png")
+    whole = (folder / "0_progressive.jpg").read_bytes()
+    (folder / "3_cut.jpg").write_bytes(whole[: len(whole) * 2 // 3])
+    sources = [p.read_bytes() for p in sorted(folder.iterdir())]
+
+    summary = gpufeed.pack(tmp_path / "folder", tmp_path / "packed", progress=False,
+                           baseline_jpeg=True)
+    assert summary.rewritten == 1
+    assert "1 progressive JPEG(s) rewritten as baseline" in str(summary)
+    packed = gpufeed.open_dataset(tmp_path / "packed")
+    data = [packed[i].data for i in range(len(packed))]
+    assert b"\xff\xc2" in sources[0] and b"\xff\xc2" not in data[0]  # SOF2 -> SOF0/1
+    assert data[1:] == sources[1:]
+    with Image.open(io.BytesIO(data[0])) as rewritten, Image.open(io.BytesIO(sources[0])) as original:
+        assert np.array_equal(np.asarray(rewritten), np.asarray(original))
+        assert rewritten.getexif()[0x010F] == "gpufeed test camera"
+    # Without the option, the bytes as read.
+    plain = gpufeed.pack(tmp_path / "folder", tmp_path / "plain", progress=False)
+    assert plain.rewritten == 0
+    assert gpufeed.open_dataset(tmp_path / "plain")[0].data == sources[0]
+    # The command line.
+    result = run_cli("pack", tmp_path / "folder", tmp_path / "cli", "--quiet", "--baseline-jpeg")
+    assert "rewritten as baseline" in result.stdout
+    assert gpufeed.open_dataset(tmp_path / "cli")[0].data == data[0]

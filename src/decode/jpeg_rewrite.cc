@@ -1,0 +1,121 @@
+// RewriteProgressiveJpegAsBaseline (include/gpufeed/writer.h): a lossless
+// transcode through libjpeg's coefficient API, as `jpegtran -optimize
+// -copy all` does.
+#include "gpufeed/writer.h"
+
+#include <setjmp.h>
+
+#include <cstdint>
+#include <cstdio>  // jpeglib.h needs FILE declared first
+#include <cstdlib>
+
+#include <jpeglib.h>
+
+namespace gpufeed {
+namespace {
+
+// One error manager for both objects: any error longjmps back, any warning
+// (damaged data libjpeg reads past) is noted; nothing is printed. The
+// output buffer lives here, not in a local, so that it is valid after a
+// longjmp.
+struct Rewrite {
+  jpeg_error_mgr manager;
+  jmp_buf jump;
+  bool warned = false;
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+};
+
+void RewriteErrorExit(j_common_ptr info) {
+  longjmp(reinterpret_cast<Rewrite*>(info->err)->jump, 1);
+}
+
+void RewriteEmitMessage(j_common_ptr info, int level) {
+  if (level < 0) reinterpret_cast<Rewrite*>(info->err)->warned = true;
+}
+
+void RewriteOutputMessage(j_common_ptr) {}
+
+// PIL's (and ImageTransformOptions::max_pixels') default limit: a header
+// declaring more (a decompression bomb) is left as it is, for the loader to
+// refuse, rather than having its coefficients allocated here.
+constexpr uint64_t kMaxRewritePixels = 178956970;
+
+bool IsMarker(const jpeg_saved_marker_ptr m, int code, const char* tag, unsigned tag_size) {
+  if (m->marker != code || m->data_length < tag_size) return false;
+  for (unsigned i = 0; i < tag_size; ++i) {
+    if (m->data[i] != static_cast<JOCTET>(tag[i])) return false;
+  }
+  return true;
+}
+
+// Whether the progressive scans sent every bit of every coefficient. A
+// file that stops short (its AC scans or last refinements missing: libjpeg
+// reads it without a warning) is decoded by libjpeg with block smoothing,
+// which estimates the missing coefficients, so the same coefficients written
+// as baseline would decode to other pixels.
+bool EveryBitSent(const jpeg_decompress_struct& in) {
+  for (int c = 0; c < in.num_components; ++c) {
+    for (int k = 0; k < DCTSIZE2; ++k) {
+      if (in.coef_bits[c][k] != 0) return false;  // -1: never sent; > 0: bits left
+    }
+  }
+  return true;
+}
+
+// The markers of `in` (COM and APPn, as saved) into `out`, after the JFIF
+// and Adobe markers libjpeg writes itself (those are not written twice).
+void CopyMarkers(const jpeg_decompress_struct& in, jpeg_compress_struct* out) {
+  for (jpeg_saved_marker_ptr m = in.marker_list; m != nullptr; m = m->next) {
+    if (out->write_JFIF_header && IsMarker(m, JPEG_APP0, "JFIF", 5)) continue;
+    if (out->write_Adobe_marker && IsMarker(m, JPEG_APP0 + 14, "Adobe", 5)) continue;
+    jpeg_write_marker(out, m->marker, m->data, m->data_length);
+  }
+}
+
+}  // namespace
+
+bool RewriteProgressiveJpegAsBaseline(std::string* data) {
+  if (data->size() < 4 || static_cast<uint8_t>((*data)[0]) != 0xFF ||
+      static_cast<uint8_t>((*data)[1]) != 0xD8) {
+    return false;
+  }
+  Rewrite state;
+  jpeg_decompress_struct in;
+  jpeg_compress_struct out;
+  in.err = out.err = jpeg_std_error(&state.manager);
+  state.manager.error_exit = RewriteErrorExit;
+  state.manager.emit_message = RewriteEmitMessage;
+  state.manager.output_message = RewriteOutputMessage;
+  jpeg_create_decompress(&in);
+  jpeg_create_compress(&out);
+  bool rewritten = false;
+  if (setjmp(state.jump) == 0) {
+    jpeg_mem_src(&in, reinterpret_cast<const unsigned char*>(data->data()),
+                 static_cast<unsigned long>(data->size()));
+    jpeg_save_markers(&in, JPEG_COM, 0xFFFF);
+    for (int app = 0; app < 16; ++app) jpeg_save_markers(&in, JPEG_APP0 + app, 0xFFFF);
+    jpeg_read_header(&in, TRUE);
+    const uint64_t pixels = static_cast<uint64_t>(in.image_width) * in.image_height;
+    if (in.progressive_mode && !state.warned && pixels <= kMaxRewritePixels) {
+      jvirt_barray_ptr* coefficients = jpeg_read_coefficients(&in);
+      if (!state.warned && EveryBitSent(in)) {
+        jpeg_mem_dest(&out, &state.buffer, &state.size);
+        jpeg_copy_critical_parameters(&in, &out);
+        out.optimize_coding = TRUE;  // tables fitted to this image, as jpegtran -optimize
+        jpeg_write_coefficients(&out, coefficients);
+        CopyMarkers(in, &out);
+        jpeg_finish_compress(&out);
+        jpeg_finish_decompress(&in);
+        rewritten = !state.warned;
+      }
+    }
+  }
+  if (rewritten) data->assign(reinterpret_cast<const char*>(state.buffer), state.size);
+  jpeg_destroy_compress(&out);
+  jpeg_destroy_decompress(&in);
+  std::free(state.buffer);
+  return rewritten;
+}
+
+}  // namespace gpufeed

@@ -1,0 +1,150 @@
+// RewriteProgressiveJpegAsBaseline (include/gpufeed/writer.h): progressive
+// JPEGs of every sampling libjpeg writes become baseline ones that decode
+// to the same pixels, byte for byte (with libjpeg's entropy decoder and with
+// gpufeed's); their markers are kept; anything else is left as it is.
+#include "gpufeed/writer.h"
+#include "decode/jpeg_decoder.h"
+
+#include "jpeg_compare_util.h"
+#include "jpeg_encodings_util.h"
+#include "jpeg_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace gpufeed {
+namespace {
+
+bool IsProgressive(const std::string& jpeg) {
+  jpeg_decompress_struct info;
+  jpeg_error_mgr error;
+  info.err = jpeg_std_error(&error);
+  jpeg_create_decompress(&info);
+  jpeg_mem_src(&info, Bytes(jpeg), jpeg.size());
+  jpeg_read_header(&info, TRUE);
+  const bool progressive = info.progressive_mode;
+  jpeg_destroy_decompress(&info);
+  return progressive;
+}
+
+// The whole image, decoded with libjpeg's entropy decoder or gpufeed's.
+RegionDecode DecodeWhole(const std::string& jpeg, bool own) {
+  JpegDecoder decoder;
+  return DecodeRegionWith(&decoder, Bytes(jpeg), jpeg.size(), CropRect{0, 0, 1 << 20, 1 << 20},
+                          0, 0, 1ull << 32, own, false);
+}
+
+std::vector<Encoding> ProgressiveEncodings() {
+  std::vector<Encoding> all;
+  for (Encoding e : Encodings()) {
+    e.progressive = true;
+    all.push_back(e);
+  }
+  Encoding script;  // split bands, more refinements
+  script.progressive = true, script.custom_script = true;
+  all.push_back(script);
+  return all;
+}
+
+TEST(JpegRewriteTest, ProgressiveFilesBecomeBaselineWithTheSamePixels) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const Encoding& e : ProgressiveEncodings()) files.emplace_back(Describe(e), Encode(e));
+  files.emplace_back("cmyk", EncodeJpeg(40, 24, JCS_CMYK, 85, 3, /*progressive=*/true));
+  for (const auto& [what, jpeg] : files) {
+    ASSERT_TRUE(IsProgressive(jpeg)) << what;
+    std::string rewritten = jpeg;
+    ASSERT_TRUE(RewriteProgressiveJpegAsBaseline(&rewritten)) << what;
+    EXPECT_FALSE(IsProgressive(rewritten)) << what;
+    const RegionDecode original = DecodeWhole(jpeg, false);
+    ASSERT_TRUE(original.status.ok()) << what << ": " << original.status.ToString();
+    for (bool own : {false, true}) {
+      const RegionDecode decoded = DecodeWhole(rewritten, own);
+      ASSERT_TRUE(decoded.status.ok()) << what << ": " << decoded.status.ToString();
+      EXPECT_EQ(decoded.image.width, original.image.width) << what;
+      EXPECT_EQ(decoded.image.height, original.image.height) << what;
+      EXPECT_TRUE(decoded.image.pixels == original.image.pixels) << what << " own " << own;
+      // gpufeed's decoder takes the rewritten file (CMYK stays libjpeg's).
+      if (own && what != "cmyk") EXPECT_TRUE(decoded.own_used) << what;
+    }
+    // Rewriting again changes nothing: the file is baseline now.
+    std::string again = rewritten;
+    EXPECT_FALSE(RewriteProgressiveJpegAsBaseline(&again)) << what;
+    EXPECT_EQ(again, rewritten) << what;
+  }
+}
+
+// A marker segment: 0xFF, the code, the length (2 bytes, itself included).
+std::string Segment(int code, const std::string& payload) {
+  const size_t length = payload.size() + 2;
+  return std::string{'\xFF', static_cast<char>(code), static_cast<char>(length >> 8),
+                     static_cast<char>(length & 0xFF)} +
+         payload;
+}
+
+TEST(JpegRewriteTest, ExifIccAndCommentsAreKept) {
+  Encoding e;
+  e.progressive = true;
+  const std::string plain = Encode(e);
+  const std::string exif = Segment(0xE1, std::string("Exif\0\0", 6) + std::string(300, 'x'));
+  const std::string icc = Segment(0xE2, std::string("ICC_PROFILE\0", 12) + "\x01\x01" +
+                                            std::string(200, 'p'));
+  const std::string comment = Segment(0xFE, "a comment");
+  // After SOI and libjpeg's JFIF APP0 (18 bytes).
+  ASSERT_EQ(plain.substr(2, 4), std::string("\xFF\xE0\x00\x10", 4));
+  const std::string jpeg = plain.substr(0, 20) + exif + icc + comment + plain.substr(20);
+  std::string rewritten = jpeg;
+  ASSERT_TRUE(RewriteProgressiveJpegAsBaseline(&rewritten));
+  for (const std::string& segment : {exif, icc, comment}) {
+    const size_t at = rewritten.find(segment);
+    EXPECT_NE(at, std::string::npos);
+    EXPECT_EQ(rewritten.find(segment, at + 1), std::string::npos);
+  }
+  // One JFIF marker, libjpeg's (the saved one is not written again).
+  const size_t jfif = rewritten.find("JFIF");
+  ASSERT_NE(jfif, std::string::npos);
+  EXPECT_EQ(rewritten.find("JFIF", jfif + 1), std::string::npos);
+  EXPECT_TRUE(DecodeWhole(rewritten, true).image.pixels == DecodeWhole(jpeg, false).image.pixels);
+}
+
+// A progressive JPEG's bytes up to the first marker after its first scan's
+// data, then EOI.
+std::string FirstScanOnly(const std::string& jpeg) {
+  const size_t scan = jpeg.find("\xFF\xDA");
+  size_t at = scan + 2 + ((static_cast<uint8_t>(jpeg[scan + 2]) << 8) |
+                          static_cast<uint8_t>(jpeg[scan + 3]));
+  while (at + 1 < jpeg.size() &&
+         !(static_cast<uint8_t>(jpeg[at]) == 0xFF && jpeg[at + 1] != 0 &&
+           (static_cast<uint8_t>(jpeg[at + 1]) & 0xF8) != 0xD0)) {
+    ++at;
+  }
+  return jpeg.substr(0, at) + "\xFF\xD9";
+}
+
+TEST(JpegRewriteTest, EverythingElseIsLeftAsItIs) {
+  Encoding progressive;
+  progressive.progressive = true;
+  const std::string whole = Encode(progressive);
+  std::vector<std::pair<std::string, std::string>> others = {
+      {"baseline", Encode(Encoding())},
+      {"empty", ""},
+      {"not a JPEG", "\x89PNG\r\n\x1a\n0000"},
+      {"a JPEG's start only", "\xFF\xD8\xFF"},
+      {"garbage after SOI", "\xFF\xD8garbage and more garbage"},
+      // libjpeg warns (premature end of data) and pads: left for the
+      // loader to report as a truncated file.
+      {"progressive, cut", whole.substr(0, whole.size() * 2 / 3)},
+      // Its first scan (the DC coefficients) and EOI: libjpeg reads it
+      // without a warning, and smooths the blocks it has no AC data for.
+      {"progressive, first scan only", FirstScanOnly(whole)},
+  };
+  for (const auto& [what, data] : others) {
+    std::string copy = data;
+    EXPECT_FALSE(RewriteProgressiveJpegAsBaseline(&copy)) << what;
+    EXPECT_EQ(copy, data) << what;
+  }
+}
+
+}  // namespace
+}  // namespace gpufeed
