@@ -139,12 +139,11 @@ GPUFEED_EXPORT Status Pack(const std::string& source, const std::string& destina
 // decodes about 3x faster (libjpeg's progressive decoding keeps every
 // coefficient of the image and passes over it once per scan; gpufeed's
 // exact path reads baseline data with its own entropy decoder). Returns
-// whether it rewrote; anything else (not a JPEG, baseline already,
-// 12-bit, damaged: anything libjpeg errors or warns about; a progressive
-// file whose scans stop short, which libjpeg decodes with block smoothing;
-// more pixels than
-// the decoders' default max_pixels, 178,956,970) is left as is and false
-// returned. Thread-safe.
+// whether it rewrote. Left as is, false returned: not a JPEG; baseline
+// already; anything libjpeg errors or warns about (damaged, truncated,
+// 12-bit); a progressive file whose scans stop short (libjpeg decodes it
+// with block smoothing); more pixels than the decoders' default max_pixels
+// (178,956,970). Thread-safe.
 GPUFEED_EXPORT bool RewriteProgressiveJpegAsBaseline(std::string* data);
 
 // Scans a .rec file and writes its index ("key<TAB>offset" lines, key = the

@@ -15,13 +15,14 @@ namespace gpufeed {
 namespace {
 
 // One error manager for both objects: any error longjmps back, any warning
-// (damaged data libjpeg reads past) is noted; nothing is printed. The
-// output buffer lives here, not in a local, so that it is valid after a
+// (damaged data libjpeg reads past) is noted; nothing is printed. What the
+// rewrite sets lives here, not in locals, so that it is valid after a
 // longjmp.
 struct Rewrite {
   jpeg_error_mgr manager;
   jmp_buf jump;
   bool warned = false;
+  bool done = false;  // the baseline file is complete
   unsigned char* buffer = nullptr;
   unsigned long size = 0;
 };
@@ -89,7 +90,6 @@ bool RewriteProgressiveJpegAsBaseline(std::string* data) {
   state.manager.output_message = RewriteOutputMessage;
   jpeg_create_decompress(&in);
   jpeg_create_compress(&out);
-  bool rewritten = false;
   if (setjmp(state.jump) == 0) {
     jpeg_mem_src(&in, reinterpret_cast<const unsigned char*>(data->data()),
                  static_cast<unsigned long>(data->size()));
@@ -107,15 +107,15 @@ bool RewriteProgressiveJpegAsBaseline(std::string* data) {
         CopyMarkers(in, &out);
         jpeg_finish_compress(&out);
         jpeg_finish_decompress(&in);
-        rewritten = !state.warned;
+        state.done = !state.warned;
       }
     }
   }
-  if (rewritten) data->assign(reinterpret_cast<const char*>(state.buffer), state.size);
+  if (state.done) data->assign(reinterpret_cast<const char*>(state.buffer), state.size);
   jpeg_destroy_compress(&out);
   jpeg_destroy_decompress(&in);
   std::free(state.buffer);
-  return rewritten;
+  return state.done;
 }
 
 }  // namespace gpufeed
