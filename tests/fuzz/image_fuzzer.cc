@@ -69,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           DecodeRegionWith(&libjpeg_entropy, reinterpret_cast<const uint8_t*>(rewritten.data()),
                            rewritten.size(), crop, min_side, min_side, max_pixels, false, false);
       if (!reference.status.ok() || !SameDecode(after, reference)) std::abort();
-    } else if (rewritten.size() != size || rewritten.compare(0, size, reinterpret_cast<const char*>(data), size) != 0) {
+    } else if (rewritten != std::string(reinterpret_cast<const char*>(data), size)) {
       std::abort();
     }
   }

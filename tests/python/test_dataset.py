@@ -217,8 +217,9 @@ def test_pack_rewrites_progressive_jpegs_as_baseline_with_the_same_pixels(tmp_pa
     data = [packed[i].data for i in range(len(packed))]
     assert b"\xff\xc2" in sources[0] and b"\xff\xc2" not in data[0]  # SOF2 -> SOF0/1
     assert data[1:] == sources[1:]
-    with Image.open(io.BytesIO(data[0])) as rewritten, Image.open(io.BytesIO(sources[0])) as original:
-        assert np.array_equal(np.asarray(rewritten), np.asarray(original))
+    with Image.open(io.BytesIO(data[0])) as rewritten:
+        with Image.open(io.BytesIO(sources[0])) as original:
+            assert np.array_equal(np.asarray(rewritten), np.asarray(original))
         assert rewritten.getexif()[0x010F] == "gpufeed test camera"
     # Without the option, the bytes as read.
     plain = gpufeed.pack(tmp_path / "folder", tmp_path / "plain", progress=False)
