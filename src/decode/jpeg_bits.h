@@ -113,6 +113,14 @@ bool NextMarkerIs(const Source& source, int marker);
 // after it, from where the source stopped; 0 when the data ends first.
 int NextMarker(const Source& source, const uint8_t** after);
 
+// Passes over the rest of a restart interval without decoding it: finds
+// the next marker from where the source stands, which must be RST
+// `expected` (0..7; false otherwise, nothing changed), and leaves the
+// source at it with the bit buffer empty, as at the end of a decoded
+// interval (the caller's next BeforeMcu reads it). REQUIRES: the source
+// stands inside the interval's data, no marker met yet.
+bool SkipToRestartMarker(int expected, Bits* b, Source* source);
+
 // A code longer than kLookupBits: canonical search by length. Returns the
 // symbol, or -1 for no such code. REQUIRES: 16 bits in the buffer.
 int DecodeSlow(Bits* b, const HuffmanTable& table);

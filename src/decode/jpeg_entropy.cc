@@ -273,6 +273,14 @@ bool NextMarkerIs(const Source& source, int marker) {
   return NextMarker(source, &after) == marker;
 }
 
+bool SkipToRestartMarker(int expected, Bits* b, Source* source) {
+  const uint8_t* after = nullptr;
+  if (NextMarker(*source, &after) != 0xD0 + expected) return false;
+  *source = Source{after - 2, source->end};  // the marker's 0xFF: no padding, no marker met
+  *b = {0, 0};
+  return true;
+}
+
 int DecodeSlow(Bits* b, const HuffmanTable& table) {
   for (int length = 1; length <= 16; ++length) {
     const int32_t code = static_cast<int32_t>(Peek(*b, length));
@@ -341,20 +349,16 @@ bool IntervalUnwanted(const Scan& scan, const McuWindow& window, int last_row, l
 
 // Passes over the restart interval that starts at the next MCU without
 // decoding it: reads past the marker before it (`after_marker`; the first
-// interval has none), then finds the marker after it, which must be RST
-// count->next (false otherwise: libjpeg decodes the file), and leaves the
-// source at that marker for BeforeMcu to read, as at the end of a decoded
-// interval. The DC predictors restart there, so nothing of the interval
-// reaches a later MCU.
+// interval has none), then goes to the marker after it, which must be RST
+// count->next (false otherwise: libjpeg decodes the file), for BeforeMcu to
+// read. The DC predictors restart there, so nothing of the interval reaches
+// a later MCU.
 bool PassInterval(bool after_marker, RestartCount* count, Bits* b, Source* source) {
   if (after_marker) {
     if (!Restart(count->next, *b, source)) return false;
     count->next = (count->next + 1) & 7;
   }
-  const uint8_t* after = nullptr;
-  if (NextMarker(*source, &after) != 0xD0 + count->next) return false;
-  *source = Source{after - 2, source->end};  // the marker's 0xFF: no padding, no marker met
-  *b = {0, 0};
+  if (!SkipToRestartMarker(count->next, b, source)) return false;
   count->until = 0;
   return true;
 }

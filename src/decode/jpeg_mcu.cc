@@ -132,10 +132,7 @@ bool McuHook::Next(JBLOCKROW* blocks) {
   if (deferred_ > 0 && restart_.until == 0) {
     // The interval ended with none of its MCUs needed: on to its marker,
     // which must be the one expected (else libjpeg decodes the file).
-    const uint8_t* after = nullptr;
-    if (NextMarker(source_, &after) != 0xD0 + restart_.next) return false;
-    source_ = Source{after - 2, source_.end};
-    b = {0, 0};
+    if (!SkipToRestartMarker(restart_.next, &b, &source_)) return false;
     deferred_ = 0;
   }
   if (!BeforeMcu(scan_.restart_interval, &restart_, &b, &source_, dc_)) return false;
@@ -200,9 +197,7 @@ bool McuHook::Deferred(bool store) {
 }
 
 bool McuHook::DeferredDataWhole() const {
-  if (deferred_ == 0) return true;
-  const uint8_t* after = nullptr;
-  return NextMarker(source_, &after) == 0xD0 + restart_.next;
+  return deferred_ == 0 || NextMarkerIs(source_, 0xD0 + restart_.next);
 }
 
 // Reads past the deferred MCUs from their interval's start.

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jpeg_test_util.h"
@@ -88,6 +89,22 @@ inline std::string Encode(const Encoding& e) {
 }
 
 inline const uint8_t* Bytes(const std::string& s) { return reinterpret_cast<const uint8_t*>(s.data()); }
+// The restart intervals of `jpeg`'s scan: the offsets of their first data
+// bytes and of the markers that end them (the last ends at EOI).
+inline std::vector<std::pair<size_t, size_t>> Intervals(const std::string& jpeg, size_t start) {
+  std::vector<std::pair<size_t, size_t>> intervals;
+  size_t from = start;
+  for (size_t at = start; at + 1 < jpeg.size(); ++at) {
+    const uint8_t marker = static_cast<uint8_t>(jpeg[at + 1]);
+    if (static_cast<uint8_t>(jpeg[at]) != 0xFF || marker == 0 || marker == 0xFF) continue;
+    intervals.emplace_back(from, at);
+    if (marker == 0xD9) break;
+    from = at + 2;
+    ++at;
+  }
+  return intervals;
+}
+
 inline std::vector<Encoding> Encodings() {
   std::vector<Encoding> all;
   Encoding e;

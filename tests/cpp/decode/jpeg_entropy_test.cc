@@ -165,22 +165,6 @@ TEST(JpegEntropyTest, DataThatEndsEarlyIsRefused) {
   }
 }
 
-// The restart intervals of `jpeg`'s scan: the offsets of their first data
-// bytes and of the markers that end them (the last ends at EOI).
-std::vector<std::pair<size_t, size_t>> Intervals(const std::string& jpeg, size_t start) {
-  std::vector<std::pair<size_t, size_t>> intervals;
-  size_t from = start;
-  for (size_t at = start; at + 1 < jpeg.size(); ++at) {
-    const uint8_t marker = static_cast<uint8_t>(jpeg[at + 1]);
-    if (static_cast<uint8_t>(jpeg[at]) != 0xFF || marker == 0 || marker == 0xFF) continue;
-    intervals.emplace_back(from, at);
-    if (marker == 0xD9) break;
-    from = at + 2;
-    ++at;
-  }
-  return intervals;
-}
-
 // A restart interval that holds no MCU of the window is passed over unread
 // (to the marker after it): damage inside it changes nothing, the window's
 // coefficients still equal libjpeg's on the sound file; an interval with a

@@ -158,18 +158,7 @@ TEST(JpegMcuTest, IntervalsLibjpegDoesNotNeedAreNotRead) {
   Encoding e;
   e.width = 160, e.height = 96, e.restart_interval = 2;  // 10 x 6 MCUs of 16 x 16
   const std::string jpeg = Encode(e);
-  const size_t scan = jpeg.rfind("\xFF\xDA") + 14;
-  // Each interval's data: from after its start marker to its end marker.
-  std::vector<std::pair<size_t, size_t>> intervals;
-  size_t from = scan;
-  for (size_t at = jpeg.find('\xFF', scan); at != std::string::npos;
-       at = jpeg.find('\xFF', at + 2)) {
-    const uint8_t marker = static_cast<uint8_t>(jpeg[at + 1]);
-    if (marker == 0) continue;
-    intervals.emplace_back(from, at);
-    from = at + 2;
-    if (marker == 0xD9) break;
-  }
+  const auto intervals = Intervals(jpeg, jpeg.rfind("\xFF\xDA") + 14);  // after the SOS segment
   ASSERT_EQ(intervals.size(), 30u);
   const CropRect crop{64, 48, 48, 16};  // MCU row 3, columns 4-6
   EXPECT_TRUE(ExpectSameAsLibjpeg(jpeg, crop, 0, 0, true, "sound"));
