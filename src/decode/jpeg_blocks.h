@@ -29,23 +29,28 @@ inline int SkipSymbol(Bits* b, Source* source, const HuffmanTable& table) {
 // Reads past a block's AC symbols from zig-zag index k on: as many whole
 // symbols per lookup as the skip table holds while they stay inside the
 // block (k + advance <= 63: the block cannot end within them but by their
-// end of block), else one. False for an invalid code.
+// end of block), else one. Up to four lookups per refill (kGroupBits).
+// False for an invalid code.
 __attribute__((always_inline)) inline bool SkipRest(Bits* b, Source* source,
                                                      const HuffmanTable& table, int k) {
+  static_assert(4 * kSkipBits <= kGroupBits, "a group's lookups fit the bits a refill holds");
   const uint16_t* skip = table.skip;
   while (k < 64) {
-    Fill(b, source);
-    const uint32_t entry = skip[Peek(*b, kSkipBits)];
-    const int advance = static_cast<int>(entry >> kSkipAdvanceShift) & 63;
-    if (__builtin_expect(k + advance < 64, 1)) {  // never for a length-0 entry: k >= 1
-      Skip(b, static_cast<int>(entry & kSkipLengthMask));
-      if (entry & kSkipEndOfBlock) return true;
-      k += advance;
-      continue;
+    Fill(b, source, kGroupBits);
+    for (int lookup = 0; lookup < 4; ++lookup) {
+      const uint32_t entry = skip[Peek(*b, kSkipBits)];
+      const int advance = static_cast<int>(entry >> kSkipAdvanceShift) & 63;
+      if (__builtin_expect(k + advance < 64, 1)) {  // never for a length-0 entry: k >= 1
+        Skip(b, static_cast<int>(entry & kSkipLengthMask));
+        if (entry & kSkipEndOfBlock) return true;
+        k += advance;
+        continue;
+      }
+      const int step = SkipSymbol(b, source, table);
+      if (step <= 0) return step == 0;
+      k += step;
+      break;
     }
-    const int step = SkipSymbol(b, source, table);
-    if (step <= 0) return step == 0;
-    k += step;
   }
   return true;
 }
@@ -79,25 +84,29 @@ __attribute__((always_inline)) inline bool DecodeBlock(Bits* b, Source* source,
   const uint32_t* lookup = component.ac->lookup;
   int k = 1;
   if (component.limit <= kPairLimit) {
-    // The kept coefficients (below the limit), up to two symbols a lookup.
+    // The kept coefficients (below the limit), up to two symbols a lookup,
+    // up to four lookups per refill (kGroupBits).
+    static_assert(4 * kLookupBits <= kGroupBits, "a group's lookups fit the bits a refill holds");
     const uint32_t* pair = component.ac->pair;
     while (k < component.limit) {
-      Fill(b, source);
-      const uint32_t entry = pair[Peek(*b, kLookupBits)];
-      if (__builtin_expect(entry == 0, 0)) {
-        const int step = DecodeOne(b, source, *component.ac, position, block, k);
-        if (step <= 0) return step == 0;
-        k += step;
-        continue;
+      Fill(b, source, kGroupBits);
+      for (int lookup = 0; lookup < 4 && k < component.limit; ++lookup) {
+        const uint32_t entry = pair[Peek(*b, kLookupBits)];
+        if (__builtin_expect(entry == 0, 0)) {
+          const int step = DecodeOne(b, source, *component.ac, position, block, k);
+          if (step <= 0) return step == 0;
+          k += step;
+          break;
+        }
+        Skip(b, entry & kLengthMask);
+        const int first = k + static_cast<int>((entry >> kPairRun1Shift) & 15);
+        block[position[first]] = static_cast<int16_t>(static_cast<int32_t>(entry << 6) >> 24);
+        if (entry & kPairEnd) return true;
+        const int second = first + static_cast<int>((entry >> kPairAdvance2Shift) & 31);
+        block[position[second]] =
+            static_cast<int16_t>(static_cast<int32_t>(entry) >> kPairValue2Shift);
+        k = second + ((entry & kPairTwo) != 0);
       }
-      Skip(b, entry & kLengthMask);
-      const int first = k + static_cast<int>((entry >> kPairRun1Shift) & 15);
-      block[position[first]] = static_cast<int16_t>(static_cast<int32_t>(entry << 6) >> 24);
-      if (entry & kPairEnd) return true;
-      const int second = first + static_cast<int>((entry >> kPairAdvance2Shift) & 31);
-      block[position[second]] =
-          static_cast<int16_t>(static_cast<int32_t>(entry) >> kPairValue2Shift);
-      k = second + ((entry & kPairTwo) != 0);
     }
     return SkipRest(b, source, *component.ac, k);
   }

@@ -273,20 +273,18 @@ bool NextMarkerIs(const Source& source, int marker) {
   return NextMarker(source, &after) == marker;
 }
 
-bool SkipToRestartMarker(int expected, Bits* b, Source* source) {
+bool SkipToRestartMarker(int expected, Source* source) {
   const uint8_t* after = nullptr;
   if (NextMarker(*source, &after) != 0xD0 + expected) return false;
   *source = Source{after - 2, source->end};  // the marker's 0xFF: no padding, no marker met
-  *b = {0, 0};
   return true;
 }
 
-int DecodeSlow(Bits* b, const HuffmanTable& table) {
+int DecodeSlowCode(uint64_t bits, const HuffmanTable& table) {
   for (int length = 1; length <= 16; ++length) {
-    const int32_t code = static_cast<int32_t>(Peek(*b, length));
+    const int32_t code = static_cast<int32_t>(bits >> (64 - length));
     if (table.max_code[length] >= 0 && code <= table.max_code[length]) {
-      Skip(b, length);
-      return table.symbols[(table.value_offset[length] + code) & 0xFF];
+      return table.symbols[(table.value_offset[length] + code) & 0xFF] | length << 8;
     }
   }
   return -1;
@@ -349,16 +347,17 @@ bool IntervalUnwanted(const Scan& scan, const McuWindow& window, int last_row, l
 
 // Passes over the restart interval that starts at the next MCU without
 // decoding it: reads past the marker before it (`after_marker`; the first
-// interval has none), then goes to the marker after it, which must be RST
-// count->next (false otherwise: libjpeg decodes the file), for BeforeMcu to
-// read. The DC predictors restart there, so nothing of the interval reaches
-// a later MCU.
-bool PassInterval(bool after_marker, RestartCount* count, Bits* b, Source* source) {
+// interval has none; `b` the bits left before it), then goes to the marker
+// after it, which must be RST count->next (false otherwise: libjpeg
+// decodes the file), for BeforeMcu to read once the caller has emptied its
+// bit buffer. The DC predictors restart there, so nothing of the interval
+// reaches a later MCU.
+bool PassInterval(bool after_marker, RestartCount* count, Bits b, Source* source) {
   if (after_marker) {
-    if (!Restart(count->next, *b, source)) return false;
+    if (!Restart(count->next, b, source)) return false;
     count->next = (count->next + 1) & 7;
   }
-  if (!SkipToRestartMarker(count->next, b, source)) return false;
+  if (!SkipToRestartMarker(count->next, source)) return false;
   count->until = 0;
   return true;
 }
@@ -408,7 +407,8 @@ bool DecodeScan(const Scan& scan, const McuWindow& window, BlockSink* sink) {
       const long index = static_cast<long>(y) * scan.mcus_per_row + x;
       if (scan.restart_interval > 0 && (restart.until == 0 || index == 0) &&
           IntervalUnwanted(scan, window, last_row, index)) {
-        if (!PassInterval(index > 0, &restart, &b, &source)) return false;
+        if (!PassInterval(index > 0, &restart, b, &source)) return false;
+        b = {0, 0};
         passing = scan.restart_interval - 1;
         continue;
       }

@@ -132,7 +132,8 @@ bool McuHook::Next(JBLOCKROW* blocks) {
   if (deferred_ > 0 && restart_.until == 0) {
     // The interval ended with none of its MCUs needed: on to its marker,
     // which must be the one expected (else libjpeg decodes the file).
-    if (!SkipToRestartMarker(restart_.next, &b, &source_)) return false;
+    if (!SkipToRestartMarker(restart_.next, &source_)) return false;
+    b = {0, 0};
     deferred_ = 0;
   }
   if (!BeforeMcu(scan_.restart_interval, &restart_, &b, &source_, dc_)) return false;

@@ -148,7 +148,9 @@ class ProgressiveDecoder {
   bool DecodeOneScan(const ScanParams& scan, const uint8_t* start, int* marker,
                      const uint8_t** after);
   bool SkipToMarker(const Source& source, int* marker, const uint8_t** after);
-  bool AtMcu(Bits* b, Source* source);
+  // Inlined into the scan loops: the bit buffer's address is never taken
+  // by a call, so that it stays in registers.
+  __attribute__((always_inline)) inline bool AtMcu(Bits* b, Source* source);
   // A scan's kind; each gets its own decoding loop (DecodeInterleaved,
   // DecodeSingle), so that no block asks and each loop keeps its bit
   // buffer in registers.
@@ -285,7 +287,7 @@ bool ProgressiveDecoder::SkipToMarker(const Source& source, int* marker, const u
 
 // Restart markers every headers_.restart_interval MCUs of a scan: checked, and the
 // predictors and the end-of-band run reset. False for a missing one.
-bool ProgressiveDecoder::AtMcu(Bits* b, Source* source) {
+inline bool ProgressiveDecoder::AtMcu(Bits* b, Source* source) {
   if (headers_.restart_interval == 0) return true;
   if (until_restart_ == 0) {
     if (!Restart(next_restart_, *b, source)) return false;
