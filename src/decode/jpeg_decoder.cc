@@ -197,6 +197,17 @@ struct JpegDecoder::State {
   std::vector<uint8_t> rows;  // kRowsPerRead decoded rows (cropped columns)
   jpeg_entropy::McuHook hook;
   bool own_entropy = OwnEntropyAllowed();
+
+  // Creates `info` (its error manager set): false, with `created` false,
+  // when libjpeg runs out of memory.
+  bool Create() {
+    created = false;
+    used = false;
+    if (setjmp(error.jump)) return false;
+    jpeg_create_decompress(&info);
+    created = true;
+    return true;
+  }
 };
 
 JpegDecoder::JpegDecoder() : state_(new State) {
@@ -204,9 +215,7 @@ JpegDecoder::JpegDecoder() : state_(new State) {
   s->info.err = jpeg_std_error(&s->error.manager);
   s->error.manager.error_exit = JpegErrorExit;
   s->error.manager.emit_message = JpegEmitMessage;
-  if (setjmp(s->error.jump)) return;  // out of memory: Start reports it
-  jpeg_create_decompress(&s->info);
-  s->created = true;
+  s->Create();  // out of memory: Start reports it
 }
 
 JpegDecoder::~JpegDecoder() {
@@ -225,12 +234,7 @@ Status JpegDecoder::Start(const uint8_t* data, size_t size, ImageHeader* header)
   // fails (DQT) or takes the standard tables (DHT).
   if (s->used) {
     jpeg_destroy_decompress(&s->info);
-    s->created = false;
-    if (setjmp(s->error.jump)) {
-      return Status::Internal("out of memory: cannot create a JPEG decompressor");
-    }
-    jpeg_create_decompress(&s->info);
-    s->created = true;
+    if (!s->Create()) return Status::Internal("out of memory: cannot create a JPEG decompressor");
   }
   s->used = true;
   if (setjmp(s->error.jump)) {
