@@ -195,12 +195,13 @@ void UringEngine::RingThread::Loop() {
     if (!closing && waiting_registered && !was_waiting) StartRequests();
     RetryDue();
     ExpireDue(Clock::now());
-    SubmitPrepared();
-    if (submit_calls != submits_before) {  // reads in flight, once per turn that submitted
+    // What is prepared is submitted with the wait (WaitAndReap).
+    if (prepared > 0 || submit_calls != submits_before) {  // once per turn that submits
       inflight_sum += static_cast<double>(active);
       inflight_samples += 1;
     }
     if (stopping && active == abandoned) {
+      SubmitPrepared();
       CancelQueued();  // requests waiting for buffers nobody frees, or none
       KeepAbandonedMemory();
       std::lock_guard<std::mutex> lock(engine->stats_mutex_);
