@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "decode/jpeg_bits.h"
+#include "decode/jpeg_bitsets.h"
 #include "decode/jpeg_entropy.h"
 #include "decode/jpeg_scans.h"
 
@@ -30,47 +31,6 @@ constexpr CornerSlots MakeCornerSlots() {
 }
 constexpr CornerSlots kCorner = MakeCornerSlots();
 
-// Bits set in `x` (the build targets x86-64 without POPCNT, where the
-// builtin is a library call).
-inline int PopCount(uint64_t x) {
-  x = x - ((x >> 1) & 0x5555555555555555ull);
-  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
-  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
-  return static_cast<int>((x * 0x0101010101010101ull) >> 56);
-}
-
-// Per byte value: the positions of its set bits in increasing order (byte
-// j of the word; the rest 0), and how many there are.
-struct BytePositions {
-  uint64_t positions[256];
-  uint8_t count[256];
-};
-constexpr BytePositions MakeBytePositions() {
-  BytePositions table{};
-  for (int v = 0; v < 256; ++v) {
-    int n = 0;
-    for (int bit = 0; bit < 8; ++bit) {
-      if ((v >> bit) & 1) table.positions[v] |= static_cast<uint64_t>(bit) << (8 * n++);
-    }
-    table.count[v] = static_cast<uint8_t>(n);
-  }
-  return table;
-}
-constexpr BytePositions kBytePositions = MakeBytePositions();
-
-// Writes the positions of x's set bits, in increasing order, to out[0, n)
-// and returns n. out must hold 72 bytes (a byte's 8 are stored whole).
-inline int SetBitPositions(uint64_t x, uint8_t* out) {
-  int n = 0;
-  for (int byte = 0; byte < 8; ++byte) {
-    const unsigned v = static_cast<unsigned>(x >> (8 * byte)) & 0xFF;
-    const uint64_t positions = kBytePositions.positions[v] + 0x0808080808080808ull * byte;
-    std::memcpy(out + n, &positions, 8);
-    n += kBytePositions.count[v];
-  }
-  return n;
-}
-
 // JPEG's largest sampling factor (libjpeg refuses a larger one, and so does
 // Setup): the planes' slack past their last row.
 constexpr int kMaxSampling = 4;
@@ -81,13 +41,6 @@ inline int16_t Wrap16(uint32_t value) { return static_cast<int16_t>(static_cast<
 // transform's position, as libjpeg does on its 16-bit coefficient.
 inline void RefineDc(CornerBlock* block, uint32_t bit, int al) {
   block->corner[0] = Wrap16(block->corner[0] | (bit << al));
-}
-
-// Bits k in [from, to] (0 <= from, to <= 63); 0 when from > to.
-inline uint64_t Range(int from, int to) {
-  if (from > to) return 0;
-  const uint64_t upto = to == 63 ? ~0ull : (1ull << (to + 1)) - 1;
-  return upto & ~((1ull << from) - 1);
 }
 
 // Reads the end-of-band run's extra bits: the blocks it covers, this one
@@ -132,8 +85,8 @@ inline void Corrections(Bits* b, Source* source, uint64_t positions, uint64_t ke
 class ProgressiveDecoder {
  public:
   ProgressiveDecoder(const jpeg_decompress_struct& info, const uint8_t* data, size_t size,
-                     int last_mcu_row, CornerPlane* planes)
-      : info_(info), data_(data), end_(data + size), planes_(planes) {
+                     int last_mcu_row, CornerPlane* planes, AcBits ac_bits)
+      : info_(info), data_(data), end_(data + size), planes_(planes), ac_bits_(ac_bits) {
     hmax_ = info.max_h_samp_factor;
     vmax_ = info.max_v_samp_factor;
     mcus_per_row_ = static_cast<int>((info.image_width + 8 * hmax_ - 1) / (8 * hmax_));
@@ -172,6 +125,7 @@ class ProgressiveDecoder {
   const uint8_t* data_;
   const uint8_t* end_;
   CornerPlane* planes_;
+  AcBits ac_bits_;
   int hmax_ = 1, vmax_ = 1, mcus_per_row_ = 0, mcu_rows_ = 0, last_mcu_row_ = 0;
   int h_[kMaxComponents] = {}, v_[kMaxComponents] = {};
   int width_in_blocks_[kMaxComponents] = {}, height_in_blocks_[kMaxComponents] = {};
@@ -250,6 +204,12 @@ bool ProgressiveDecoder::DecodeOneScan(const ScanParams& scan, const uint8_t* st
   // read only by that component's later AC scans. Skipped to its end
   // marker unread, as the rows below the crop are.
   if (scan.ss > 0 && (keep_[scan.component[0]] >> 1) == 0) {
+    return SkipToMarker(source, marker, after);
+  }
+  // The AC coefficients' last bit, when the caller lets it go (AcBits):
+  // no later scan reads what this one would set (Al 0 ends the band's
+  // progression).
+  if (scan.ss > 0 && scan.ah != 0 && scan.al == 0 && ac_bits_ == AcBits::kSkipLastRefinement) {
     return SkipToMarker(source, marker, after);
   }
   Bits b{0, 0};
@@ -490,8 +450,8 @@ uint64_t CornerPositions(int rows, int cols) {
 }
 
 bool DecodeProgressive(const jpeg_decompress_struct& info, const uint8_t* data, size_t size,
-                       int last_mcu_row, CornerPlane* planes) {
-  ProgressiveDecoder decoder(info, data, size, last_mcu_row, planes);
+                       int last_mcu_row, CornerPlane* planes, AcBits ac_bits) {
+  ProgressiveDecoder decoder(info, data, size, last_mcu_row, planes, ac_bits);
   return decoder.Run();
 }
 

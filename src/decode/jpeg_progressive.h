@@ -62,13 +62,27 @@ constexpr size_t kRetainedCornerBytes = 32u << 20;
 // The zig-zag positions of natural rows r < rows and columns c < cols.
 uint64_t CornerPositions(int rows, int cols);
 
+// How much of the AC coefficients' precision a decode reads.
+enum class AcBits {
+  // Every scan: the corners equal libjpeg's coefficients.
+  kAll,
+  // The AC refinement scans that set the coefficients' last bit (Ah > 0,
+  // Al 0) are skipped unread, to their end marker: each kept AC coefficient
+  // then differs from libjpeg's by at most 1 (one quantization step), with
+  // its nonzero bit as before that scan. Those scans are most of a
+  // progressive file's decoding time (libjpeg's default progression ends
+  // with them); exact=False's scaled decode takes this (docs/tuning.md,
+  // "The last bit of progressive AC coefficients").
+  kSkipLastRefinement,
+};
+
 // Decodes every scan of the progressive JPEG whose header `info` holds
 // (read from data[0, size)), the MCU rows [0, last_mcu_row] of each, into
 // planes[c] for frame component c. False when it does not decode the file
 // (above). REQUIRES: info.progressive_mode, info.num_components <= 3,
 // info.src a memory source over data[0, size) (its position is checked).
 bool DecodeProgressive(const jpeg_decompress_struct& info, const uint8_t* data, size_t size,
-                       int last_mcu_row, CornerPlane* planes);
+                       int last_mcu_row, CornerPlane* planes, AcBits ac_bits = AcBits::kAll);
 
 }  // namespace jpeg_entropy
 }  // namespace gpufeed

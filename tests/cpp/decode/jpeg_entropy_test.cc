@@ -510,6 +510,47 @@ TEST(JpegProgressiveTest, CornersEqualLibjpegsCoefficients) {
   }
 }
 
+// AcBits::kSkipLastRefinement (exact=False's scaled decode): the DC
+// coefficients equal libjpeg's, and each kept AC coefficient is within one
+// of it (the refinement scans of the last bit are not read). libjpeg's
+// progression refines every band's last bit, so some coefficients differ.
+TEST(JpegProgressiveTest, SkippingTheLastRefinementLeavesEachCoefficientWithinOne) {
+  long differing = 0;
+  for (const Encoding& encoding : ProgressiveEncodings()) {
+    const std::string jpeg = Encode(encoding);
+    Header fresh(jpeg);
+    jpeg_entropy::CornerPlane planes[3];
+    for (int c = 0; c < 3; ++c) planes[c].keep = jpeg_entropy::CornerPositions(4, 4);
+    ASSERT_TRUE(jpeg_entropy::DecodeProgressive(fresh.info, Bytes(jpeg), jpeg.size(), 1 << 20,
+                                                planes,
+                                                jpeg_entropy::AcBits::kSkipLastRefinement))
+        << Describe(encoding);
+    Header header(jpeg);
+    jvirt_barray_ptr* arrays = jpeg_read_coefficients(&header.info);
+    long blocks = 0, beyond = 0;
+    for (int c = 0; c < header.info.num_components; ++c) {
+      const jpeg_component_info& comp = header.info.comp_info[c];
+      for (int y = 0; y < static_cast<int>(comp.height_in_blocks); ++y) {
+        JBLOCKARRAY row = header.info.mem->access_virt_barray(
+            reinterpret_cast<j_common_ptr>(&header.info), arrays[c], y, 1, FALSE);
+        for (int x = 0; x < static_cast<int>(comp.width_in_blocks); ++x, ++blocks) {
+          const jpeg_entropy::CornerBlock& got = planes[c].at(x, y);
+          beyond += got.corner[0] != row[0][x][0];
+          for (int n = 1; n < 16; ++n) {
+            const int difference = got.corner[n] - row[0][x][8 * (n / 4) + n % 4];
+            beyond += difference < -1 || difference > 1;
+            differing += difference != 0;
+          }
+        }
+      }
+    }
+    jpeg_finish_decompress(&header.info);
+    EXPECT_GT(blocks, 0);
+    EXPECT_EQ(beyond, 0) << Describe(encoding);
+  }
+  EXPECT_GT(differing, 0);
+}
+
 TEST(JpegProgressiveTest, ScaledDecodeIsCloseAndCutFilesAreLeftToLibjpeg) {
   Encoding encoding;
   encoding.progressive = true;
