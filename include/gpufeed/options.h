@@ -114,9 +114,9 @@ struct ImageTransformOptions {
   // true: PIL / torchvision's bytes at every image size (full-resolution
   // decode of the crop). false: crops at least twice the output are decoded
   // at 1/2, 1/4 or 1/8 in the DCT domain first (baseline and progressive
-  // JPEGs by gpufeed's own entropy decoders, others by libjpeg-turbo),
-  // faster on large photographs and close to, not equal to, PIL
-  // (docs/tuning.md).
+  // JPEGs by gpufeed's own entropy decoders, others by libjpeg-turbo; of a
+  // progressive JPEG's AC coefficients the last bit is not read), faster
+  // on large photographs and close to, not equal to, PIL (docs/tuning.md).
   bool exact = true;
 };
 

@@ -29,9 +29,11 @@ class ImageTransform:
     exact=True (default): PIL / torchvision's bytes at every image size.
     exact=False: crops at least twice the output are decoded at 1/2, 1/4 or
     1/8 in the DCT domain first (baseline and progressive JPEGs by gpufeed's
-    own entropy decoders, others by libjpeg-turbo), then resampled: about
-    1.7-2.1x the exact rate on multi-megapixel photographs (one thread, a
-    2-vCPU AMD EPYC), close to but not equal to PIL's output (docs/tuning.md
+    own entropy decoders, others by libjpeg-turbo), then resampled; of a
+    progressive JPEG's AC coefficients the last bit is not read (at most one
+    quantization step each). About 1.8-2x the exact rate on baseline
+    multi-megapixel photographs, about 8x on progressive ones (one thread, a
+    2-vCPU AMD EPYC); close to but not equal to PIL's output (docs/tuning.md
     states by how much).
     """
     size: int = 224
