@@ -58,7 +58,7 @@ void UringEngine::RingThread::WaitAndReap() {
       io_uring_cqe* cqe = nullptr;
       rc = io_uring_wait_cqe(&ring, &cqe);
     }
-    if (submit && prepared > 0 && io_uring_sq_ready(&ring) == 0) {  // the kernel took them
+    if (prepared > 0 && io_uring_sq_ready(&ring) == 0) {  // submitted with the wait
       submit_calls += 1;
       prepared = 0;
     }
