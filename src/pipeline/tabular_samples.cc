@@ -31,8 +31,11 @@
 namespace gpufeed {
 namespace {
 
-// Samples a worker claims at once: a large batch is one run; small ones
-// share a run (one lock round trip for many rows).
+// Samples a worker claims at once, whatever the batch size: a large batch
+// is written by every worker at once, a part each (the consumer gets it
+// after a run per worker, not after one worker wrote it all, and each run
+// moves the blocks' read-ahead on); small batches share a run up to
+// max_run_batches (one lock round trip for many rows).
 constexpr uint64_t kTabularRun = 16384;
 // Rows located (and their bytes prefetched) before a chunk is converted.
 constexpr size_t kChunk = 32;
@@ -61,7 +64,7 @@ class TabularSamples final : public SampleKind {
 
   WorkSchedule Schedule(const std::vector<uint64_t>&, bool) const override {
     WorkSchedule schedule;
-    schedule.run_tasks = std::max<uint64_t>(options_.batch_size, kTabularRun);
+    schedule.run_tasks = kTabularRun;
     schedule.max_run_batches = static_cast<size_t>(std::max(1, options_.prefetch / 2));
     schedule.time_per_run = true;
     schedule.whole_runs = true;

@@ -234,6 +234,81 @@ TEST_F(TabularLoaderTest, RanksTakeEveryRowOnceAndResumeExactly) {
             std::vector<uint64_t>(expected.begin() + 3 * 512, expected.end()));
 }
 
+// A batch larger than a worker's run (16,384 rows) is written by the
+// workers together, a part each: every row lands at its place in the batch,
+// so two workers give the batches one worker gives, row for row. Records
+// written here: row i holds label i % 2, dense i * 13 + j, ids i * 26 + j.
+TEST(TabularLargeBatchTest, ABatchLargerThanARunIsWrittenByTheWorkersTogether) {
+  constexpr uint64_t kManyRows = 50000;
+  TempDir dir;
+  std::string bytes(kManyRows * 160, '\0');
+  for (uint64_t i = 0; i < kManyRows; ++i) {
+    int32_t fields[40];
+    fields[0] = static_cast<int32_t>(i % 2);
+    for (int j = 0; j < kDense; ++j) fields[1 + j] = static_cast<int32_t>(i * kDense + j);
+    for (int j = 0; j < kSparse; ++j) fields[14 + j] = static_cast<int32_t>(i * kSparse + j);
+    std::memcpy(&bytes[i * 160], fields, 160);
+  }
+  ASSERT_TRUE(CreateDirectories(JoinPath(dir.path(), "data")).ok());
+  WriteBytes(JoinPath(dir.path(), "data/part_0.bin"), bytes);
+  DatasetOptions dataset_options;
+  ASSERT_TRUE(ParseFormat("records", &dataset_options.format).ok());
+  dataset_options.tabular.block_bytes = 160 * 3000;  // 17 blocks
+  std::unique_ptr<Dataset> opened;
+  Status status = Dataset::Open(JoinPath(dir.path(), "data"), dataset_options, &opened);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  std::shared_ptr<const Dataset> dataset = std::move(opened);
+
+  auto epoch_ids = [&](int threads) {
+    LoaderOptions options;
+    options.batch_size = 40000;  // a batch of three runs (16,384, 16,384, 7,232), then 10,000
+    options.num_threads = threads;
+    options.shuffle = ShuffleMode::kBlock;
+    options.seed = 3;
+    options.transform = TransformKind::kTabular;
+    std::unique_ptr<Loader> loader;
+    Status opened_status = Loader::Open(dataset, options, &loader);
+    EXPECT_TRUE(opened_status.ok()) << opened_status.ToString();
+    std::vector<uint64_t> ids;
+    if (!opened_status.ok()) return ids;
+    Batch batch;
+    std::vector<int64_t> sizes;
+    while (true) {
+      Status next = loader->Next(&batch);
+      EXPECT_TRUE(next.ok()) << next.ToString();
+      if (!next.ok() || batch.end_of_epoch()) break;
+      const int64_t b = batch.size();
+      sizes.push_back(b);
+      const float* dense = static_cast<const float*>(batch.data().data);
+      const int64_t* sparse = static_cast<const int64_t*>(batch.extras().at(0).data);
+      const float* labels = static_cast<const float*>(batch.labels().data);
+      for (int64_t row = 0; row < b; ++row) {
+        const uint64_t id = batch.sample_ids()[row];
+        bool same = labels[row] == static_cast<float>(id % 2);
+        for (int j = 0; j < kDense; ++j) {
+          same = same && dense[row * kDense + j] == static_cast<float>(id * kDense + j);
+        }
+        for (int j = 0; j < kSparse; ++j) {
+          same = same && sparse[row * kSparse + j] == static_cast<int64_t>(id * kSparse + j);
+        }
+        if (!same) {
+          ADD_FAILURE() << "row " << row << " of a batch holds another row than sample " << id;
+          return ids;
+        }
+        ids.push_back(id);
+      }
+    }
+    EXPECT_EQ(sizes, (std::vector<int64_t>{40000, 10000}));
+    return ids;
+  };
+  const std::vector<uint64_t> two = epoch_ids(2);
+  ASSERT_EQ(two.size(), kManyRows);
+  std::vector<int> seen(kManyRows, 0);
+  for (uint64_t id : two) ++seen[id];
+  for (uint64_t i = 0; i < kManyRows; ++i) ASSERT_EQ(seen[i], 1) << "row " << i;
+  EXPECT_EQ(epoch_ids(1), two);
+}
+
 TEST_F(TabularLoaderTest, HashSizesOfTheWrongLengthAreRefused) {
   LoaderOptions options = Options(ShuffleMode::kBlock, false);
   options.tabular.hash_sizes.assign(25, 1000);
