@@ -708,6 +708,27 @@ def test_tsv_bad_lines_are_skipped_and_counted(tmp_path, shuffle):
     assert all(s["path"].endswith(".tsv") for s in listed), listed
 
 
+@need_tsv
+def test_a_batch_larger_than_a_run_skips_bad_lines_in_every_part(tmp_path):
+    # A worker claims at most 16,384 rows: a batch of 40,000 is written by
+    # both workers in three runs, and a bad line in any of them is left out
+    # of that batch alone.
+    bad = {5: BAD_LINES[17], 20000: BAD_LINES[250], 36000: BAD_LINES[1301]}
+    table = write_tsv(tmp_path / "large", sizes=(30000, 12000), bad=bad)
+    loader = table.loader(batch_size=40000, shuffle="block", seed=3, on_error="skip",
+                          max_skipped=len(bad), num_threads=2)
+    sizes, parts = [], []
+    for batch in loader:
+        sizes.append(int(batch[2].shape[0]))
+        parts.append([np.asarray(t).copy() for t in batch])
+    got = [np.concatenate([p[i] for p in parts]) for i in range(3)]
+    assert sum(sizes) == 42000 - len(bad) and len(sizes) == 2
+    keys = row_keys(*got).tolist()
+    assert set(keys) == set(row_keys(*tabular_reference(table)).tolist())
+    assert len(set(keys)) == len(keys)
+    assert loader.stats("open")["skipped"] == len(bad)
+
+
 def test_hash_sizes_and_sparse_dtype_are_checked(tables):
     table = tables["npy_int"]
     with pytest.raises(ValueError, match="26 sparse columns"):
