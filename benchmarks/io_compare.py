@@ -9,7 +9,8 @@ Each case runs gpufeed_io_bench and fio with matching parameters (fio's
 io_uring engine against our io_uring backend, fio psync with numjobs = N
 against our pread pool of N threads), alternating the order between repeats;
 the figures are medians over the repeats (the target cases, among them 4 KiB
-random reads at every queue depth 1-64, get at least 5; 3 with --quick).
+random reads at every queue depth 1-64, get at least 6; 4 with --quick: an
+even number, so that each tool runs second in half the pairs).
 Every file is read once before the
 cases, not counted (a first pass over a file after other work ran slow on
 the dev VM, whoever made it). Cold cases drop the page cache
@@ -176,10 +177,15 @@ def build_cases(raw, shard, quick):
 
 
 def target_repeats(args):
-    """Runs per tool for a target case: more than the others (3 in --quick,
-    5 otherwise), as one pair on a shared disk can differ by 15% either way
-    and a verdict hangs on their median."""
-    return max(args.repeats, 3 if args.quick else 5)
+    """Runs per tool for a target case: more than the others (4 in --quick,
+    6 otherwise), as one pair on a shared disk can differ by 15% either way
+    and a verdict hangs on their median. An even number: the order alternates
+    (ours, fio / fio, ours), so each tool runs second in half the pairs. On
+    the dev VM the host's cache of the disk warms through the step (a run
+    re-reading the offsets of the runs before it is faster), and with 5
+    repeats fio ran second, into the warmer cache, in 3 of them and its
+    median came from a later run than ours."""
+    return max(args.repeats, 4 if args.quick else 6)
 
 
 def repeats_for(args, case):
