@@ -180,11 +180,9 @@ def target_repeats(args):
     """Runs per tool for a target case: more than the others (4 in --quick,
     6 otherwise), as one pair on a shared disk can differ by 15% either way
     and a verdict hangs on their median. An even number: the order alternates
-    (ours, fio / fio, ours), so each tool runs second in half the pairs. On
-    the dev VM the host's cache of the disk warms through the step (a run
-    re-reading the offsets of the runs before it is faster), and with 5
-    repeats fio ran second, into the warmer cache, in 3 of them and its
-    median came from a later run than ours."""
+    (ours, fio / fio, ours), so each tool runs second in half the pairs
+    (where the disk warms through the step, as the dev VM's does, the one
+    that runs second reads into the warmer cache)."""
     return max(args.repeats, 4 if args.quick else 6)
 
 
