@@ -190,6 +190,28 @@ def test_every_batch_brings_the_tables_rows_of_its_ids(data, tables, name, shuff
         assert "lookup" in stats["verdict"]  # the workers' shares name it
 
 
+def test_a_batch_written_by_both_workers_brings_every_rows_embeddings(tmp_path, tables):
+    # A worker claims at most 16,384 rows: a batch of 36,000 is written in
+    # three runs, each looking its own rows up into its part of the planes.
+    root = tmp_path / "large"
+    root.mkdir()
+    rng = np.random.default_rng(3)
+    array = np.zeros(40000, MLPERF)
+    array["label"] = rng.integers(0, 2, 40000)
+    array["dense"] = rng.integers(-100, 100_000, (40000, 13))
+    array["sparse"] = rng.integers(-2**31, 2**31, (40000, 26))
+    array.tofile(root / "part_0.bin")
+    large = Data(root, array["label"], array["dense"], array["sparse"], format="records",
+                 format_options=gpufeed.TabularOptions(record_schema=MLPERF_SCHEMA,
+                                                       block_bytes=160 * 3000))
+    embeddings = {3: tables["f32"], 7: tables["f16"]}
+    loader = large.loader({c: t for c, (t, _) in embeddings.items()}, batch_size=36000,
+                          shuffle="block", seed=2, num_threads=2)
+    got = epoch_keys(loader, embeddings)
+    want = reference_keys(large, embeddings)
+    assert collections.Counter(got.tolist()) == collections.Counter(want.tolist())
+
+
 def test_int8_bfloat16_and_uint8_tables(data, tables):
     embeddings = {0: tables["i8"], 12: tables["bf16"], 25: tables["u8"]}
     loader = data["records"].loader({c: t for c, (t, _) in embeddings.items()},
