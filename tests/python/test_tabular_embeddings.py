@@ -60,18 +60,19 @@ def write_npy(root):
                 format_options=gpufeed.TabularOptions(block_bytes=BLOCK_BYTES))
 
 
-def write_records(root):
+def write_records(root, rows=2600, first_file_rows=1700, seed=2, block_bytes=BLOCK_BYTES):
+    """MLPerf records in part_0.bin (first_file_rows) and part_1.bin (the rest)."""
     root.mkdir()
-    rng = np.random.default_rng(2)
-    array = np.zeros(2600, MLPERF)
-    array["label"] = rng.integers(0, 2, 2600)
-    array["dense"] = rng.integers(-100, 100_000, (2600, 13))
-    array["sparse"] = rng.integers(-2**31, 2**31, (2600, 26))
-    array[:1700].tofile(root / "part_0.bin")
-    array[1700:].tofile(root / "part_1.bin")
+    rng = np.random.default_rng(seed)
+    array = np.zeros(rows, MLPERF)
+    array["label"] = rng.integers(0, 2, rows)
+    array["dense"] = rng.integers(-100, 100_000, (rows, 13))
+    array["sparse"] = rng.integers(-2**31, 2**31, (rows, 26))
+    array[:first_file_rows].tofile(root / "part_0.bin")
+    array[first_file_rows:].tofile(root / "part_1.bin")
     return Data(root, array["label"], array["dense"], array["sparse"], format="records",
                 format_options=gpufeed.TabularOptions(record_schema=MLPERF_SCHEMA,
-                                                      block_bytes=BLOCK_BYTES))
+                                                      block_bytes=block_bytes))
 
 
 def write_table(root, name, rows, dim, dtype, seed):
@@ -193,17 +194,8 @@ def test_every_batch_brings_the_tables_rows_of_its_ids(data, tables, name, shuff
 def test_a_batch_written_by_both_workers_brings_every_rows_embeddings(tmp_path, tables):
     # A worker claims at most 16,384 rows: a batch of 36,000 is written in
     # three runs, each looking its own rows up into its part of the planes.
-    root = tmp_path / "large"
-    root.mkdir()
-    rng = np.random.default_rng(3)
-    array = np.zeros(40000, MLPERF)
-    array["label"] = rng.integers(0, 2, 40000)
-    array["dense"] = rng.integers(-100, 100_000, (40000, 13))
-    array["sparse"] = rng.integers(-2**31, 2**31, (40000, 26))
-    array.tofile(root / "part_0.bin")
-    large = Data(root, array["label"], array["dense"], array["sparse"], format="records",
-                 format_options=gpufeed.TabularOptions(record_schema=MLPERF_SCHEMA,
-                                                       block_bytes=160 * 3000))
+    large = write_records(tmp_path / "large", rows=40000, first_file_rows=30000, seed=3,
+                          block_bytes=160 * 3000)
     embeddings = {3: tables["f32"], 7: tables["f16"]}
     loader = large.loader({c: t for c, (t, _) in embeddings.items()}, batch_size=36000,
                           shuffle="block", seed=2, num_threads=2)
