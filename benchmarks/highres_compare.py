@@ -42,7 +42,12 @@ Then, on one thread:
   pooled), then the mean over images (target >= 35 dB);
 - exactness: how many exact outputs equal torchvision's
   (Resize(256) + CenterCrop(224) on PIL) byte for byte, when torchvision
-  is importable.
+  is importable;
+- restart markers: the set's baseline photographs as they are and as
+  gpufeed.pack(jpeg_restart_interval=16) writes them (the same
+  coefficients, a restart marker every 16 MCUs, which lets both paths pass
+  over the intervals a crop does not touch): both paths' time, the bytes,
+  and whether every output stays the same.
 """
 
 import argparse
@@ -222,6 +227,90 @@ def libjpeg_entropy_reading(bench, root, rounds, summary):
     summary["libjpeg_entropy_us_per_image"] = us
 
 
+def make_restart_sets(out, files, interval):
+    """The set's baseline photographs twice: as they are, and as gpufeed.pack
+    writes them with jpeg_restart_interval=`interval` (a restart marker
+    every `interval` MCUs, the same coefficients), each an ImageFolder;
+    returns the two roots and the two file lists."""
+    import gpufeed  # the installed package (pack), beside _core
+
+    baseline = []
+    for path in files:
+        with Image.open(path) as image:
+            if not image.info.get("progressive"):
+                baseline.append(path)
+    parameters = {"version": GENERATOR_VERSION, "interval": interval,
+                  "from": [os.path.basename(f) for f in baseline]}
+    roots = (os.path.join(out, "baseline"), os.path.join(out, f"baseline-restart{interval}"))
+    lists = []
+    marker = os.path.join(roots[1], COMPLETE_MARKER)
+    if os.path.exists(marker):
+        with open(marker) as source:
+            if json.load(source) == parameters:
+                return roots, [sorted(glob.glob(os.path.join(r, "*", "*.jpg"))) for r in roots]
+    for root in roots:
+        os.makedirs(os.path.join(root, "n00000_photos"), exist_ok=True)
+    for path in baseline:
+        with open(path, "rb") as source, open(os.path.join(roots[0], "n00000_photos",
+                                                            os.path.basename(path)), "wb") as target:
+            target.write(source.read())
+    packed = os.path.join(out, f"baseline-restart{interval}-packed")
+    gpufeed.pack(roots[0], packed, progress=False, overwrite=True, jpeg_restart_interval=interval)
+    dataset = gpufeed.open_dataset(packed)
+    for index, path in enumerate(sorted(glob.glob(os.path.join(roots[0], "*", "*.jpg")))):
+        with open(os.path.join(roots[1], "n00000_photos", os.path.basename(path)), "wb") as target:
+            target.write(dataset[index].data)
+    with open(marker, "w") as target:
+        json.dump(parameters, target)
+    for root in roots:
+        lists.append(sorted(glob.glob(os.path.join(root, "*", "*.jpg"))))
+    return roots, lists
+
+
+def restart_reading(bench, out, files, rounds, samples, interval=16):
+    """The baseline photographs as they are and with restart markers (pack's
+    jpeg_restart_interval): both paths' time per image, exact=False's ratio,
+    the bytes, and whether every output is the same (it must be: the same
+    coefficients)."""
+    roots, (plain_files, restart_files) = make_restart_sets(out, files, interval)
+    reading = {"interval_mcus": interval, "images": len(plain_files)}
+    for label, root, listed in (("as_is", roots[0], plain_files),
+                                ("restart", roots[1], restart_files)):
+        us, per_round = speed(bench, root, rounds)
+        reading[label] = {"us_per_image": us, "bytes": sum(os.path.getsize(f) for f in listed)}
+        for kind in ("train", "eval"):
+            reading[label][f"{kind}_speedup"] = (sum(per_round[f"{kind}_uint8"]) /
+                                                 sum(per_round[f"{kind}_uint8_fast"]))
+    same = 0
+    for plain, restarted in zip(plain_files, restart_files):
+        with open(plain, "rb") as a, open(restarted, "rb") as b:
+            before, after = a.read(), b.read()
+        same += all(np.array_equal(transform(before, train, sample, exact),
+                                   transform(after, train, sample, exact))
+                    for exact in (True, False) for train in (False, True)
+                    for sample in range(samples if train else 1))
+    reading["same_outputs"] = same
+    return reading
+
+
+def print_restart(reading):
+    plain, restart = reading["as_is"], reading["restart"]
+    print(f"the {reading['images']} baseline photographs as they are and rewritten with a restart "
+          f"marker every {reading['interval_mcus']} MCUs (gpufeed.pack(jpeg_restart_interval="
+          f"{reading['interval_mcus']})): bytes {restart['bytes'] / plain['bytes']:.3f}x; "
+          f"outputs the same (exact and exact=False, train and eval) for "
+          f"{reading['same_outputs']} of {reading['images']}")
+    print(f"  {'case':<22} {'as is us':>9} {'restart us':>11} {'speed-up':>9}")
+    for case in ("train_uint8", "train_uint8_fast", "eval_uint8", "eval_uint8_fast"):
+        a, b = plain["us_per_image"][case], restart["us_per_image"][case]
+        print(f"  {case:<22} {a:>9.0f} {b:>11.0f} {a / b:>8.2f}x")
+    for kind in ("train", "eval"):
+        print(f"  {kind}: exact=False {plain[kind + '_speedup']:.2f}x the exact path as they are, "
+              f"{restart[kind + '_speedup']:.2f}x with restart markers; with markers against "
+              f"the exact path on the files as they are: "
+              f"{plain['us_per_image'][kind + '_uint8'] / restart['us_per_image'][kind + '_uint8_fast']:.2f}x")
+
+
 def measure(bench, root, files, rounds, samples):
     """One set's figures: speed, PSNR per kind, bits per pixel."""
     pixels = 0
@@ -295,6 +384,7 @@ def main():
     q75_root = os.path.join(args.out, "quality75")
     summary["quality75"] = measure(args.bench, q75_root, make_quality75(q75_root, files),
                                    args.rounds, args.samples)
+    summary["restart"] = restart_reading(args.bench, args.out, files, args.rounds, args.samples)
     summary["cpu"] = cpu_model()
     summary["targets"] = {"speedup": TARGET_SPEEDUP, "psnr_db": TARGET_PSNR_DB}
     print(f"one thread, {cpu_model()}; medians over {args.rounds} rounds of thread CPU time; "
@@ -321,6 +411,7 @@ def main():
         print(f"  {kind}: exact=False {summary[kind + '_speedup_vs_libjpeg_entropy']:.2f}x that "
               f"exact path; gpufeed's entropy decoder makes the exact path "
               f"{summary[kind + '_exact_gain_own_entropy']:.2f}x faster")
+    print_restart(summary["restart"])
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as out:

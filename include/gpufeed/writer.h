@@ -146,6 +146,32 @@ GPUFEED_EXPORT Status Pack(const std::string& source, const std::string& destina
 // (178,956,970). Thread-safe.
 GPUFEED_EXPORT bool RewriteProgressiveJpegAsBaseline(std::string* data);
 
+// The largest restart interval a JPEG can declare (DRI's 16 bits).
+constexpr int kMaxRestartInterval = 65535;
+// RewriteJpegWithRestarts' default: smaller JPEGs get no restart markers
+// (on ImageNet-sized photographs they save nothing, and the rewrite's
+// fitted Huffman tables, different in every file, cost the decoders a
+// table build per image: docs/tuning.md, "Restart markers").
+constexpr uint64_t kMinRestartPixels = 1000000;
+
+// A lossless rewrite for PackOptions::rewrite that also places restart
+// markers: a JPEG of at least `min_pixels` pixels (progressive or baseline)
+// that libjpeg reads without a warning is replaced with a baseline JPEG of
+// the same coefficients, as RewriteProgressiveJpegAsBaseline writes it,
+// with a restart marker every `restart_interval` MCUs (16: every 256 pixels
+// of a 4:2:0 image's width); a smaller one is rewritten as
+// RewriteProgressiveJpegAsBaseline does, without markers. It decodes to the
+// same pixels, byte for byte, and is usually smaller (fitted Huffman
+// tables); a restart marker lets gpufeed's decoders pass over the
+// intervals a crop does not touch without decoding them, both the exact
+// path and exact=False (docs/tuning.md, "Restart markers"). Returns whether
+// it rewrote; left as is, false returned: a baseline JPEG with this
+// interval already, or under min_pixels; restart_interval outside
+// 1..kMaxRestartInterval; and what RewriteProgressiveJpegAsBaseline leaves.
+// Thread-safe.
+GPUFEED_EXPORT bool RewriteJpegWithRestarts(std::string* data, int restart_interval,
+                                            uint64_t min_pixels = kMinRestartPixels);
+
 // Scans a .rec file and writes its index ("key<TAB>offset" lines, key = the
 // record's position) to `idx_path`, replacing it atomically.
 GPUFEED_EXPORT Status WriteRecordIOIndex(const std::string& rec_path, const std::string& idx_path,

@@ -114,7 +114,29 @@ void BindPackOptions(py::module_& module) {
                               : nullptr;
           },
           "Progressive JPEGs rewritten as baseline, losslessly "
-          "(RewriteProgressiveJpegAsBaseline).");
+          "(RewriteProgressiveJpegAsBaseline).")
+      .def(
+          "set_jpeg_rewrite",
+          [](PackOptions& self, bool baseline, int restart_interval) {
+            if (restart_interval < 0 || restart_interval > kMaxRestartInterval) {
+              throw py::value_error("jpeg_restart_interval must be 0 (none) or 1.." +
+                                    std::to_string(kMaxRestartInterval) + " MCUs, not " +
+                                    std::to_string(restart_interval));
+            }
+            if (restart_interval > 0) {
+              self.rewrite = [restart_interval](std::string* data) {
+                return RewriteJpegWithRestarts(data, restart_interval);
+              };
+            } else {
+              self.rewrite = baseline ? std::function<bool(std::string*)>(
+                                            RewriteProgressiveJpegAsBaseline)
+                                      : nullptr;
+            }
+          },
+          py::arg("baseline"), py::arg("restart_interval"),
+          "The JPEG rewrite: restart_interval > 0, every JPEG rewritten as baseline with a "
+          "restart marker every restart_interval MCUs (RewriteJpegWithRestarts); else "
+          "progressive ones rewritten as baseline when `baseline`, or none.");
   DefValueMethods(pack);
 }
 

@@ -1,6 +1,6 @@
-// RewriteProgressiveJpegAsBaseline (include/gpufeed/writer.h): a lossless
-// transcode through libjpeg's coefficient API, as `jpegtran -optimize
-// -copy all` does.
+// RewriteProgressiveJpegAsBaseline and RewriteJpegWithRestarts
+// (include/gpufeed/writer.h): a lossless transcode through libjpeg's
+// coefficient API, as `jpegtran -optimize -copy all [-restart NB]` does.
 #include "gpufeed/writer.h"
 
 #include <setjmp.h>
@@ -74,9 +74,12 @@ void CopyMarkers(const jpeg_decompress_struct& in, jpeg_compress_struct* out) {
   }
 }
 
-}  // namespace
-
-bool RewriteProgressiveJpegAsBaseline(std::string* data) {
+// The transcode behind both rewrites: a baseline JPEG of the same
+// coefficients with fitted Huffman tables, and a restart marker every
+// `restart_interval` MCUs (0: none) when it has at least `min_pixels`;
+// done for a progressive JPEG, and for a baseline one that is to get
+// another restart interval.
+bool Transcode(std::string* data, int restart_interval, uint64_t min_pixels) {
   if (data->size() < 4 || static_cast<uint8_t>((*data)[0]) != 0xFF ||
       static_cast<uint8_t>((*data)[1]) != 0xD8) {
     return false;
@@ -97,12 +100,16 @@ bool RewriteProgressiveJpegAsBaseline(std::string* data) {
     for (int app = 0; app < 16; ++app) jpeg_save_markers(&in, JPEG_APP0 + app, 0xFFFF);
     jpeg_read_header(&in, TRUE);
     const uint64_t pixels = static_cast<uint64_t>(in.image_width) * in.image_height;
-    if (in.progressive_mode && !state.warned && pixels <= kMaxRewritePixels) {
+    const unsigned interval = pixels >= min_pixels ? static_cast<unsigned>(restart_interval) : 0;
+    const bool wanted = in.progressive_mode || (interval > 0 && in.restart_interval != interval);
+    if (wanted && !state.warned && pixels <= kMaxRewritePixels) {
       jvirt_barray_ptr* coefficients = jpeg_read_coefficients(&in);
-      if (!state.warned && EveryBitSent(in)) {
+      // coef_bits exists for progressive files only.
+      if (!state.warned && (!in.progressive_mode || EveryBitSent(in))) {
         jpeg_mem_dest(&out, &state.buffer, &state.size);
-        jpeg_copy_critical_parameters(&in, &out);
+        jpeg_copy_critical_parameters(&in, &out);  // its defaults: no restart markers
         out.optimize_coding = TRUE;  // tables fitted to this image, as jpegtran -optimize
+        out.restart_interval = interval;
         jpeg_write_coefficients(&out, coefficients);
         CopyMarkers(in, &out);
         jpeg_finish_compress(&out);
@@ -116,6 +123,15 @@ bool RewriteProgressiveJpegAsBaseline(std::string* data) {
   jpeg_destroy_decompress(&in);
   std::free(state.buffer);
   return state.done;
+}
+
+}  // namespace
+
+bool RewriteProgressiveJpegAsBaseline(std::string* data) { return Transcode(data, 0, 0); }
+
+bool RewriteJpegWithRestarts(std::string* data, int restart_interval, uint64_t min_pixels) {
+  if (restart_interval < 1 || restart_interval > kMaxRestartInterval) return false;
+  return Transcode(data, restart_interval, min_pixels);
 }
 
 }  // namespace gpufeed

@@ -9,7 +9,8 @@
 // the exact decode through gpufeed's entropy decoder inside libjpeg
 // (jpeg_mcu.h) must give libjpeg's own status and bytes, or the fuzzer
 // aborts; so must a progressive JPEG rewritten as baseline by pack's
-// RewriteProgressiveJpegAsBaseline.
+// RewriteProgressiveJpegAsBaseline, and any JPEG RewriteJpegWithRestarts
+// rewrites with restart markers (the crop then passes over intervals).
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -70,6 +71,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                            rewritten.size(), crop, min_side, min_side, max_pixels, false, false);
       if (!reference.status.ok() || !SameDecode(after, reference)) std::abort();
     } else if (rewritten != std::string(reinterpret_cast<const char*>(data), size)) {
+      std::abort();
+    }
+    std::string restarted(reinterpret_cast<const char*>(data), size);
+    if (within_budget && RewriteJpegWithRestarts(&restarted, 1 + control % 5, 0)) {
+      for (bool own : {true, false}) {
+        const RegionDecode after = DecodeRegionWith(
+            own ? &own_entropy : &libjpeg_entropy, reinterpret_cast<const uint8_t*>(restarted.data()),
+            restarted.size(), crop, min_side, min_side, max_pixels, own, false);
+        if (!reference.status.ok() || !SameDecode(after, reference)) std::abort();
+      }
+    } else if (restarted != std::string(reinterpret_cast<const char*>(data), size)) {
       std::abort();
     }
   }

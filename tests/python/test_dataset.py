@@ -229,3 +229,87 @@ def test_pack_rewrites_progressive_jpegs_as_baseline_with_the_same_pixels(tmp_pa
     result = run_cli("pack", tmp_path / "folder", tmp_path / "cli", "--quiet", "--baseline-jpeg")
     assert "rewritten as baseline" in result.stdout
     assert gpufeed.open_dataset(tmp_path / "cli")[0].data == data[0]
+
+
+def _restart_interval(jpeg: bytes) -> int:
+    """The interval a JPEG's DRI segment declares, 0 without one."""
+    at = jpeg.find(b"\xff\xdd\x00\x04")
+    return int.from_bytes(jpeg[at + 4:at + 6], "big") if at >= 0 else 0
+
+
+def test_pack_adds_restart_markers_to_every_jpeg_with_the_same_pixels(tmp_path):
+    """jpeg_restart_interval=N (and `gpufeed pack --jpeg-restart-interval N`):
+    baseline and progressive JPEGs of at least 1 megapixel are packed as
+    baseline ones with a restart marker every N MCUs, decoding to the same
+    pixels (PIL), and the transforms give the same outputs, exact and
+    exact=False (the crops pass over the intervals outside them); smaller
+    JPEGs get no markers (a progressive one still becomes baseline); a PNG
+    and a damaged JPEG are packed byte for byte; a bad interval is refused."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from conftest import run_cli
+
+    rng = np.random.default_rng(7)
+    pixels = rng.integers(0, 256, (800, 1280, 3), dtype=np.uint8)
+    smooth = np.cumsum(pixels, axis=1, dtype=np.uint16).astype(np.uint8)
+    folder = tmp_path / "folder" / "a"
+    folder.mkdir(parents=True)
+    Image.fromarray(smooth).save(folder / "0_baseline.jpg", quality=90)
+    Image.fromarray(smooth).save(folder / "1_progressive.jpg", quality=85, progressive=True)
+    Image.fromarray(smooth[:240, :400]).save(folder / "2_small_baseline.jpg", quality=90)
+    Image.fromarray(smooth[:240, :400]).save(folder / "3_small_progressive.jpg", quality=90,
+                                            progressive=True)
+    Image.fromarray(pixels[:64, :64]).save(folder / "4_image.png")
+    whole = (folder / "0_baseline.jpg").read_bytes()
+    (folder / "5_cut.jpg").write_bytes(whole[: len(whole) // 2])
+    sources = [p.read_bytes() for p in sorted(folder.iterdir())]
+
+    summary = gpufeed.pack(tmp_path / "folder", tmp_path / "packed", progress=False,
+                           jpeg_restart_interval=4)
+    assert summary.rewritten == 3 and summary.restart_interval == 4
+    assert "3 JPEG(s) rewritten as baseline with a restart marker every 4 MCUs" in str(summary)
+    packed = gpufeed.open_dataset(tmp_path / "packed")
+    data = [packed[i].data for i in range(len(packed))]
+    assert data[2] == sources[2] and data[4:] == sources[4:]
+    for index, interval in ((0, 4), (1, 4), (3, 0)):
+        before, after = sources[index], data[index]
+        assert _restart_interval(before) == 0 and _restart_interval(after) == interval
+        assert b"\xff\xc2" not in after  # baseline
+        with Image.open(io.BytesIO(after)) as rewritten, Image.open(io.BytesIO(before)) as original:
+            assert np.array_equal(np.asarray(rewritten), np.asarray(original))
+    # The transforms on the packed records equal those on the baseline
+    # source (exact=False's on a progressive file leave out its last bit: not
+    # compared); eval and train crops of the same epoch and index.
+    from gpufeed import _core
+
+    def transformed(jpeg, train, exact, sample):
+        out, _ = _core._transform_image(jpeg, 48, train, 0, 3, sample, "uint8", "NHWC", True,
+                                        [0.08, 1.0], [3 / 4, 4 / 3], [0.0] * 3, [1.0] * 3, exact)
+        return bytes(out)
+
+    for exact in (True, False):
+        for train in (False, True):
+            for sample in range(4):
+                assert transformed(data[0], train, exact, sample) == \
+                    transformed(sources[0], train, exact, sample)
+                if exact:
+                    assert transformed(data[1], train, exact, sample) == \
+                        transformed(sources[1], train, exact, sample)
+    # Packing the packed records again with the same interval changes nothing.
+    again_folder = tmp_path / "again" / "a"
+    again_folder.mkdir(parents=True)
+    for i, record in enumerate(data[:4]):
+        (again_folder / f"{i}.jpg").write_bytes(record)
+    again = gpufeed.pack(tmp_path / "again", tmp_path / "again-packed", progress=False,
+                         jpeg_restart_interval=4)
+    assert again.rewritten == 0
+    with pytest.raises(ValueError, match="jpeg_restart_interval must be 0"):
+        gpufeed.pack(tmp_path / "folder", tmp_path / "bad", progress=False,
+                     jpeg_restart_interval=-1)
+    result = run_cli("pack", tmp_path / "folder", tmp_path / "cli", "--quiet",
+                     "--jpeg-restart-interval", "4")
+    assert "with a restart marker every 4 MCUs" in result.stdout
+    assert gpufeed.open_dataset(tmp_path / "cli")[0].data == data[0]

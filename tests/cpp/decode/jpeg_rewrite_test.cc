@@ -1,7 +1,9 @@
-// RewriteProgressiveJpegAsBaseline (include/gpufeed/writer.h): progressive
-// JPEGs of every sampling libjpeg writes become baseline ones that decode
-// to the same pixels, byte for byte (with libjpeg's entropy decoder and with
-// gpufeed's); their markers are kept; anything else is left as it is.
+// RewriteProgressiveJpegAsBaseline and RewriteJpegWithRestarts
+// (include/gpufeed/writer.h): progressive JPEGs of every sampling libjpeg
+// writes become baseline ones, and with restart markers any JPEG, that
+// decode to the same pixels, byte for byte (with libjpeg's entropy decoder
+// and with gpufeed's, whole and cropped, exactly and DCT-scaled); their
+// markers are kept; anything else is left as it is.
 #include "gpufeed/writer.h"
 #include "decode/jpeg_decoder.h"
 
@@ -17,7 +19,8 @@
 namespace gpufeed {
 namespace {
 
-bool IsProgressive(const std::string& jpeg) {
+// Whether the JPEG is progressive, and its restart interval in MCUs.
+bool IsProgressive(const std::string& jpeg, unsigned* restart_interval = nullptr) {
   jpeg_decompress_struct info;
   jpeg_error_mgr error;
   info.err = jpeg_std_error(&error);
@@ -25,6 +28,7 @@ bool IsProgressive(const std::string& jpeg) {
   jpeg_mem_src(&info, Bytes(jpeg), jpeg.size());
   jpeg_read_header(&info, TRUE);
   const bool progressive = info.progressive_mode;
+  if (restart_interval != nullptr) *restart_interval = info.restart_interval;
   jpeg_destroy_decompress(&info);
   return progressive;
 }
@@ -73,6 +77,108 @@ TEST(JpegRewriteTest, ProgressiveFilesBecomeBaselineWithTheSamePixels) {
     EXPECT_FALSE(RewriteProgressiveJpegAsBaseline(&again)) << what;
     EXPECT_EQ(again, rewritten) << what;
   }
+}
+
+// A crop of the middle of the image: exact (min_side 0), or DCT-scaled
+// down to min_side, by libjpeg or (approximate: exact=False's decode) by
+// gpufeed's own scaled decoders.
+RegionDecode DecodeCrop(const std::string& jpeg, bool own, int min_side, bool approximate) {
+  JpegDecoder decoder;
+  decoder.set_own_entropy(own);
+  RegionDecode r;
+  ImageHeader header;
+  r.status = decoder.Start(Bytes(jpeg), jpeg.size(), &header);
+  if (!r.status.ok()) return r;
+  const CropRect crop{header.width / 4, header.height / 3, header.width / 2, header.height / 2};
+  r.status = decoder.DecodeRegion(crop, min_side, min_side, &r.image, &r.denominator, 1ull << 32,
+                                  &r.columns, approximate);
+  return r;
+}
+
+TEST(JpegRewriteTest, RestartMarkersAreAddedToEveryJpegWithTheSamePixels) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const Encoding& e : Encodings()) files.emplace_back(Describe(e), Encode(e));
+  for (const Encoding& e : ProgressiveEncodings()) files.emplace_back(Describe(e), Encode(e));
+  Encoding wide;  // many MCUs per row: intervals inside rows, a partial last one
+  wide.width = 300, wide.height = 70;
+  files.emplace_back(Describe(wide), Encode(wide));
+  for (const auto& [what, jpeg] : files) {
+    const RegionDecode original = DecodeWhole(jpeg, false);
+    ASSERT_TRUE(original.status.ok()) << what << ": " << original.status.ToString();
+    // exact=False leaves out a progressive file's last AC refinement bit:
+    // its crops are compared with those of the same file made baseline.
+    std::string baseline = jpeg;
+    RewriteProgressiveJpegAsBaseline(&baseline);
+    for (int interval : {1, 3, 16}) {
+      const std::string label = what + " interval " + std::to_string(interval);
+      std::string rewritten = jpeg;
+      unsigned declared = 0;
+      IsProgressive(jpeg, &declared);
+      if (declared == static_cast<unsigned>(interval) && !IsProgressive(jpeg)) continue;
+      ASSERT_TRUE(RewriteJpegWithRestarts(&rewritten, interval, 0)) << label;
+      EXPECT_FALSE(IsProgressive(rewritten, &declared)) << label;
+      EXPECT_EQ(declared, static_cast<unsigned>(interval)) << label;
+      for (bool own : {false, true}) {
+        const RegionDecode decoded = DecodeWhole(rewritten, own);
+        ASSERT_TRUE(decoded.status.ok()) << label << ": " << decoded.status.ToString();
+        EXPECT_TRUE(decoded.image.pixels == original.image.pixels) << label << " own " << own;
+        // A crop skips whole intervals: the same pixels as the original's
+        // crop, exact and DCT-scaled (by libjpeg, and by gpufeed's scaled
+        // decoder: approximate).
+        for (int min_side : {0, 4}) {
+          for (bool approximate : {false, true}) {
+            const RegionDecode before = DecodeCrop(baseline, own, min_side, approximate);
+            const RegionDecode after = DecodeCrop(rewritten, own, min_side, approximate);
+            ASSERT_TRUE(before.status.ok() && after.status.ok()) << label;
+            EXPECT_TRUE(SameDecode(after, before))
+                << label << " own " << own << " min_side " << min_side << " approximate "
+                << approximate;
+          }
+        }
+      }
+      // Again with the same interval: nothing to do; with another: rewritten.
+      std::string again = rewritten;
+      EXPECT_FALSE(RewriteJpegWithRestarts(&again, interval, 0)) << label;
+      EXPECT_EQ(again, rewritten) << label;
+      EXPECT_TRUE(RewriteJpegWithRestarts(&again, interval + 1, 0)) << label;
+      EXPECT_FALSE(RewriteProgressiveJpegAsBaseline(&rewritten)) << label;
+    }
+  }
+}
+
+TEST(JpegRewriteTest, RestartIntervalsOutsideTheirRangeAreRefused) {
+  const std::string jpeg = Encode(Encoding());
+  for (int interval : {0, -1, kMaxRestartInterval + 1}) {
+    std::string copy = jpeg;
+    EXPECT_FALSE(RewriteJpegWithRestarts(&copy, interval, 0)) << interval;
+    EXPECT_EQ(copy, jpeg) << interval;
+  }
+  std::string copy = jpeg;
+  EXPECT_TRUE(RewriteJpegWithRestarts(&copy, kMaxRestartInterval, 0));
+}
+
+TEST(JpegRewriteTest, JpegsUnderTheMinimumGetNoRestartMarkers) {
+  Encoding e;  // 64x48
+  const std::string baseline = Encode(e);
+  e.progressive = true;
+  const std::string progressive = Encode(e);
+  const uint64_t pixels = 64 * 48;
+  // Under the minimum: a baseline file is left as it is, a progressive one
+  // becomes baseline without markers.
+  std::string copy = baseline;
+  EXPECT_FALSE(RewriteJpegWithRestarts(&copy, 4, pixels + 1));
+  EXPECT_EQ(copy, baseline);
+  EXPECT_FALSE(RewriteJpegWithRestarts(&copy, 4));  // the default minimum: 1 MP
+  copy = progressive;
+  ASSERT_TRUE(RewriteJpegWithRestarts(&copy, 4, pixels + 1));
+  unsigned declared = 1;
+  EXPECT_FALSE(IsProgressive(copy, &declared));
+  EXPECT_EQ(declared, 0u);
+  // At the minimum: markers.
+  copy = baseline;
+  ASSERT_TRUE(RewriteJpegWithRestarts(&copy, 4, pixels));
+  IsProgressive(copy, &declared);
+  EXPECT_EQ(declared, 4u);
 }
 
 // A marker segment: 0xFF, the code, the length (2 bytes, itself included).
@@ -142,6 +248,9 @@ TEST(JpegRewriteTest, EverythingElseIsLeftAsItIs) {
   for (const auto& [what, data] : others) {
     std::string copy = data;
     EXPECT_FALSE(RewriteProgressiveJpegAsBaseline(&copy)) << what;
+    EXPECT_EQ(copy, data) << what;
+    if (what == "baseline") continue;  // restart markers are added to it
+    EXPECT_FALSE(RewriteJpegWithRestarts(&copy, 16, 0)) << what;
     EXPECT_EQ(copy, data) << what;
   }
 }
