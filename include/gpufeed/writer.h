@@ -151,7 +151,7 @@ constexpr int kMaxRestartInterval = 65535;
 // RewriteJpegWithRestarts' default: smaller JPEGs get no restart markers
 // (on ImageNet-sized photographs they save nothing, and the rewrite's
 // fitted Huffman tables, different in every file, cost the decoders a
-// table build per image: docs/tuning.md, "Restart markers").
+// table build per image: docs/tuning.md, "Restart markers at pack time").
 constexpr uint64_t kMinRestartPixels = 1000000;
 
 // A lossless rewrite for PackOptions::rewrite that also places restart
@@ -164,7 +164,7 @@ constexpr uint64_t kMinRestartPixels = 1000000;
 // same pixels, byte for byte, and is usually smaller (fitted Huffman
 // tables); a restart marker lets gpufeed's decoders pass over the
 // intervals a crop does not touch without decoding them, both the exact
-// path and exact=False (docs/tuning.md, "Restart markers"). Returns whether
+// path and exact=False (docs/tuning.md, "Restart markers at pack time"). Returns whether
 // it rewrote; left as is, false returned: a baseline JPEG with this
 // interval already, or under min_pixels; restart_interval outside
 // 1..kMaxRestartInterval; and what RewriteProgressiveJpegAsBaseline leaves.

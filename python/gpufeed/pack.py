@@ -109,7 +109,7 @@ def pack(src: Union[str, os.PathLike], dst: Union[str, os.PathLike], format: str
             over the intervals a crop does not touch without decoding them:
             on 2-12 megapixel photographs the train transform decodes about
             1.15x faster exactly and 1.45x with ``exact=False``
-            (docs/tuning.md, "Restart markers"). Smaller JPEGs get no
+            (docs/tuning.md, "Restart markers at pack time"). Smaller JPEGs get no
             markers (they would save nothing). 0 (the default): no markers
             added. Implies ``baseline_jpeg``.
 

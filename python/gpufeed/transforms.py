@@ -31,10 +31,11 @@ class ImageTransform:
     1/8 in the DCT domain first (baseline and progressive JPEGs by gpufeed's
     own entropy decoders, others by libjpeg-turbo), then resampled; of a
     progressive JPEG's AC coefficients the last bit is not read (at most one
-    quantization step each). About 1.8-2x the exact rate on baseline
-    multi-megapixel photographs, about 8x on progressive ones (one thread, a
-    2-vCPU AMD EPYC); close to but not equal to PIL's output (docs/tuning.md
-    states by how much).
+    quantization step each). About 2-2.4x the exact rate on baseline
+    multi-megapixel photographs (2.6-3x packed with
+    ``pack(jpeg_restart_interval=16)``), about 8x on progressive ones (one
+    thread, a 2-vCPU AMD EPYC); close to but not equal to PIL's output
+    (docs/tuning.md states by how much).
     """
     size: int = 224
     train: bool = True
