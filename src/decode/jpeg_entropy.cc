@@ -16,7 +16,8 @@ namespace jpeg_entropy {
 
 bool HuffmanTable::Build(const uint8_t counts[17], const uint8_t symbols_in[256], bool dc) {
   static_assert(kLookupBits <= 15, "a kFull value (under kLookupBits magnitude bits) fits 15 bits");
-  skip_built = false;  // a skip table left from an earlier build no longer applies
+  skip_built = false;  // skip and pair tables left from an earlier build no longer apply
+  pair_built = false;
   std::memset(lookup, 0, sizeof(lookup));
   int total = 0;
   for (int length = 1; length <= 16; ++length) total += counts[length];
@@ -96,11 +97,15 @@ uint32_t PairEntry(const uint32_t* lookup, uint32_t index) {
 
 }  // namespace
 
-void HuffmanTable::BuildSkip() {
-  static_assert(kSkipBits >= kLookupBits && kSkipBits <= 63, "skip entries hold 6 bits of length");
+void HuffmanTable::BuildPairs() {
   for (uint32_t index = 0; index < (1u << kLookupBits); ++index) {
     pair[index] = PairEntry(lookup, index);
   }
+  pair_built = true;
+}
+
+void HuffmanTable::BuildSkip() {
+  static_assert(kSkipBits >= kLookupBits && kSkipBits <= 63, "skip entries hold 6 bits of length");
   for (uint32_t index = 0; index < (1u << kSkipBits); ++index) {
     int used = 0, advance = 0;
     uint16_t end = 0;
@@ -147,7 +152,7 @@ struct TableCache {
 }  // namespace
 
 const HuffmanTable* SharedBaselineTable(const uint8_t counts[17], const uint8_t symbols[256],
-                                        bool dc) {
+                                        bool dc, bool pairs) {
   thread_local TableCache cache;
   int total = 0;
   for (int length = 1; length <= 16; ++length) total += counts[length];
@@ -162,6 +167,7 @@ const HuffmanTable* SharedBaselineTable(const uint8_t counts[17], const uint8_t 
         std::memcmp(entry.counts + 1, counts + 1, 16) == 0 &&
         std::memcmp(entry.symbols, symbols, total) == 0) {
       entry.last_use = ++cache.clock;
+      if (pairs && !dc && !entry.table.pair_built) entry.table.BuildPairs();
       return &entry.table;
     }
     if (!entry.valid || (oldest->valid && entry.last_use < oldest->last_use)) oldest = &entry;
@@ -172,6 +178,7 @@ const HuffmanTable* SharedBaselineTable(const uint8_t counts[17], const uint8_t 
   entry.valid = false;
   if (!entry.table.Build(counts, symbols, dc)) return nullptr;
   if (!dc) entry.table.BuildSkip();
+  if (!dc && pairs) entry.table.BuildPairs();
   entry.valid = true;
   entry.dc = dc;
   entry.hash = hash;
@@ -369,7 +376,9 @@ bool DecodeScan(const Scan& scan, const McuWindow& window, BlockSink* sink) {
   int blocks_per_mcu = 0;
   for (int c = 0; c < scan.components; ++c) {
     blocks_per_mcu += scan.component[c].h * scan.component[c].v;
-    if (!scan.component[c].ac->skip_built) return false;
+    const Component& component = scan.component[c];
+    if (!component.ac->skip_built) return false;
+    if (component.limit <= kPairLimit && !component.ac->pair_built) return false;
   }
   if (blocks_per_mcu > kMaxBlocksPerMcu) return false;
   // Zeroed once: DecodeBlock writes only the kept positions (below the

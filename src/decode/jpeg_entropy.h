@@ -60,17 +60,21 @@ struct HuffmanTable {
   // does not fit, the bits are 0 and the move 63, past any block from
   // position 1 on: the decoder then reads one symbol (through lookup).
   uint16_t skip[1 << kSkipBits];
-  // For the kept coefficients of an AC table (BuildSkip; DecodeBlock with
-  // a limit of at most kPairLimit): indexed by the next kLookupBits bits,
-  // up to two whole symbols at once (kPair* layout below), else 0 (the
-  // symbol goes through `lookup`).
+  // For the kept coefficients of an AC table (BuildPairs; DecodeBlock with
+  // a limit of at most kPairLimit, which only the DCT-scaled decode uses):
+  // indexed by the next kLookupBits bits, up to two whole symbols at once
+  // (kPair* layout below), else 0 (the symbol goes through `lookup`).
   uint32_t pair[1 << kLookupBits];
   bool skip_built = false;
+  bool pair_built = false;
   // False for a table libjpeg refuses too (codes that do not fit their
   // lengths; a DC symbol over 15). REQUIRES: 256 readable symbols_in.
   bool Build(const uint8_t counts[17], const uint8_t symbols_in[256], bool dc);
   // Builds `skip` from `lookup`. REQUIRES: Build returned true for an AC table.
   void BuildSkip();
+  // Builds `pair` from `lookup` (about 8 us: left out of the tables only
+  // the exact path uses). REQUIRES: Build returned true for an AC table.
+  void BuildPairs();
 };
 
 constexpr uint16_t kSkipLengthMask = 63;
@@ -100,12 +104,16 @@ constexpr int kPairLimit = 32;
 // The tables of baseline scans, built once per thread and reused while a
 // DHT's contents repeat (a dataset's files mostly share their encoder's
 // tables): the table Build makes from (counts, symbols) as a DC or an AC
-// table (AC: with its skip table), or nullptr when Build refuses it. The
-// pointer stays valid on this thread until kTableCacheSize further calls.
+// table (AC: with its skip table, and its pair table when `pairs`; a cached
+// table asked for pairs gets them then), or nullptr when Build refuses it.
+// The pointer stays valid on this thread until kTableCacheSize further
+// calls. An AC table takes about 25 us to build (its skip table 15, its
+// pair table 8), which files that each carry their own tables (jpegtran
+// -optimize) pay per image.
 // May throw std::bad_alloc (its first call on a thread allocates the cache).
 constexpr int kTableCacheSize = 8;
 const HuffmanTable* SharedBaselineTable(const uint8_t counts[17], const uint8_t symbols[256],
-                                        bool dc);
+                                        bool dc, bool pairs = true);
 
 // One component of the scan.
 struct Component {
@@ -156,8 +164,8 @@ struct Scan {
 // MCUs to `sink`. Returns false for data it does not follow (the caller
 // then uses libjpeg). REQUIRES: scan.data <= scan.end; 1 <=
 // scan.components <= 3; every component's dc and ac tables non-null and
-// built (Build returned true; each ac table's BuildSkip called, else the
-// scan is refused), h and v >= 1, limit in 1..64; sink non-null.
+// built (Build returned true; each ac table's BuildSkip called, and
+// BuildPairs for a limit of at most kPairLimit, else the scan is refused), h and v >= 1, limit in 1..64; sink non-null.
 bool DecodeScan(const Scan& scan, const McuWindow& window, BlockSink* sink);
 
 // The zig-zag index after the last natural position (r, c) with r < rows

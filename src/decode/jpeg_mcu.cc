@@ -35,7 +35,8 @@ bool PlanScan(const jpeg_decompress_struct& info, Scan* scan) {
     component.h = info.comps_in_scan == 1 ? 1 : comp->h_samp_factor;
     component.v = info.comps_in_scan == 1 ? 1 : comp->v_samp_factor;
     component.dc = SharedTableOf(info, *comp, true);
-    component.ac = SharedTableOf(info, *comp, false);
+    // Every coefficient is kept (limit 64): the pair table is not used.
+    component.ac = SharedTableOf(info, *comp, false, /*pairs=*/false);
     component.limit = 64;
     if (component.dc == nullptr || component.ac == nullptr || !component.ac->skip_built) {
       return false;

@@ -151,12 +151,12 @@ bool ScanHeaders::ReadSos(const uint8_t* segment, size_t bytes, ScanParams* scan
 }
 
 const HuffmanTable* SharedTableOf(const jpeg_decompress_struct& info,
-                                  const jpeg_component_info& comp, bool dc) {
+                                  const jpeg_component_info& comp, bool dc, bool pairs) {
   const int number = dc ? comp.dc_tbl_no : comp.ac_tbl_no;
   if (number < 0 || number >= NUM_HUFF_TBLS) return nullptr;
   const JHUFF_TBL* table = dc ? info.dc_huff_tbl_ptrs[number] : info.ac_huff_tbl_ptrs[number];
   if (table == nullptr) return nullptr;
-  return SharedBaselineTable(table->bits, table->huffval, dc);
+  return SharedBaselineTable(table->bits, table->huffval, dc, pairs);
 }
 
 }  // namespace jpeg_entropy

@@ -23,11 +23,12 @@ namespace jpeg_entropy {
 constexpr int kMaxScanComponents = 4;
 
 // The built baseline table (SharedBaselineTable) of the DHT libjpeg holds for
-// scan component `comp`: its DC table when `dc`, else its AC table; nullptr
-// when the number is out of range, no table is defined, or Build refuses
-// it. May throw std::bad_alloc (SharedBaselineTable).
+// scan component `comp`: its DC table when `dc`, else its AC table (with
+// its pair table when `pairs`); nullptr when the number is out of range, no
+// table is defined, or Build refuses it. May throw std::bad_alloc
+// (SharedBaselineTable).
 const HuffmanTable* SharedTableOf(const jpeg_decompress_struct& info,
-                                  const jpeg_component_info& comp, bool dc);
+                                  const jpeg_component_info& comp, bool dc, bool pairs = true);
 
 struct ScanParams {
   int count = 0;

@@ -268,18 +268,24 @@ TEST(JpegEntropyTest, ImpossibleTablesAreRefused) {
 }
 
 // A file's tables are built once per thread: the same contents give the
-// same table (with its skip table) until kTableCacheSize other lookups;
-// DC and AC builds of one content differ; a refused table is nullptr; the
-// tables stay usable after more lookups than one decode makes.
+// same table (with its skip table; its pair table once asked for) until
+// kTableCacheSize other lookups; DC and AC builds of one content differ; a
+// refused table is nullptr; the tables stay usable after more lookups than
+// one decode makes.
 TEST(JpegEntropyTest, SharedTablesAreReusedPerThread) {
   uint8_t counts[17] = {0};
   uint8_t symbols[256] = {0};
   counts[1] = 1, counts[2] = 1, counts[3] = 1;
   symbols[0] = 0x00, symbols[1] = 0x01, symbols[2] = 0x02;
-  const HuffmanTable* ac = jpeg_entropy::SharedBaselineTable(counts, symbols, false);
+  const HuffmanTable* ac = jpeg_entropy::SharedBaselineTable(counts, symbols, false, false);
   ASSERT_NE(ac, nullptr);
   EXPECT_TRUE(ac->skip_built);
+  EXPECT_FALSE(ac->pair_built);  // the exact path's lookup: no pair table
   EXPECT_EQ(jpeg_entropy::SharedBaselineTable(counts, symbols, false), ac);
+  EXPECT_TRUE(ac->pair_built);
+  // The pair entry of 1 0 ... (the 2-bit code of 0x01: run 0, size 1, whose
+  // magnitude bit follows) then 0 (end of block): both symbols in 4 bits.
+  EXPECT_EQ(ac->pair[0b10000000000] & 63, 4u);  // bits 0-5: the bits taken
   const HuffmanTable* dc = jpeg_entropy::SharedBaselineTable(counts, symbols, true);
   ASSERT_NE(dc, nullptr);
   EXPECT_NE(dc, ac);
