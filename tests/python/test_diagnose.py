@@ -246,3 +246,57 @@ def test_read_bound_on_a_rotational_disk_gets_the_cache_advice():
     ids = {item["id"]: item["because"] for item in diagnose.recommend(report)}
     assert "read-bound: workers reading 90%" in ids["cache"] and "rotational" in ids["cache"]
     assert "block_shuffle" in ids
+
+
+def test_jpeg_survey_counts_what_pack_can_rewrite(tmp_path):
+    """The data survey's JPEG sample: progressive files, files of at least
+    1 MP, and which of those are baseline without restart markers (a file
+    packed with jpeg_restart_interval has them); other records are not
+    JPEGs. The headers read are the ones PIL wrote."""
+    rng = np.random.default_rng(3)
+    large = np.cumsum(rng.integers(0, 9, (800, 1280, 3)), axis=1).astype(np.uint8)
+    folder = tmp_path / "folder" / "a"
+    folder.mkdir(parents=True)
+    PIL.fromarray(large).save(folder / "0_large.jpg", quality=85)
+    PIL.fromarray(large).save(folder / "1_large_progressive.jpg", quality=85, progressive=True)
+    PIL.fromarray(large[:300, :400]).save(folder / "2_small.jpg", quality=85)
+    PIL.fromarray(large[:32, :32]).save(folder / "3_image.png")
+    gpufeed.pack(tmp_path / "folder", tmp_path / "restarts", progress=False,
+                 jpeg_restart_interval=16)
+    restarted = gpufeed.open_dataset(tmp_path / "restarts")[0].data
+    assert diagnose.jpeg_header(restarted) == {"width": 1280, "height": 800,
+                                               "progressive": False, "restart_interval": 16}
+    assert diagnose.jpeg_header((folder / "1_large_progressive.jpg").read_bytes())["progressive"]
+    assert diagnose.jpeg_header((folder / "3_image.png").read_bytes()) is None
+    assert diagnose.jpeg_header(restarted[:100]) is None  # cut before its first scan
+    (folder / "4_restarted.jpg").write_bytes(restarted)
+    assert diagnose.jpeg_survey(str(tmp_path / "folder")) == {
+        "sampled": 5, "jpegs": 4, "progressive": 1, "at_least_1mp": 3,
+        "at_least_1mp_baseline_without_restarts": 1, "median_megapixels": 1.024}
+    assert "skipped" in diagnose.jpeg_survey(str(tmp_path / "nothing-here"))
+
+
+def test_decode_bound_on_large_or_progressive_jpegs_gets_the_pack_rewrite_advice():
+    shares = {"read": 0.02, "decode": 0.95, "consumer_wait": 0.6, "copy": 0.0}
+    report = _local_report("decode", shares)
+    report["data"]["jpeg"] = {"sampled": 64, "jpegs": 64, "progressive": 2, "at_least_1mp": 60,
+                              "at_least_1mp_baseline_without_restarts": 58,
+                              "median_megapixels": 4.1}
+    items = {item["id"]: item for item in diagnose.recommend(report)}
+    advice = items["jpeg_restart_interval"]
+    assert "jpeg_restart_interval=16" in advice["advice"] and "exact=False" in advice["advice"]
+    assert "decode-bound" in advice["because"] and "91% of 64 JPEGs" in advice["because"]
+    assert "baseline_jpeg" not in items
+    # Mostly progressive, small: the baseline rewrite.
+    report["data"]["jpeg"].update(progressive=40, at_least_1mp=0,
+                                  at_least_1mp_baseline_without_restarts=0)
+    ids = {item["id"] for item in diagnose.recommend(report)}
+    assert "baseline_jpeg" in ids and "jpeg_restart_interval" not in ids
+    # Not decode-bound: neither.
+    report = _local_report("read", {"read": 0.9, "decode": 0.05, "consumer_wait": 0.7,
+                                    "copy": 0.0})
+    report["data"]["jpeg"] = {"sampled": 64, "jpegs": 64, "progressive": 64, "at_least_1mp": 0,
+                              "at_least_1mp_baseline_without_restarts": 0,
+                              "median_megapixels": 0.2}
+    ids = {item["id"] for item in diagnose.recommend(report)}
+    assert not ids & {"baseline_jpeg", "jpeg_restart_interval"}

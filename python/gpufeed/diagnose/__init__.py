@@ -31,7 +31,7 @@ from .recommend import recommend
 from .report import add_arguments, diagnose, format_report, main_from_args
 from .storage import (FILESYSTEM_MAGIC, NETWORK_FILESYSTEMS, block_devices, filesystem_type,
                       lustre_striping, mount_of, storage_info)
-from .survey import GIB, KIB, MIB, SMALL_FILE_BYTES, survey
+from .survey import GIB, KIB, MIB, SMALL_FILE_BYTES, jpeg_header, jpeg_survey, survey
 
 __all__ = [
     # report
@@ -40,7 +40,7 @@ __all__ = [
     "FILESYSTEM_MAGIC", "NETWORK_FILESYSTEMS", "filesystem_type", "mount_of", "block_devices",
     "lustre_striping", "storage_info",
     # survey
-    "KIB", "MIB", "GIB", "SMALL_FILE_BYTES", "survey",
+    "KIB", "MIB", "GIB", "SMALL_FILE_BYTES", "survey", "jpeg_header", "jpeg_survey",
     # measure
     "measure_sequential", "measure_random", "measure_small_files", "run_consumer",
     # recommend

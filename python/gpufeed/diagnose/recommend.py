@@ -158,6 +158,35 @@ def _decode(facts: _Facts) -> Iterator[Recommendation]:
                     f"{consumer['stages']['workers_decode']:.0%} of their time")
 
 
+def _jpeg_rewrite(facts: _Facts) -> Iterator[Recommendation]:
+    """Decode-bound on JPEGs that pack can make cheaper to decode, losslessly:
+    progressive ones (baseline_jpeg), and baseline ones of at least 1 MP
+    without restart markers (jpeg_restart_interval)."""
+    jpeg = facts.data.get("jpeg") or {}
+    if facts.kind != "decode" or not jpeg.get("jpegs"):
+        return
+    sampled = f"of {jpeg['jpegs']} JPEGs sampled from the dataset"
+    progressive = jpeg["progressive"] / jpeg["jpegs"]
+    large = jpeg["at_least_1mp_baseline_without_restarts"] / jpeg["jpegs"]
+    if large >= 0.25:
+        yield _item(
+            "jpeg_restart_interval",
+            "pack (or pack again from the source) with restart markers: gpufeed.pack(..., "
+            "jpeg_restart_interval=16) / gpufeed pack --jpeg-restart-interval 16 rewrites JPEGs "
+            "of at least 1 MP losslessly (the same pixels) so that a crop's decode passes over "
+            "the rest: about 1.15x exact and 1.45x with ImageTransform(exact=False) on 2-12 MP "
+            "photographs (it also makes progressive ones baseline)",
+            f"the loader is {facts.judged()}; {large:.0%} {sampled} are baseline, of at least "
+            f"1 MP and without restart markers (median {jpeg['median_megapixels']:.1f} MP)")
+    elif progressive >= 0.1:
+        yield _item(
+            "baseline_jpeg",
+            "pack (or pack again from the source) with gpufeed.pack(..., baseline_jpeg=True) / "
+            "gpufeed pack --baseline-jpeg: progressive JPEGs rewritten as baseline, losslessly "
+            "(the same pixels), decode about 3x faster",
+            f"the loader is {facts.judged()}; {progressive:.0%} {sampled} are progressive")
+
+
 def _contention(facts: _Facts) -> Iterator[Recommendation]:
     """CPU contention: give the loader its own CPUs."""
     if facts.kind == "cpu-contention":
@@ -218,7 +247,8 @@ def _block_shuffle(facts: _Facts) -> Iterator[Recommendation]:
 
 # The rules in the order their recommendations are listed.
 _RULES: Tuple[Callable[[_Facts], Iterator[Recommendation]], ...] = (
-    _pack, _read_ahead, _stripe, _cache, _decode, _contention, _copy, _prefetch, _block_shuffle)
+    _pack, _read_ahead, _stripe, _cache, _decode, _jpeg_rewrite, _contention, _copy, _prefetch,
+    _block_shuffle)
 
 
 def recommend(report: Dict[str, Any]) -> List[Dict[str, str]]:

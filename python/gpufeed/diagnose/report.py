@@ -11,7 +11,7 @@ from .embedding import embedding_lines, probe_embedding
 from .measure import measure_random, measure_sequential, measure_small_files, run_consumer
 from .recommend import recommend
 from .storage import storage_info
-from .survey import KIB, MIB, SMALL_FILE_BYTES, survey
+from .survey import KIB, MIB, SMALL_FILE_BYTES, jpeg_survey, survey
 
 __all__ = ["diagnose", "format_report", "add_arguments", "main_from_args"]
 
@@ -43,6 +43,9 @@ def diagnose(path: str, *, seconds: float = 3.0, io_seconds: float = 2.0,
                                                 step_time_from)
     else:
         report["consumer"] = {"skipped": "--no-loader"}
+    if data.get("format"):
+        # After the measurements and the loader run: its reads warm nothing they time.
+        data["jpeg"] = jpeg_survey(path)
     report["recommendations"] = recommend(report)
     return report
 
@@ -106,7 +109,17 @@ def _data_lines(data: Dict[str, Any]) -> List[str]:
         f"{SMALL_FILE_BYTES // MIB} MiB ({data['small_files']} files)",
         "size histogram: " + ", ".join(f"{h['range']}: {h['files']}"
                                         for h in data["histogram"] if h["files"]),
-    ]
+    ] + _jpeg_lines(data.get("jpeg"))
+
+
+def _jpeg_lines(jpeg: Optional[Dict[str, Any]]) -> List[str]:
+    """The data section's JPEG line, when records were sampled."""
+    if not jpeg or "sampled" not in jpeg or not jpeg["jpegs"]:
+        return []
+    return [f"JPEGs:        {jpeg['jpegs']} of {jpeg['sampled']} sampled records, "
+            f"{jpeg['progressive']} progressive, {jpeg['at_least_1mp']} of at least 1 MP "
+            f"({jpeg['at_least_1mp_baseline_without_restarts']} baseline without restart "
+            f"markers), median {jpeg['median_megapixels']:.2f} MP"]
 
 
 def _measured_lines(measured: Dict[str, Any]) -> List[str]:

@@ -8,9 +8,9 @@ threshold are defined here for the other steps.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-__all__ = ["KIB", "MIB", "GIB", "SMALL_FILE_BYTES", "survey"]
+__all__ = ["KIB", "MIB", "GIB", "SMALL_FILE_BYTES", "survey", "jpeg_header", "jpeg_survey"]
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -90,3 +90,69 @@ def survey(path: str, max_files: int = 1_000_000) -> Dict[str, Any]:
         data["packed"] = None
     data["_files"] = sizes  # for the measurements; dropped from the report
     return data
+
+
+# pack's jpeg_restart_interval gives markers to JPEGs of at least this many
+# pixels (gpufeed/writer.h, kMinRestartPixels).
+RESTART_MIN_PIXELS = 1_000_000
+_SOF_BASELINE = (0xC0, 0xC1)
+_SOF_PROGRESSIVE = 0xC2
+
+
+def jpeg_header(data: bytes) -> Optional[Dict[str, Any]]:
+    """A JPEG's frame as its markers declare it, up to its first scan:
+    width, height, progressive, restart_interval (0 without DRI); None for
+    data that is not a JPEG gpufeed's decoders read (or whose header is
+    cut short)."""
+    if len(data) < 4 or data[0] != 0xFF or data[1] != 0xD8:
+        return None
+    at, frame, restart = 2, None, 0
+    while at + 4 <= len(data):
+        if data[at] != 0xFF:
+            return None
+        marker = data[at + 1]
+        if marker == 0xFF:  # fill byte
+            at += 1
+            continue
+        length = int.from_bytes(data[at + 2:at + 4], "big")
+        segment = data[at + 4:at + 2 + length]
+        if marker == 0xDA:  # start of scan: the header is over
+            return dict(frame, restart_interval=restart) if frame else None
+        if marker in _SOF_BASELINE + (_SOF_PROGRESSIVE,) and len(segment) >= 5:
+            frame = {"height": int.from_bytes(segment[1:3], "big"),
+                     "width": int.from_bytes(segment[3:5], "big"),
+                     "progressive": marker == _SOF_PROGRESSIVE}
+        elif 0xC3 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            return None  # lossless, hierarchical or arithmetic-coded
+        elif marker == 0xDD and len(segment) >= 2:
+            restart = int.from_bytes(segment[0:2], "big")
+        at += 2 + length
+    return None
+
+
+def jpeg_survey(path: str, samples: int = 64) -> Dict[str, Any]:
+    """The JPEGs among up to `samples` records spread over the dataset at
+    `path`: how many are progressive, how many have at least 1 megapixel,
+    and how many of those are baseline without restart markers (what
+    pack's baseline_jpeg and jpeg_restart_interval change); {"skipped": why}
+    when the dataset cannot be read."""
+    try:
+        from ..dataset import open_dataset
+        dataset = open_dataset(path)
+        count = len(dataset)
+        step = max(1, count // samples) if count else 1
+        headers = [jpeg_header(dataset[index].data) for index in range(0, count, step)][:samples]
+    except Exception as error:  # any dataset error: no JPEG survey
+        return {"skipped": str(error)}
+    jpegs = [h for h in headers if h is not None]
+    large = [h for h in jpegs if h["width"] * h["height"] >= RESTART_MIN_PIXELS]
+    megapixels = sorted(h["width"] * h["height"] / 1e6 for h in jpegs)
+    return {
+        "sampled": len(headers),
+        "jpegs": len(jpegs),
+        "progressive": sum(1 for h in jpegs if h["progressive"]),
+        "at_least_1mp": len(large),
+        "at_least_1mp_baseline_without_restarts": sum(
+            1 for h in large if not h["progressive"] and h["restart_interval"] == 0),
+        "median_megapixels": megapixels[len(megapixels) // 2] if megapixels else 0.0,
+    }
