@@ -270,10 +270,12 @@ def test_jpeg_survey_counts_what_pack_can_rewrite(tmp_path):
     assert diagnose.jpeg_header((folder / "3_image.png").read_bytes()) is None
     assert diagnose.jpeg_header(restarted[:100]) is None  # cut before its first scan
     (folder / "4_restarted.jpg").write_bytes(restarted)
-    assert diagnose.jpeg_survey(str(tmp_path / "folder")) == {
+    dataset = gpufeed.open_dataset(tmp_path / "folder")
+    assert diagnose.jpeg_survey(dataset) == {
         "sampled": 5, "jpegs": 4, "progressive": 1, "at_least_1mp": 3,
         "at_least_1mp_baseline_without_restarts": 1, "median_megapixels": 1.024}
-    assert "skipped" in diagnose.jpeg_survey(str(tmp_path / "nothing-here"))
+    (folder / "0_large.jpg").unlink()  # a record that can no longer be read
+    assert "skipped" in diagnose.jpeg_survey(dataset)
 
 
 def test_decode_bound_on_large_or_progressive_jpegs_gets_the_pack_rewrite_advice():

@@ -26,6 +26,7 @@ def diagnose(path: str, *, seconds: float = 3.0, io_seconds: float = 2.0,
         raise FileNotFoundError(2, "no such file or directory", path)
     data = survey(path)
     files = data.pop("_files")
+    dataset = data.pop("_dataset", None)
     largest = max(files)[1] if files else None
     storage = storage_info(path, largest)
     measurements: Dict[str, Any] = {
@@ -43,9 +44,9 @@ def diagnose(path: str, *, seconds: float = 3.0, io_seconds: float = 2.0,
                                                 step_time_from)
     else:
         report["consumer"] = {"skipped": "--no-loader"}
-    if data.get("format"):
+    if dataset is not None:
         # After the measurements and the loader run: its reads warm nothing they time.
-        data["jpeg"] = jpeg_survey(path)
+        data["jpeg"] = jpeg_survey(dataset)
     report["recommendations"] = recommend(report)
     return report
 

@@ -84,6 +84,8 @@ def survey(path: str, max_files: int = 1_000_000) -> Dict[str, Any]:
         data["records"] = len(dataset)
         data["shards"] = len(dataset.shards)
         data["packed"] = dataset.format in ("recordio", "lmdb", "caffe_lmdb")
+        # For the JPEG survey at the end: an ImageFolder is not listed twice.
+        data["_dataset"] = dataset
     except Exception as error:  # any dataset error: still a file survey
         data["format"] = None
         data["format_error"] = str(error)
@@ -130,15 +132,13 @@ def jpeg_header(data: bytes) -> Optional[Dict[str, Any]]:
     return None
 
 
-def jpeg_survey(path: str, samples: int = 64) -> Dict[str, Any]:
-    """The JPEGs among up to `samples` records spread over the dataset at
-    `path`: how many are progressive, how many have at least 1 megapixel,
-    and how many of those are baseline without restart markers (what
-    pack's baseline_jpeg and jpeg_restart_interval change); {"skipped": why}
-    when the dataset cannot be read."""
+def jpeg_survey(dataset: Any, samples: int = 64) -> Dict[str, Any]:
+    """The JPEGs among up to `samples` records spread over `dataset` (an
+    open gpufeed dataset): how many are progressive, how many have at least
+    1 megapixel, and how many of those are baseline without restart markers
+    (what pack's baseline_jpeg and jpeg_restart_interval change);
+    {"skipped": why} when its records cannot be read."""
     try:
-        from ..dataset import open_dataset
-        dataset = open_dataset(path)
         count = len(dataset)
         step = max(1, count // samples) if count else 1
         headers = [jpeg_header(dataset[index].data) for index in range(0, count, step)][:samples]
