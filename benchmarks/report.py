@@ -150,6 +150,26 @@ def highres_rows(highres):
         if "exact_equals_torchvision" in entry:
             rows.append((section, "exact eval output == torchvision's, images",
                          entry["exact_equals_torchvision"], "images"))
+    rows += restart_rows(highres.get("restart"), highres["targets"]["speedup"])
+    return rows
+
+
+def restart_rows(restart, target):
+    """highres_compare.py's baseline photographs as they are and packed with
+    jpeg_restart_interval (restart markers): exact=False / exact for each."""
+    if not restart:
+        return []
+    section = (f"high-res baseline photos ({restart['images']}), as they are and packed with "
+               f"jpeg_restart_interval={restart['interval_mcus']}, 1 thread")
+    rows = []
+    for kind in ("train", "eval"):
+        for label, key in (("as they are", "as_is"), ("with restart markers", "restart")):
+            rows.append((section, f"{kind} uint8, exact=False / exact, {label} (target >= "
+                         f"{target:g}x)", restart[key][f"{kind}_speedup"], "x"))
+    rows.append((section, "bytes with restart markers / as they are",
+                 restart["restart"]["bytes"] / restart["as_is"]["bytes"], "x"))
+    rows.append((section, "outputs unchanged by the rewrite, images", restart["same_outputs"],
+                 "images"))
     return rows
 
 

@@ -161,3 +161,30 @@ def test_embedding_file_is_reported(results):
     assert "embedding" in json.loads((results / "summary.json").read_text())["steps_run"]
     if "chart:" in out:  # with matplotlib: the latency and hit-rate panels drawn
         assert (results / "summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_highres_file_is_reported(results):
+    entry = {"images": 20, "megapixels_min": 2.1, "megapixels_max": 11.5, "bits_per_pixel": 1.18,
+             "us_per_image": {"train_uint8": 10000.0, "eval_uint8": 11700.0},
+             "train_floor_share": 0.98, "eval_floor_share": 0.85,
+             "train_speedup": 2.68, "eval_speedup": 2.88,
+             "train_mean_psnr_db": 48.6, "eval_mean_psnr_db": 48.1,
+             "exact_equals_torchvision": 20}
+    restart = {"interval_mcus": 16, "images": 18, "same_outputs": 18,
+               "as_is": {"bytes": 1000, "train_speedup": 2.12, "eval_speedup": 2.34},
+               "restart": {"bytes": 980, "train_speedup": 2.60, "eval_speedup": 2.79}}
+    write(results / "highres.json", dict(entry, targets={"speedup": 2.5, "psnr_db": 35.0},
+                                          quality75=dict(entry, train_speedup=2.27),
+                                          restart=restart))
+    out = run_report(results)
+    lines = out.splitlines()
+    assert "-- high-res photos, as shipped (20, 2.1-11.5 MP, 1.18 bits/pixel), 1 thread" in out
+    assert ("-- high-res baseline photos (18), as they are and packed with "
+            "jpeg_restart_interval=16, 1 thread") in out
+    for label, value in (("train uint8, exact=False / exact, as they are", "2.12 x"),
+                         ("train uint8, exact=False / exact, with restart markers", "2.60 x"),
+                         ("eval uint8, exact=False / exact, with restart markers", "2.79 x"),
+                         ("bytes with restart markers / as they are", "0.98 x"),
+                         ("outputs unchanged by the rewrite, images", "18 images")):
+        assert any(label in line and line.endswith(value) for line in lines), label
+    assert "highres" in json.loads((results / "summary.json").read_text())["steps_run"]
