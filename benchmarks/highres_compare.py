@@ -242,7 +242,6 @@ def make_restart_sets(out, files, interval):
     parameters = {"version": GENERATOR_VERSION, "interval": interval,
                   "from": [os.path.basename(f) for f in baseline]}
     roots = (os.path.join(out, "baseline"), os.path.join(out, f"baseline-restart{interval}"))
-    lists = []
     marker = os.path.join(roots[1], COMPLETE_MARKER)
     if os.path.exists(marker):
         with open(marker) as source:
@@ -262,9 +261,7 @@ def make_restart_sets(out, files, interval):
             target.write(dataset[index].data)
     with open(marker, "w") as target:
         json.dump(parameters, target)
-    for root in roots:
-        lists.append(sorted(glob.glob(os.path.join(root, "*", "*.jpg"))))
-    return roots, lists
+    return roots, [sorted(glob.glob(os.path.join(r, "*", "*.jpg"))) for r in roots]
 
 
 def restart_reading(bench, out, files, rounds, samples, interval=16):

@@ -94,6 +94,9 @@ void BindDatasetOptionsStruct(py::module_& module) {
 // Pack's progress callback and cancel flag are the pack call's own
 // (dataset_binding.cc sets them): not fields here.
 void BindPackOptions(py::module_& module) {
+  // pack's jpeg_restart_interval leaves smaller JPEGs without markers
+  // (diagnose's JPEG survey counts against the same figure).
+  module.attr("MIN_RESTART_PIXELS") = kMinRestartPixels;
   py::class_<PackOptions> pack(module, "PackOptions");
   pack.def(py::init<>())
       .def_property(
@@ -107,14 +110,6 @@ void BindPackOptions(py::module_& module) {
       .def_readwrite("workers", &PackOptions::workers)
       .def_readwrite("overwrite", &PackOptions::overwrite)
       .def_readwrite("allow_external_paths", &PackOptions::allow_external_paths)
-      .def_property(
-          "baseline_jpeg", [](const PackOptions& self) { return static_cast<bool>(self.rewrite); },
-          [](PackOptions& self, bool on) {
-            self.rewrite = on ? std::function<bool(std::string*)>(RewriteProgressiveJpegAsBaseline)
-                              : nullptr;
-          },
-          "Progressive JPEGs rewritten as baseline, losslessly "
-          "(RewriteProgressiveJpegAsBaseline).")
       .def(
           "set_jpeg_rewrite",
           [](PackOptions& self, bool baseline, int restart_interval) {

@@ -231,12 +231,6 @@ def test_pack_rewrites_progressive_jpegs_as_baseline_with_the_same_pixels(tmp_pa
     assert gpufeed.open_dataset(tmp_path / "cli")[0].data == data[0]
 
 
-def _restart_interval(jpeg: bytes) -> int:
-    """The interval a JPEG's DRI segment declares, 0 without one."""
-    at = jpeg.find(b"\xff\xdd\x00\x04")
-    return int.from_bytes(jpeg[at + 4:at + 6], "big") if at >= 0 else 0
-
-
 def test_pack_adds_restart_markers_to_every_jpeg_with_the_same_pixels(tmp_path):
     """jpeg_restart_interval=N (and `gpufeed pack --jpeg-restart-interval N`):
     baseline and progressive JPEGs of at least 1 megapixel are packed as
@@ -251,6 +245,7 @@ def test_pack_adds_restart_markers_to_every_jpeg_with_the_same_pixels(tmp_path):
     from PIL import Image
 
     from conftest import run_cli
+    from gpufeed.diagnose import jpeg_header
 
     rng = np.random.default_rng(7)
     pixels = rng.integers(0, 256, (800, 1280, 3), dtype=np.uint8)
@@ -276,7 +271,8 @@ def test_pack_adds_restart_markers_to_every_jpeg_with_the_same_pixels(tmp_path):
     assert data[2] == sources[2] and data[4:] == sources[4:]
     for index, interval in ((0, 4), (1, 4), (3, 0)):
         before, after = sources[index], data[index]
-        assert _restart_interval(before) == 0 and _restart_interval(after) == interval
+        assert jpeg_header(before)["restart_interval"] == 0
+        assert jpeg_header(after)["restart_interval"] == interval
         assert b"\xff\xc2" not in after  # baseline
         with Image.open(io.BytesIO(after)) as rewritten, Image.open(io.BytesIO(before)) as original:
             assert np.array_equal(np.asarray(rewritten), np.asarray(original))

@@ -94,9 +94,6 @@ def survey(path: str, max_files: int = 1_000_000) -> Dict[str, Any]:
     return data
 
 
-# pack's jpeg_restart_interval gives markers to JPEGs of at least this many
-# pixels (gpufeed/writer.h, kMinRestartPixels).
-RESTART_MIN_PIXELS = 1_000_000
 _SOF_BASELINE = (0xC0, 0xC1)
 _SOF_PROGRESSIVE = 0xC2
 
@@ -144,8 +141,9 @@ def jpeg_survey(dataset: Any, samples: int = 64) -> Dict[str, Any]:
         headers = [jpeg_header(dataset[index].data) for index in range(0, count, step)][:samples]
     except Exception as error:  # any dataset error: no JPEG survey
         return {"skipped": str(error)}
+    from .. import _core  # pack's threshold for restart markers
     jpegs = [h for h in headers if h is not None]
-    large = [h for h in jpegs if h["width"] * h["height"] >= RESTART_MIN_PIXELS]
+    large = [h for h in jpegs if h["width"] * h["height"] >= _core.MIN_RESTART_PIXELS]
     megapixels = sorted(h["width"] * h["height"] / 1e6 for h in jpegs)
     return {
         "sampled": len(headers),
