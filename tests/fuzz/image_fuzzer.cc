@@ -10,9 +10,11 @@
 // (jpeg_mcu.h) must give libjpeg's own status and bytes, or the fuzzer
 // aborts; so must a progressive JPEG rewritten as baseline by pack's
 // RewriteProgressiveJpegAsBaseline, and any JPEG RewriteJpegWithRestarts
-// rewrites with restart markers (the crop then passes over intervals).
+// rewrites with restart markers (the crop then passes over intervals). For
+// PNGs, the crop must be the same region of a whole decode.
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -83,6 +85,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     } else if (restarted != std::string(reinterpret_cast<const char*>(data), size)) {
       std::abort();
+    }
+  }
+
+  Image whole;
+  if (SniffImageFormat(data, size) == ImageFormat::kPng &&
+      DecodeRegion(data, size, {}, 0, 0, &whole, nullptr, max_pixels).ok()) {
+    // A file that decodes whole decodes cropped, to the same region (a crop
+    // may also succeed where the whole fails: rows below it are not read).
+    if (!status.ok()) std::abort();
+    const CropRect clamped = decode_internal::ClampCrop(crop, header.width, header.height);
+    if (image.width != clamped.width || image.height != clamped.height) std::abort();
+    for (int y = 0; y < image.height; ++y) {
+      if (std::memcmp(image.row(y), whole.row(clamped.y + y) + 3 * clamped.x,
+                      3 * static_cast<size_t>(image.width)) != 0) {
+        std::abort();
+      }
     }
   }
 

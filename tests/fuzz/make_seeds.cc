@@ -23,6 +23,7 @@
 #include "format/token_corpus.h"
 #include "format/token_heads.h"
 #include "jpeg_test_util.h"
+#include "png_test_util.h"
 #include "protobuf_test_util.h"
 #include "util/file.h"
 #include "util/path.h"
@@ -332,6 +333,14 @@ int main(int argc, char** argv) {
       EncodeJpeg(24, 24, JCS_CMYK, 80, 3), EncodeJpeg(64, 48, JCS_RGB, 50, 4),
       EncodeJpeg(40, 30, JCS_RGB, 90, 7, /*progressive=*/true), Png(20, 12, PNG_FORMAT_RGB),
       Png(9, 9, PNG_FORMAT_GA), Png(16, 8, PNG_FORMAT_RGBA)};
+  // The classic API's kinds: 16-bit, sub-byte gray and palettes, tRNS,
+  // gAMA, Adam7 interlacing.
+  const PngSpec specs[] = {{21, 13, 16, PNG_COLOR_TYPE_RGB_ALPHA, true, 1.0, false},
+                           {18, 11, 16, PNG_COLOR_TYPE_GRAY, false, 0, true},
+                           {25, 9, 2, PNG_COLOR_TYPE_GRAY, true, 0, false},
+                           {19, 17, 4, PNG_COLOR_TYPE_PALETTE, false, 0.45455, true},
+                           {33, 12, 8, PNG_COLOR_TYPE_GRAY_ALPHA, true, 0, false}};
+  for (const PngSpec& spec : specs) images.push_back(EncodePng(spec, PngRows(spec, spec.width)));
   for (size_t i = 0; i < images.size(); ++i) {
     Write("image", images[i] + std::string(1, static_cast<char>(i * 37)));
   }

@@ -241,8 +241,9 @@ def test_sigint_during_iteration_interrupts_and_the_process_recovers(tmp_path):
 @pytest.mark.parametrize("on_error", ["raise", "skip"])
 def test_a_decode_thread_out_of_memory_is_an_error_not_a_crash(tmp_path, on_error):
     # Sample 5 is a PNG whose header (13000 x 13000, under the pixel limit)
-    # needs 676 MB to decode; the child runs with 384 MiB of address space
-    # to spare, so that allocation fails inside a decode thread.
+    # makes the eval crop 11555 x 11555, 400 MB of RGB pixels; the child runs
+    # with 320 MiB of address space to spare, so that allocation fails inside
+    # a decode thread.
     samples = [(jpeg_bytes(i), 0) for i in range(12)]
     samples[5] = (png_claiming(13000, 13000), 0)
     packed = pack_list(tmp_path, samples)
@@ -258,7 +259,7 @@ def test_a_decode_thread_out_of_memory_is_an_error_not_a_crash(tmp_path, on_erro
                                     on_error={on_error!r}, max_skipped=1)
         with open("/proc/self/statm") as statm:
             size = int(statm.read().split()[0]) * resource.getpagesize()
-        spare = 384 << 20
+        spare = 320 << 20
         resource.setrlimit(resource.RLIMIT_AS, (size + spare, size + spare))
         delivered = 0
         try:

@@ -12,6 +12,8 @@ the output with libjpeg-turbo's DCT scaling first: close to PIL (PSNR above
 
 import io
 import os
+import struct
+import zlib
 
 import pytest
 
@@ -68,6 +70,70 @@ def test_png_resampling_is_bit_identical_to_pil():
         got, crop = ours(data, sample=sample)
         assert crop["width"] > 0 and crop["height"] > 0
         np.testing.assert_array_equal(got, torchvision_crop(image, crop))
+
+
+def png_chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png_file(width, height, depth, color_type, rows, chunks=b""):
+    """A PNG written here, chunk by chunk: any depth and colour type, and
+    ancillary chunks (gAMA, tRNS) PIL's writer does not produce."""
+    header = struct.pack(">IIBBBBB", width, height, depth, color_type, 0, 0, 0)
+    raw = b"".join(b"\0" + row for row in rows)
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", header) + chunks +
+            png_chunk(b"IDAT", zlib.compress(raw)) + png_chunk(b"IEND", b""))
+
+
+def png_kinds():
+    """(name, PNG bytes) of every colour type and bit depth, as they are,
+    with a gAMA of 1.0, and with a tRNS chunk where the type takes one."""
+    rng = np.random.default_rng(11)
+    width, height = 40, 30
+    channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
+    out = []
+    for color_type, depths in ((0, (1, 2, 4, 8, 16)), (2, (8, 16)), (3, (1, 2, 4, 8)),
+                               (4, (8, 16)), (6, (8, 16))):
+        for depth in depths:
+            values = rng.integers(0, 2 ** depth, (height, width * channels[color_type]))
+            if depth == 16 and color_type == 0:
+                values[: height // 2] %= 256  # PIL keeps values below 256, clips the rest
+            if depth == 16:
+                rows = [r.astype(">u2").tobytes() for r in values]
+            else:  # samples of `depth` bits, packed most significant first
+                bits = np.unpackbits(values.astype(np.uint8)[..., None], axis=-1)[..., 8 - depth:]
+                rows = [np.packbits(r.reshape(-1)).tobytes() for r in bits]
+            palette = b""
+            if color_type == 3:
+                palette = png_chunk(b"PLTE", rng.integers(0, 256, 3 * 2 ** depth, dtype=np.uint8)
+                                    .tobytes())
+            name = f"type {color_type} depth {depth}"
+            out.append((name, png_file(width, height, depth, color_type, rows, palette)))
+            gamma = png_chunk(b"gAMA", struct.pack(">I", 100000))
+            out.append((name + " gAMA 1.0",
+                        png_file(width, height, depth, color_type, rows, gamma + palette)))
+            if color_type in (0, 2, 3):
+                body = (bytes(range(0, 256, 2 ** (8 - depth))) if color_type == 3
+                        else b"\0" * (2 if color_type == 0 else 6))
+                out.append((name + " tRNS", png_file(width, height, depth, color_type, rows,
+                                                     palette + png_chunk(b"tRNS", body))))
+    return out
+
+@pytest.mark.filterwarnings("ignore:Palette images with Transparency")
+def test_png_of_every_colour_type_and_depth_gives_pils_bytes():
+    # torchvision's ImageFolder loads with PIL's convert("RGB"): 16-bit
+    # samples keep their high byte (16-bit gray is clipped), gAMA is ignored,
+    # transparency dropped. libpng's simplified API did otherwise (a gAMA of
+    # 1.0 moved values by up to 72 levels).
+    for name, data in png_kinds():
+        image = PIL.open(io.BytesIO(data)).convert("RGB")
+        reference = np.asarray(TF.center_crop(TF.resize(image, 256), 224))
+        got, _ = ours(data, train=False)
+        np.testing.assert_array_equal(got, reference, err_msg=f"{name}, eval")
+        for sample in range(3):
+            got, crop = ours(data, sample=sample)
+            np.testing.assert_array_equal(got, torchvision_crop(image, crop),
+                                          err_msg=f"{name}, train sample {sample}, {crop}")
 
 
 def test_eval_transform_matches_torchvision_resize_center_crop():

@@ -1,12 +1,16 @@
 // Image decoding: region and DCT-scaled decodes against full decodes of the
-// same real JPEGs (encoded here with libjpeg), PNG, color spaces, bad input.
+// same real JPEGs (encoded here with libjpeg), PNG (every colour type and
+// depth, against PIL's convert("RGB") rules), color spaces, bad input.
 #include "decode/image_decoder.h"
 
 #include "jpeg_test_util.h"
+#include "png_test_util.h"
 
 #include <gtest/gtest.h>
 #include <png.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -127,6 +131,108 @@ TEST(ImageDecoderTest, PngCropIsExact) {
   ASSERT_EQ(crop.height, 40);
   for (int y = 0; y < 40; ++y) {
     ASSERT_EQ(std::memcmp(crop.row(y), full.row(20 + y) + 30, 90), 0);
+  }
+}
+
+// What PIL's Image.open(f).convert("RGB") makes of one stored PNG pixel
+// (png_decoder.h): an independent statement of the rules, from the samples.
+std::array<uint8_t, 3> PilRgb(const PngSpec& spec, const std::vector<uint8_t>& row, int x) {
+  const int depth = spec.bit_depth, channels = PngChannels(spec.color_type);
+  auto sample = [&](int c) -> int {  // the stored value of channel c
+    const size_t index = static_cast<size_t>(x) * channels + c;
+    if (depth == 16) return (row[2 * index] << 8) | row[2 * index + 1];
+    if (depth == 8) return row[index];
+    const size_t bit = index * depth;
+    return (row[bit / 8] >> (8 - depth - bit % 8)) & ((1 << depth) - 1);
+  };
+  auto high = [&](int c) { return static_cast<uint8_t>(depth == 16 ? sample(c) >> 8 : sample(c)); };
+  switch (spec.color_type) {
+    case PNG_COLOR_TYPE_PALETTE: {
+      const int i = sample(0);
+      return {static_cast<uint8_t>(i * 37 + 11), static_cast<uint8_t>(255 - i * 53),
+              static_cast<uint8_t>(i * 91 + 5)};
+    }
+    case PNG_COLOR_TYPE_GRAY: {
+      int v = sample(0);
+      if (depth < 8) v = v * 255 / ((1 << depth) - 1);
+      if (depth == 16) v = std::min(v, 255);  // PIL's "I" image clipped
+      const uint8_t g = static_cast<uint8_t>(v);
+      return {g, g, g};
+    }
+    case PNG_COLOR_TYPE_GRAY_ALPHA:
+      return {high(0), high(0), high(0)};
+    default:
+      return {high(0), high(1), high(2)};
+  }
+}
+
+TEST(ImageDecoderTest, PngOfEveryColourTypeAndDepthGivesPilsBytes) {
+  struct Kind { int type; std::vector<int> depths; };
+  const std::vector<Kind> kinds = {{PNG_COLOR_TYPE_GRAY, {1, 2, 4, 8, 16}},
+                                   {PNG_COLOR_TYPE_GRAY_ALPHA, {8, 16}},
+                                   {PNG_COLOR_TYPE_RGB, {8, 16}},
+                                   {PNG_COLOR_TYPE_RGB_ALPHA, {8, 16}},
+                                   {PNG_COLOR_TYPE_PALETTE, {1, 2, 4, 8}}};
+  uint32_t seed = 0;
+  for (const Kind& kind : kinds) {
+    for (int depth : kind.depths) {
+      for (int variant = 0; variant < 4; ++variant) {
+        PngSpec spec;
+        spec.width = 37;
+        spec.height = 29;
+        spec.bit_depth = depth;
+        spec.color_type = kind.type;
+        spec.interlaced = variant & 1;
+        spec.gamma = variant & 2 ? 1.0 : 0;  // a linear gAMA: ignored, as PIL does
+        spec.transparency = variant == 3 && !(kind.type & PNG_COLOR_MASK_ALPHA);
+        const auto rows = PngRows(spec, ++seed);
+        const std::string png = EncodePng(spec, rows);
+        ASSERT_FALSE(png.empty());
+        const std::string what = "type " + std::to_string(kind.type) + " depth " +
+                                 std::to_string(depth) + " variant " + std::to_string(variant);
+        Image full = Decode(png);
+        ASSERT_EQ(full.width, 37) << what;
+        ASSERT_EQ(full.height, 29) << what;
+        for (int y = 0; y < 29; ++y) {
+          for (int x = 0; x < 37; ++x) {
+            const auto want = PilRgb(spec, rows[y], x);
+            const uint8_t* got = full.row(y) + 3 * x;
+            ASSERT_TRUE(got[0] == want[0] && got[1] == want[1] && got[2] == want[2])
+                << what << " pixel " << x << "," << y << ": " << int(got[0]) << " " << int(got[1])
+                << " " << int(got[2]) << " against " << int(want[0]) << " " << int(want[1]) << " "
+                << int(want[2]);
+          }
+        }
+        Image crop = Decode(png, {5, 7, 20, 11});
+        ASSERT_EQ(crop.width, 20) << what;
+        for (int y = 0; y < 11; ++y) {
+          ASSERT_EQ(std::memcmp(crop.row(y), full.row(7 + y) + 15, 60), 0) << what << " row " << y;
+        }
+      }
+    }
+  }
+}
+
+TEST(ImageDecoderTest, BadPngNamesTheRow) {
+  PngSpec spec;
+  spec.width = 64;
+  spec.height = 48;
+  for (bool interlaced : {false, true}) {
+    spec.interlaced = interlaced;
+    const std::string png = EncodePng(spec, PngRows(spec, 5));
+    ImageHeader header;
+    ASSERT_TRUE(ReadImageHeader(Bytes(png), png.size(), &header).ok());
+    EXPECT_EQ(header.format, ImageFormat::kPng);
+    EXPECT_EQ(header.width, 64);
+    const std::string cut = png.substr(0, png.size() / 2);
+    Image image;
+    Status status = DecodeRegion(Bytes(cut), cut.size(), {}, 0, 0, &image);
+    EXPECT_TRUE(status.IsCorruption()) << status.ToString();
+    EXPECT_NE(status.message().find("row"), std::string::npos) << status.ToString();
+    EXPECT_NE(status.message().find("truncated"), std::string::npos) << status.ToString();
+    // The header itself cut.
+    status = ReadImageHeader(Bytes(png), 20, &header);
+    EXPECT_TRUE(status.IsCorruption()) << status.ToString();
   }
 }
 

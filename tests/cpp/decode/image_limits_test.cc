@@ -141,7 +141,7 @@ TEST(ImageLimitsTest, AnAllocationFailureIsAStatusNotAnException) {
                   "address space)";
 #endif
   ::testing::FLAGS_gtest_death_test_style = "threadsafe";  // a fresh process, no other threads
-  std::string png = PngClaiming(13000, 13000);  // 169 M pixels < 178956970: 676 MB of RGBA
+  std::string png = PngClaiming(13000, 13000);  // 169 M pixels < 178956970: 507 MB of RGB
   EXPECT_EXIT(
       {
         long pages = 0;
@@ -157,7 +157,8 @@ TEST(ImageLimitsTest, AnAllocationFailureIsAStatusNotAnException) {
         std::fprintf(stderr, "%s\n", status.ToString().c_str());
         std::_Exit(status.ok() ? 1 : 0);
       },
-      ::testing::ExitedWithCode(0), "out of memory: cannot allocate 676000000 bytes");
+      ::testing::ExitedWithCode(0),
+      "out of memory: cannot allocate 507000000 bytes for the decoded pixels");
 }
 
 }  // namespace
