@@ -98,8 +98,10 @@ def pack(src: Union[str, os.PathLike], dst: Union[str, os.PathLike], format: str
             directory. By default they are refused with PermissionError, so
             that a list file from elsewhere cannot pack arbitrary files.
         baseline_jpeg: rewrite progressive JPEGs as baseline ones, losslessly
-            (the same coefficients, Huffman tables fitted to the image, EXIF,
-            ICC and other markers kept, as ``jpegtran -optimize -copy all``):
+            (the same coefficients, EXIF, ICC and other markers kept, as
+            ``jpegtran -copy all``; Huffman tables fitted to the image from 1
+            megapixel on, libjpeg's standard tables below, which decoders
+            build once for every file):
             they decode to the same pixels, about 3x faster. Other files,
             and JPEGs libjpeg warns about, are packed as they are.
         jpeg_restart_interval: when > 0, every JPEG of at least 1

@@ -1,6 +1,6 @@
 // RewriteProgressiveJpegAsBaseline and RewriteJpegWithRestarts
 // (include/gpufeed/writer.h): a lossless transcode through libjpeg's
-// coefficient API, as `jpegtran -optimize -copy all [-restart NB]` does.
+// coefficient API, as `jpegtran [-optimize] -copy all [-restart NB]` does.
 #include "gpufeed/writer.h"
 
 #include <setjmp.h>
@@ -42,6 +42,15 @@ void RewriteOutputMessage(j_common_ptr) {}
 // refuse, rather than having its coefficients allocated here.
 constexpr uint64_t kMaxRewritePixels = 178956970;
 
+// Smaller JPEGs are written with libjpeg's standard Huffman tables instead
+// of tables fitted to each file: the same tables in every such file, so the
+// decoders build them once (their table cache) instead of once per decode,
+// which on ImageNet-sized photographs cost about 10% of the train
+// transform's time, against 4% more bytes (docs/tuning.md, "Restart markers
+// at pack time"). Larger ones keep fitted tables: fewer bits to read, and
+// one build is little against their decode.
+constexpr uint64_t kMinFittedTablePixels = kMinRestartPixels;
+
 bool IsMarker(const jpeg_saved_marker_ptr m, int code, const char* tag, unsigned tag_size) {
   if (m->marker != code || m->data_length < tag_size) return false;
   for (unsigned i = 0; i < tag_size; ++i) {
@@ -75,7 +84,7 @@ void CopyMarkers(const jpeg_decompress_struct& in, jpeg_compress_struct* out) {
 }
 
 // The transcode behind both rewrites: a baseline JPEG of the same
-// coefficients with fitted Huffman tables, and a restart marker every
+// coefficients (Huffman tables: kMinFittedTablePixels), and a restart marker every
 // `restart_interval` MCUs (0: none) when it has at least `min_pixels`;
 // done for a progressive JPEG, and for a baseline one that is to get
 // another restart interval.
@@ -108,7 +117,9 @@ bool Transcode(std::string* data, int restart_interval, uint64_t min_pixels) {
       if (!state.warned && (!in.progressive_mode || EveryBitSent(in))) {
         jpeg_mem_dest(&out, &state.buffer, &state.size);
         jpeg_copy_critical_parameters(&in, &out);  // its defaults: no restart markers
-        out.optimize_coding = TRUE;  // tables fitted to this image, as jpegtran -optimize
+        // Fitted tables (jpegtran -optimize) only where their build per
+        // decode is small against the decode (see kMinFittedTablePixels).
+        out.optimize_coding = pixels >= kMinFittedTablePixels;
         out.restart_interval = interval;
         jpeg_write_coefficients(&out, coefficients);
         CopyMarkers(in, &out);

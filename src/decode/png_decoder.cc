@@ -46,7 +46,8 @@ class PngReader {
     gray16_ = type == PNG_COLOR_TYPE_GRAY && depth == 16;
     if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png_);
     if (type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png_);
-    if (depth == 16 && !gray16_) png_set_strip_16(png_);  // the high byte, as PIL's ";16B" unpackers
+    // The high byte, as PIL's ";16B" unpackers keep it.
+    if (depth == 16 && !gray16_) png_set_strip_16(png_);
     png_set_strip_alpha(png_);  // also the alpha a palette's tRNS would add
     if ((type == PNG_COLOR_TYPE_GRAY || type == PNG_COLOR_TYPE_GRAY_ALPHA) && !gray16_) {
       png_set_gray_to_rgb(png_);

@@ -85,7 +85,8 @@ inline std::string EncodePng(const PngSpec& spec, const std::vector<std::vector<
 
 // Rows of pseudo-random stored samples for `spec` (every value the depth allows).
 inline std::vector<std::vector<uint8_t>> PngRows(const PngSpec& spec, uint32_t seed) {
-  const size_t bits = static_cast<size_t>(spec.width) * PngChannels(spec.color_type) * spec.bit_depth;
+  const size_t bits =
+      static_cast<size_t>(spec.width) * PngChannels(spec.color_type) * spec.bit_depth;
   std::vector<std::vector<uint8_t>> rows(spec.height, std::vector<uint8_t>((bits + 7) / 8));
   uint32_t state = seed * 2654435761u + 1;
   for (auto& row : rows) {

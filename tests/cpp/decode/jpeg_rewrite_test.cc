@@ -185,6 +185,41 @@ TEST(JpegRewriteTest, JpegsUnderTheMinimumGetNoRestartMarkers) {
   EXPECT_EQ(declared, 4u);
 }
 
+// The DHT segments of a JPEG's header, in order (up to its first SOS).
+std::string HuffmanTables(const std::string& jpeg) {
+  std::string tables;
+  size_t at = 2;
+  while (at + 4 <= jpeg.size() && static_cast<uint8_t>(jpeg[at]) == 0xFF) {
+    const int code = static_cast<uint8_t>(jpeg[at + 1]);
+    const size_t length =
+        (static_cast<uint8_t>(jpeg[at + 2]) << 8) | static_cast<uint8_t>(jpeg[at + 3]);
+    if (code == 0xDA) break;
+    if (code == 0xC4) tables += jpeg.substr(at, 2 + length);
+    at += 2 + length;
+  }
+  return tables;
+}
+
+TEST(JpegRewriteTest, SmallJpegsGetStandardTablesLargeOnesFittedTables) {
+  // Under kMinRestartPixels: libjpeg's standard tables, the same in every
+  // file (the decoders' table cache builds them once); from it on, tables
+  // fitted to each file. The pixels are the same either way (above).
+  std::string small_a = EncodeJpeg(320, 240, JCS_RGB, 90, 1, /*progressive=*/true);
+  std::string small_b = EncodeJpeg(200, 300, JCS_RGB, 60, 2, /*progressive=*/true);
+  std::string large = EncodeJpeg(1000, 1000, JCS_RGB, 90, 3, /*progressive=*/true);
+  std::string large_restarts = large;
+  ASSERT_TRUE(RewriteProgressiveJpegAsBaseline(&small_a));
+  ASSERT_TRUE(RewriteProgressiveJpegAsBaseline(&small_b));
+  ASSERT_TRUE(RewriteProgressiveJpegAsBaseline(&large));
+  ASSERT_TRUE(RewriteJpegWithRestarts(&large_restarts, 16));
+  const std::string standard = HuffmanTables(EncodeJpeg(64, 48, JCS_RGB));  // libjpeg's defaults
+  ASSERT_FALSE(standard.empty());
+  EXPECT_EQ(HuffmanTables(small_a), standard);
+  EXPECT_EQ(HuffmanTables(small_b), standard);
+  EXPECT_NE(HuffmanTables(large), standard);
+  EXPECT_NE(HuffmanTables(large_restarts), standard);
+}
+
 // A marker segment: 0xFF, the code, the length (2 bytes, itself included).
 std::string Segment(int code, const std::string& payload) {
   const size_t length = payload.size() + 2;
