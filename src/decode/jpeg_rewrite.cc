@@ -117,6 +117,12 @@ bool Transcode(std::string* data, int restart_interval, uint64_t min_pixels) {
       if (!state.warned && (!in.progressive_mode || EveryBitSent(in))) {
         jpeg_mem_dest(&out, &state.buffer, &state.size);
         jpeg_copy_critical_parameters(&in, &out);  // its defaults: no restart markers
+        // libjpeg marks CMYK output with an Adobe marker, which makes
+        // readers (PIL, gpufeed) take the samples as inverted: a CMYK file
+        // without one must stay without one.
+        if (in.jpeg_color_space == JCS_CMYK && !in.saw_Adobe_marker) {
+          out.write_Adobe_marker = FALSE;
+        }
         // Fitted tables (jpegtran -optimize) only where their build per
         // decode is small against the decode (see kMinFittedTablePixels).
         out.optimize_coding = pixels >= kMinFittedTablePixels;

@@ -228,6 +228,27 @@ std::string Segment(int code, const std::string& payload) {
          payload;
 }
 
+TEST(JpegRewriteTest, CmykWithoutAnAdobeMarkerStaysWithoutOne) {
+  // Readers take CMYK samples as inverted when an Adobe marker is there
+  // (PIL's "CMYK;I"); the rewrite must not add one (found by image_fuzzer).
+  for (bool progressive : {false, true}) {
+    std::string jpeg = EncodeJpeg(40, 24, JCS_CMYK, 85, 3, progressive);
+    const size_t adobe = jpeg.find("\xFF\xEE");
+    ASSERT_NE(adobe, std::string::npos);
+    const size_t length = (static_cast<uint8_t>(jpeg[adobe + 2]) << 8) |
+                          static_cast<uint8_t>(jpeg[adobe + 3]);
+    jpeg.erase(adobe, 2 + length);
+    const RegionDecode original = DecodeWhole(jpeg, false);
+    ASSERT_TRUE(original.status.ok()) << original.status.ToString();
+    std::string rewritten = jpeg;
+    ASSERT_TRUE(RewriteJpegWithRestarts(&rewritten, 2, 0));
+    EXPECT_EQ(rewritten.find("\xFF\xEE"), std::string::npos);
+    const RegionDecode after = DecodeWhole(rewritten, false);
+    ASSERT_TRUE(after.status.ok()) << after.status.ToString();
+    EXPECT_TRUE(after.image.pixels == original.image.pixels) << "progressive " << progressive;
+  }
+}
+
 TEST(JpegRewriteTest, ExifIccAndCommentsAreKept) {
   Encoding e;
   e.progressive = true;
