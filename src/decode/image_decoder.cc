@@ -9,6 +9,7 @@
 
 #include "decode/jpeg_decoder.h"
 #include "decode/png_decoder.h"
+#include "decode/pnm_decoder.h"
 
 namespace gpufeed {
 
@@ -47,10 +48,16 @@ CropRect ClampCrop(const CropRect& crop, int width, int height) {
 
 }  // namespace decode_internal
 
+namespace {
+constexpr char kNotAnImage[] =
+    "not a JPEG, PNG or Netpbm (PBM/PGM/PPM) image (its first bytes match none of them)";
+}  // namespace
+
 ImageFormat SniffImageFormat(const uint8_t* data, size_t size) {
   if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return ImageFormat::kJpeg;
   static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   if (size >= 8 && std::memcmp(data, kPng, 8) == 0) return ImageFormat::kPng;
+  if (decode_internal::LooksLikePnm(data, size)) return ImageFormat::kPnm;
   return ImageFormat::kUnknown;
 }
 
@@ -63,7 +70,10 @@ Status ReadImageHeader(const uint8_t* data, size_t size, ImageHeader* header) {
   if (header->format == ImageFormat::kPng) {
     return decode_internal::ReadPngSize(data, size, &header->width, &header->height);
   }
-  return Status::NotSupported("not a JPEG or PNG image (first bytes do not match either)");
+  if (header->format == ImageFormat::kPnm) {
+    return decode_internal::ReadPnmSize(data, size, &header->width, &header->height);
+  }
+  return Status::NotSupported(kNotAnImage);
 }
 
 Status DecodeRegion(const uint8_t* data, size_t size, const CropRect& crop, int min_width,
@@ -81,8 +91,11 @@ Status DecodeRegion(const uint8_t* data, size_t size, const CropRect& crop, int 
     case ImageFormat::kPng:
       if (scale_denominator != nullptr) *scale_denominator = 1;
       return decode_internal::DecodePng(data, size, crop, out, max_pixels);
+    case ImageFormat::kPnm:
+      if (scale_denominator != nullptr) *scale_denominator = 1;
+      return decode_internal::DecodePnm(data, size, crop, out, max_pixels);
     default:
-      return Status::NotSupported("not a JPEG or PNG image (first bytes do not match either)");
+      return Status::NotSupported(kNotAnImage);
   }
 }
 

@@ -1,7 +1,8 @@
 // Image decoding for the decode pool: JPEG through libjpeg-turbo with
-// DCT-domain scaling and region decoding, PNG through libpng. Output is
-// always RGB, 8 bits, HWC (grayscale, CMYK/YCCK, palette and alpha images
-// are converted).
+// DCT-domain scaling and region decoding, PNG through libpng, Netpbm
+// (PBM/PGM/PPM) by gpufeed. Output is always RGB, 8 bits, HWC (grayscale,
+// CMYK/YCCK, palette and alpha images are converted, as PIL's
+// convert("RGB") converts them).
 //
 // DecodeRegion decodes only what a crop needs: libjpeg-turbo scales in the
 // DCT domain (1/8, 1/4, 1/2) when the crop's output is much smaller than
@@ -22,7 +23,7 @@
 
 namespace gpufeed {
 
-enum class ImageFormat { kUnknown, kJpeg, kPng };
+enum class ImageFormat { kUnknown, kJpeg, kPng, kPnm };
 
 struct ImageHeader {
   ImageFormat format = ImageFormat::kUnknown;
@@ -51,7 +52,7 @@ struct Image {
 ImageFormat SniffImageFormat(const uint8_t* data, size_t size);
 
 // Reads dimensions without decoding pixels. Corruption for malformed data,
-// NotSupported for formats other than JPEG and PNG.
+// NotSupported for formats other than JPEG, PNG and Netpbm.
 Status ReadImageHeader(const uint8_t* data, size_t size, ImageHeader* header);
 
 // Decodes `crop` (clamped to the image) into *out, scaled down by the

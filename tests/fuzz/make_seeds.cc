@@ -341,6 +341,14 @@ int main(int argc, char** argv) {
                            {19, 17, 4, PNG_COLOR_TYPE_PALETTE, false, 0.45455, true},
                            {33, 12, 8, PNG_COLOR_TYPE_GRAY_ALPHA, true, 0, false}};
   for (const PngSpec& spec : specs) images.push_back(EncodePng(spec, PngRows(spec, spec.width)));
+  // Netpbm: raw and plain, maxvals that Pillow keeps, scales and clips.
+  std::string ppm = "P6\n# seed\n9 7\n255\n", pgm16 = "P5 6 5 1000\n", pbm = "P4 13 3\n";
+  for (int i = 0; i < 9 * 7 * 3; ++i) ppm += static_cast<char>(i * 11);
+  for (int i = 0; i < 6 * 5 * 2; ++i) pgm16 += static_cast<char>(i % 2 ? i * 37 : i % 4);
+  for (int i = 0; i < 2 * 3; ++i) pbm += static_cast<char>(0xA5 ^ i);
+  images.insert(images.end(),
+                {ppm, pgm16, pbm, "P3 3 2 15\n1 2 3 4 5 6\n# c\n7 8 9 10 11 12 13\n14 15 0 1 2\n",
+                 "P2 4 2 65535\n0 255 256 65535\n1 2 3 4\n", "P1 5 2\n10110\n0 1 0 1 1\n"});
   for (size_t i = 0; i < images.size(); ++i) {
     Write("image", images[i] + std::string(1, static_cast<char>(i * 37)));
   }

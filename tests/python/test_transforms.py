@@ -136,6 +136,57 @@ def test_png_of_every_colour_type_and_depth_gives_pils_bytes():
                                           err_msg=f"{name}, train sample {sample}, {crop}")
 
 
+
+def netpbm_kinds():
+    """(name, bytes) of raw and plain PBM/PGM/PPM files at maxvals where
+    Pillow scales (15, 1000), keeps (255, 65535 for PGM) and clips (a PGM
+    above 255 is an "I" image), with comments in the header and the data."""
+    rng = np.random.default_rng(5)
+    width, height = 37, 23
+    out = []
+    for maxval in (1, 15, 255, 256, 1000, 65535):
+        for kind in (2, 3, 5, 6):
+            values = rng.integers(0, maxval + 1, (height, width, 3 if kind in (3, 6) else 1))
+            head = f"P{kind}\n# made here\n{width} {height}\n{maxval}\n".encode()
+            if kind >= 5:
+                body = values.astype(np.uint8 if maxval < 256 else ">u2").tobytes()
+            else:
+                numbers = [str(int(v)) for v in values.reshape(-1)]
+                lines = [" ".join(numbers[i:i + 7]) for i in range(0, len(numbers), 7)]
+                lines.insert(1, "# a comment 12 34")
+                body = ("\n".join(lines) + "\n").encode()
+            out.append((f"P{kind} maxval {maxval}", head + body))
+    bits = rng.integers(0, 2, (height, width))
+    out.append(("P4", f"P4 {width} {height}\n".encode() + np.packbits(bits, axis=1).tobytes()))
+    out.append(("P1", f"P1\n{width} {height}\n".encode() +
+                b"\n".join(b"".join(b"%d" % v for v in row) for row in bits) + b"\n"))
+    out.append(("P5 samples above maxval", b"P5 4 4 100\n" + bytes(range(200, 216))))
+    return out
+
+
+def test_netpbm_gives_pils_bytes():
+    # torchvision's ImageFolder lists .ppm and .pgm files (GTSRB ships .ppm).
+    for name, data in netpbm_kinds():
+        image = PIL.open(io.BytesIO(data)).convert("RGB")
+        reference = np.asarray(TF.center_crop(TF.resize(image, 256), 224))
+        got, _ = ours(data, train=False)
+        np.testing.assert_array_equal(got, reference, err_msg=f"{name}, eval")
+        for sample in range(3):
+            got, crop = ours(data, sample=sample)
+            np.testing.assert_array_equal(got, torchvision_crop(image, crop),
+                                          err_msg=f"{name}, train sample {sample}, {crop}")
+
+
+def test_bad_netpbm_is_an_error_naming_the_offset():
+    good = b"P6 4 4 255\n" + bytes(range(48))
+    cases = ((good[:-5], "truncated"), (b"P2 2 2 10\n1 2 3 11\n", "above maxval"),
+             (b"P3 1 1 255\n1 x 3\n", "not a number"), (b"P5 4 4 0\n" + bytes(16), "maxval"),
+             (b"P1 2 2\n0 1 2 0\n", "other than 0 or 1"), (b"P6 4\n", "header ends"))
+    for data, words in cases:
+        with pytest.raises(Exception) as info:
+            ours(data)
+        assert words in str(info.value) and "at byte" in str(info.value), (data, str(info.value))
+
 def test_eval_transform_matches_torchvision_resize_center_crop():
     for seed, (width, height) in enumerate([(500, 375), (375, 500), (640, 427), (300, 300)]):
         data = encode(photo(width, height, seed))
@@ -254,7 +305,7 @@ def test_normalized_float_outputs_and_layouts():
 def test_bad_images_raise():
     with pytest.raises(Exception) as info:
         ours(b"not an image")
-    assert "JPEG or PNG" in str(info.value)
+    assert "not a JPEG, PNG or Netpbm" in str(info.value)
     data = encode(photo(200, 150, 1))
     with pytest.raises(Exception, match="truncated|JPEG"):
         ours(data[: len(data) // 2])

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <vector>
 
 #include <jpeglib.h>
 
@@ -234,6 +235,70 @@ TEST(ImageDecoderTest, BadPngNamesTheRow) {
     status = ReadImageHeader(Bytes(png), 20, &header);
     EXPECT_TRUE(status.IsCorruption()) << status.ToString();
   }
+}
+
+TEST(ImageDecoderTest, NetpbmGivesPillowsBytes) {
+  // P6 at 255: the samples; P5 at maxval 15: v * 17 (round(v / 15 * 255));
+  // a PGM of maxval 1000 is Pillow's "I" image: round(v / 1000 * 65535)
+  // clipped to 255; P4/P1: 1 is black.
+  std::string p6 = "P6\n# comment\n3 2\n255\n";
+  for (int i = 0; i < 18; ++i) p6 += static_cast<char>(i * 13);
+  std::string p5 = "P5 4 1 15\n";
+  for (int v : {0, 1, 14, 15}) p5 += static_cast<char>(v);
+  std::string p5_wide = "P5 3 1 1000\n";
+  for (int v : {0, 3, 4}) p5_wide += std::string{static_cast<char>(v >> 8), static_cast<char>(v)};
+  const std::string p4 = std::string("P4 3 2\n") + '\xA0' + '\x40';
+  const std::string p1 = "P1 3 2\n101\n0 1\n#x\n0";
+  const std::string p3 = "P3 2 1 15\n1 2 3\n4 5 1#c\n5\n";  // the comment joins "1" and "5"
+  struct Case { const std::string* data; std::vector<uint8_t> gray_or_rgb; bool rgb; };
+  std::vector<uint8_t> p6_values;
+  for (int i = 0; i < 18; ++i) p6_values.push_back(static_cast<uint8_t>(i * 13));
+  const Case cases[] = {{&p6, p6_values, true},
+                        {&p5, {0, 17, 238, 255}, false},
+                        {&p5_wide, {0, 197, 255}, false},
+                        {&p4, {0, 255, 0, 255, 0, 255}, false},
+                        {&p1, {0, 255, 0, 255, 0, 255}, false},
+                        {&p3, {17, 34, 51, 68, 85, 255}, true}};
+  for (const Case& c : cases) {
+    ImageHeader header;
+    ASSERT_TRUE(ReadImageHeader(Bytes(*c.data), c.data->size(), &header).ok()) << *c.data;
+    EXPECT_EQ(header.format, ImageFormat::kPnm);
+    Image image = Decode(*c.data);
+    std::vector<uint8_t> want;
+    for (uint8_t v : c.gray_or_rgb) {
+      for (int b = 0; b < (c.rgb ? 1 : 3); ++b) want.push_back(v);
+    }
+    EXPECT_EQ(image.pixels, want) << *c.data;
+    EXPECT_EQ(image.width, header.width);
+  }
+  // A crop of a raw file reads only its rows: the same as the whole's region.
+  std::string big = "P6 40 30 255\n";
+  for (int i = 0; i < 40 * 30 * 3; ++i) big += static_cast<char>(i * 7 + i / 11);
+  Image whole = Decode(big);
+  Image crop = Decode(big, {5, 7, 20, 11});
+  for (int y = 0; y < 11; ++y) {
+    ASSERT_EQ(std::memcmp(crop.row(y), whole.row(7 + y) + 15, 60), 0) << y;
+  }
+  // Cut after the crop's last row: the crop still decodes, the whole not.
+  std::string cut = big.substr(0, 13 + 40 * 3 * 20);
+  Image image;
+  EXPECT_TRUE(DecodeRegion(Bytes(cut), cut.size(), {5, 7, 20, 11}, 0, 0, &image).ok());
+  Status status = DecodeRegion(Bytes(cut), cut.size(), {}, 0, 0, &image);
+  EXPECT_TRUE(status.IsCorruption()) << status.ToString();
+  EXPECT_NE(status.message().find("truncated"), std::string::npos) << status.ToString();
+  EXPECT_NE(status.message().find("at byte 2413"), std::string::npos) << status.ToString();
+  // Bad headers and data name the byte.
+  for (const char* bad :
+       {"P6 4", "P6 4 4 0\n", "P6 4 4 70000\n", "P5 12345678901 2 255\n", "P3 1 1 15\n1 2 16\n",
+        "P2 2 1 255\n1 +2\n", "P1 2 1\n02\n", "P6 0 4 255\n"}) {
+    status = DecodeRegion(Bytes(bad), std::strlen(bad), {}, 0, 0, &image);
+    EXPECT_TRUE(status.IsCorruption()) << bad << ": " << status.ToString();
+    EXPECT_NE(status.message().find("at byte"), std::string::npos) << status.ToString();
+  }
+  // A header over the pixel limit is refused before allocating.
+  const std::string bomb = "P5 100000 100000 255\n";
+  status = DecodeRegion(Bytes(bomb), bomb.size(), {}, 0, 0, &image);
+  EXPECT_NE(status.message().find("10000000000 pixels"), std::string::npos) << status.ToString();
 }
 
 TEST(ImageDecoderTest, BadInputIsAnErrorNeverACrash) {
