@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "decode/bmp_decoder.h"
 #include "decode/jpeg_decoder.h"
 #include "decode/png_decoder.h"
 #include "decode/pnm_decoder.h"
@@ -50,7 +51,7 @@ CropRect ClampCrop(const CropRect& crop, int width, int height) {
 
 namespace {
 constexpr char kNotAnImage[] =
-    "not a JPEG, PNG or Netpbm (PBM/PGM/PPM) image (its first bytes match none of them)";
+    "not a JPEG, PNG, Netpbm (PBM/PGM/PPM) or BMP image (its first bytes match none of them)";
 }  // namespace
 
 ImageFormat SniffImageFormat(const uint8_t* data, size_t size) {
@@ -58,6 +59,7 @@ ImageFormat SniffImageFormat(const uint8_t* data, size_t size) {
   static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   if (size >= 8 && std::memcmp(data, kPng, 8) == 0) return ImageFormat::kPng;
   if (decode_internal::LooksLikePnm(data, size)) return ImageFormat::kPnm;
+  if (decode_internal::LooksLikeBmp(data, size)) return ImageFormat::kBmp;
   return ImageFormat::kUnknown;
 }
 
@@ -72,6 +74,9 @@ Status ReadImageHeader(const uint8_t* data, size_t size, ImageHeader* header) {
   }
   if (header->format == ImageFormat::kPnm) {
     return decode_internal::ReadPnmSize(data, size, &header->width, &header->height);
+  }
+  if (header->format == ImageFormat::kBmp) {
+    return decode_internal::ReadBmpSize(data, size, &header->width, &header->height);
   }
   return Status::NotSupported(kNotAnImage);
 }
@@ -94,6 +99,9 @@ Status DecodeRegion(const uint8_t* data, size_t size, const CropRect& crop, int 
     case ImageFormat::kPnm:
       if (scale_denominator != nullptr) *scale_denominator = 1;
       return decode_internal::DecodePnm(data, size, crop, out, max_pixels);
+    case ImageFormat::kBmp:
+      if (scale_denominator != nullptr) *scale_denominator = 1;
+      return decode_internal::DecodeBmp(data, size, crop, out, max_pixels);
     default:
       return Status::NotSupported(kNotAnImage);
   }

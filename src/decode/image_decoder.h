@@ -1,6 +1,6 @@
 // Image decoding for the decode pool: JPEG through libjpeg-turbo with
 // DCT-domain scaling and region decoding, PNG through libpng, Netpbm
-// (PBM/PGM/PPM) by gpufeed. Output is always RGB, 8 bits, HWC (grayscale,
+// (PBM/PGM/PPM) and BMP by gpufeed. Output is always RGB, 8 bits, HWC (grayscale,
 // CMYK/YCCK, palette and alpha images are converted, as PIL's
 // convert("RGB") converts them).
 //
@@ -23,7 +23,7 @@
 
 namespace gpufeed {
 
-enum class ImageFormat { kUnknown, kJpeg, kPng, kPnm };
+enum class ImageFormat { kUnknown, kJpeg, kPng, kPnm, kBmp };
 
 struct ImageHeader {
   ImageFormat format = ImageFormat::kUnknown;
@@ -52,7 +52,7 @@ struct Image {
 ImageFormat SniffImageFormat(const uint8_t* data, size_t size);
 
 // Reads dimensions without decoding pixels. Corruption for malformed data,
-// NotSupported for formats other than JPEG, PNG and Netpbm.
+// NotSupported for formats other than JPEG, PNG, Netpbm and BMP.
 Status ReadImageHeader(const uint8_t* data, size_t size, ImageHeader* header);
 
 // Decodes `crop` (clamped to the image) into *out, scaled down by the

@@ -1,4 +1,4 @@
-// Fuzz target: JPEG/PNG/Netpbm header reading, region decode and the full image
+// Fuzz target: JPEG/PNG/Netpbm/BMP header reading, region decode and the full image
 // transform of the decode threads (random-resized crop, flip, resample,
 // normalize). The last byte picks the mode and the seed, so both the train
 // and the eval path, exact and not (exact=false: gpufeed's own entropy
@@ -11,7 +11,8 @@
 // aborts; so must a progressive JPEG rewritten as baseline by pack's
 // RewriteProgressiveJpegAsBaseline, and any JPEG RewriteJpegWithRestarts
 // rewrites with restart markers (the crop then passes over intervals). For
-// PNGs and Netpbm files, the crop must be the same region of a whole decode.
+// PNG, Netpbm and BMP files, the crop must be the same region of a whole
+// decode.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -90,7 +91,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   Image whole;
   const ImageFormat format = SniffImageFormat(data, size);
-  if ((format == ImageFormat::kPng || format == ImageFormat::kPnm) &&
+  const bool whole_checked =
+      format == ImageFormat::kPng || format == ImageFormat::kPnm || format == ImageFormat::kBmp;
+  if (whole_checked &&
       DecodeRegion(data, size, {}, 0, 0, &whole, nullptr, max_pixels).ok()) {
     // A file that decodes whole decodes cropped, to the same region (a crop
     // may also succeed where the whole fails: rows below it are not read).

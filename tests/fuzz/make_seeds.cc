@@ -349,6 +349,29 @@ int main(int argc, char** argv) {
   images.insert(images.end(),
                 {ppm, pgm16, pbm, "P3 3 2 15\n1 2 3 4 5 6\n# c\n7 8 9 10 11 12 13\n14 15 0 1 2\n",
                  "P2 4 2 65535\n0 255 256 65535\n1 2 3 4\n", "P1 5 2\n10110\n0 1 0 1 1\n"});
+  // BMP: a 4-bit palette (40-byte header), 16-bit 5-6-5 bitfields, 32-bit
+  // RGBA bitfields in a v4 header (top-down), as Pillow reads them.
+  auto u16 = [](uint32_t v) {
+    return std::string{static_cast<char>(v), static_cast<char>(v >> 8)};
+  };
+  auto u32 = [&](uint32_t v) { return u16(v & 0xFFFF) + u16(v >> 16); };
+  auto bmp = [&](int32_t width, int32_t height, int bits, uint32_t compression,
+                 const std::string& extra, uint32_t header, size_t data_bytes) {
+    std::string info = u32(header) + u32(width) + u32(height) + u16(1) + u16(bits) +
+                       u32(compression) + u32(data_bytes) + u32(0) + u32(0) + u32(0) + u32(0);
+    if (header > 40) info += extra + std::string(header - 40 - extra.size(), '\0');
+    const std::string after = header > 40 ? "" : extra;
+    std::string data;
+    for (size_t i = 0; i < data_bytes; ++i) data += static_cast<char>(i * 29 + 3);
+    const uint32_t offset = 14 + info.size() + after.size();
+    return "BM" + u32(offset + data.size()) + u32(0) + u32(offset) + info + after + data;
+  };
+  std::string palette16;
+  for (int i = 0; i < 16; ++i) palette16 += u32(0x010203u * i);
+  images.push_back(bmp(7, 5, 4, 0, palette16, 40, 4 * 5));
+  images.push_back(bmp(6, 4, 16, 3, u32(0xF800) + u32(0x7E0) + u32(0x1F), 40, 12 * 4));
+  images.push_back(bmp(5, -3, 32, 3, u32(0xFF) + u32(0xFF00) + u32(0xFF0000) + u32(0xFF000000),
+                       108, 20 * 3));
   for (size_t i = 0; i < images.size(); ++i) {
     Write("image", images[i] + std::string(1, static_cast<char>(i * 37)));
   }

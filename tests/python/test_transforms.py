@@ -187,6 +187,77 @@ def test_bad_netpbm_is_an_error_naming_the_offset():
             ours(data)
         assert words in str(info.value) and "at byte" in str(info.value), (data, str(info.value))
 
+
+def bmp_file(width, height, bits, rows, compression=0, masks=b"", palette=b"", colors=0,
+             header=40, top_down=False):
+    """A BMP written here: any header size, depth, bitfields and palette."""
+    stride = ((width * bits + 31) >> 3) & ~3
+    data = b"".join(row.ljust(stride, b"\0") for row in (rows if top_down else rows[::-1]))
+    if header == 12:
+        info = struct.pack("<IHHHH", 12, width, height, 1, bits)
+    else:
+        info = struct.pack("<IiiHHIIiiII", header, width, -height if top_down else height, 1,
+                           bits, compression, len(data), 2835, 2835, colors, 0)
+        info += masks[:16] if header > 40 else b""
+        info = info.ljust(header, b"\0")
+        if header == 40:
+            info += masks
+    offset = 14 + len(info) + len(palette)
+    return b"BM" + struct.pack("<IHHI", offset + len(data), 0, 0, offset) + info + palette + data
+
+
+def bmp_kinds():
+    """(name, bytes) of the BMP layouts Pillow reads: PIL's own writer's,
+    palettes of 1-8 bits (shorter than 2^bits, OS/2 BGR entries), 16-bit
+    5-5-5 and 5-6-5, every 32-bit bitfield layout, top-down, v4/v5 headers."""
+    rng = np.random.default_rng(7)
+    width, height = 37, 23
+    out = []
+    image = PIL.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
+    for mode in ("RGB", "RGBA", "L", "P", "1"):
+        buffer = io.BytesIO()
+        image.convert(mode).save(buffer, "BMP")
+        out.append((f"PIL {mode}", buffer.getvalue()))
+    for bits in (1, 4, 8):
+        for colors, entry, header in ((0, 4, 40), (2 ** bits - 1, 4, 40), (0, 3, 12)):
+            count = colors or 2 ** bits
+            palette = rng.integers(0, 256, (count, entry), dtype=np.uint8).tobytes()
+            values = rng.integers(0, 2 ** bits, (height, width)).astype(np.uint8)
+            bits_array = np.unpackbits(values[..., None], axis=-1)[..., 8 - bits:]
+            rows = [np.packbits(r.reshape(-1)).tobytes() for r in bits_array]
+            out.append((f"{bits}-bit, {count} colours, header {header}",
+                        bmp_file(width, height, bits, rows, palette=palette, colors=colors,
+                                 header=header)))
+    pixels16 = [rng.integers(0, 65536, width).astype("<u2").tobytes() for _ in range(height)]
+    out.append(("16-bit 5-5-5", bmp_file(width, height, 16, pixels16)))
+    for masks in ((0xF800, 0x7E0, 0x1F), (0x7C00, 0x3E0, 0x1F)):
+        out.append((f"16-bit bitfields {masks}",
+                    bmp_file(width, height, 16, pixels16, 3, struct.pack("<III", *masks))))
+    pixels32 = [rng.integers(0, 256, 4 * width, dtype=np.uint8).tobytes() for _ in range(height)]
+    for masks in ((0xFF0000, 0xFF00, 0xFF, 0), (0xFF000000, 0xFF0000, 0xFF00, 0),
+                  (0xFF000000, 0xFF0000, 0xFF00, 0xFF), (0xFF, 0xFF00, 0xFF0000, 0xFF000000),
+                  (0xFF0000, 0xFF00, 0xFF, 0xFF000000)):
+        for header in (108, 124):
+            out.append((f"32-bit bitfields {masks}, header {header}",
+                        bmp_file(width, height, 32, pixels32, 3, struct.pack("<IIII", *masks),
+                                 header=header)))
+    pixels24 = [rng.integers(0, 256, 3 * width, dtype=np.uint8).tobytes() for _ in range(height)]
+    out.append(("24-bit top-down", bmp_file(width, height, 24, pixels24, top_down=True)))
+    out.append(("32-bit raw", bmp_file(width, height, 32, pixels32)))
+    return out
+
+
+def test_bmp_gives_pils_bytes():
+    for name, data in bmp_kinds():
+        image = PIL.open(io.BytesIO(data)).convert("RGB")
+        reference = np.asarray(TF.center_crop(TF.resize(image, 256), 224))
+        got, _ = ours(data, train=False)
+        np.testing.assert_array_equal(got, reference, err_msg=f"{name}, eval")
+        for sample in range(3):
+            got, crop = ours(data, sample=sample)
+            np.testing.assert_array_equal(got, torchvision_crop(image, crop),
+                                          err_msg=f"{name}, train sample {sample}, {crop}")
+
 def test_eval_transform_matches_torchvision_resize_center_crop():
     for seed, (width, height) in enumerate([(500, 375), (375, 500), (640, 427), (300, 300)]):
         data = encode(photo(width, height, seed))
@@ -305,7 +376,7 @@ def test_normalized_float_outputs_and_layouts():
 def test_bad_images_raise():
     with pytest.raises(Exception) as info:
         ours(b"not an image")
-    assert "not a JPEG, PNG or Netpbm" in str(info.value)
+    assert "not a JPEG, PNG, Netpbm (PBM/PGM/PPM) or BMP image" in str(info.value)
     data = encode(photo(200, 150, 1))
     with pytest.raises(Exception, match="truncated|JPEG"):
         ours(data[: len(data) // 2])

@@ -301,6 +301,91 @@ TEST(ImageDecoderTest, NetpbmGivesPillowsBytes) {
   EXPECT_NE(status.message().find("10000000000 pixels"), std::string::npos) << status.ToString();
 }
 
+// A BMP with a 40-byte header (or 108 with bitfields), rows given top row
+// first, stored bottom-up unless top_down.
+std::string Bmp(int width, int height, int bits, const std::vector<std::string>& rows,
+                const std::string& palette = "", uint32_t compression = 0,
+                const std::string& masks = "", bool top_down = false) {
+  auto u16 = [](uint32_t v) {
+    return std::string{static_cast<char>(v), static_cast<char>(v >> 8)};
+  };
+  auto u32 = [&](uint32_t v) { return u16(v & 0xFFFF) + u16(v >> 16); };
+  const size_t stride = ((static_cast<size_t>(width) * bits + 31) >> 3) & ~size_t{3};
+  std::string data;
+  for (int i = 0; i < height; ++i) {
+    std::string row = rows[top_down ? i : height - 1 - i];
+    row.resize(stride, '\0');
+    data += row;
+  }
+  const uint32_t header = masks.size() == 16 ? 108 : 40;
+  std::string info = u32(header) + u32(width) + u32(top_down ? -height : height) + u16(1) +
+                     u16(bits) + u32(compression) + u32(data.size()) + u32(2835) + u32(2835) +
+                     u32(palette.size() / 4) + u32(0);
+  if (header == 108) info += masks + std::string(108 - 40 - 16, '\0');
+  const std::string after = (header == 40 ? masks : "") + palette;
+  const uint32_t offset = 14 + info.size() + after.size();
+  return "BM" + u32(offset + data.size()) + u32(0) + u32(offset) + info + after + data;
+}
+
+TEST(ImageDecoderTest, BmpGivesPillowsBytes) {
+  // 24-bit BGR, bottom-up and top-down; a 4-bit palette (an index past it:
+  // Pillow's ramp, (i, i, i)); 16-bit 5-6-5 (v * 255 / 31, / 63); 32-bit
+  // RGBA bitfields (alpha dropped).
+  const std::vector<std::string> bgr = {std::string("\x01\x02\x03\x04\x05\x06", 6),
+                                        std::string("\x07\x08\x09\x0A\x0B\x0C", 6)};
+  const std::vector<uint8_t> rgb = {3, 2, 1, 6, 5, 4, 9, 8, 7, 12, 11, 10};
+  for (bool top_down : {false, true}) {
+    Image image = Decode(Bmp(2, 2, 24, bgr, "", 0, "", top_down));
+    EXPECT_EQ(image.pixels, rgb) << top_down;
+  }
+  std::string palette;
+  for (int i = 0; i < 3; ++i) palette += std::string{char(10 * i), char(20 * i), char(30 * i), 0};
+  Image image = Decode(Bmp(3, 1, 4, {std::string("\x12\x90", 2)}, palette));  // 1, 2, 9
+  EXPECT_EQ(image.pixels, (std::vector<uint8_t>{30, 20, 10, 60, 40, 20, 9, 9, 9}));
+  const std::string masks565 = std::string("\x00\xF8\x00\x00\xE0\x07\x00\x00\x1F\x00\x00\x00", 12);
+  image = Decode(Bmp(2, 1, 16, {std::string("\xFF\xFF\x21\x08", 4)}, "", 3, masks565));
+  // 0x0821: r 1, g 1, b 1 -> 8, 4, 8.
+  EXPECT_EQ(image.pixels, (std::vector<uint8_t>{255, 255, 255, 8, 4, 8}));
+  const std::string rgba = std::string("\xFF\0\0\0\0\xFF\0\0\0\0\xFF\0\0\0\0\xFF", 16);
+  image = Decode(Bmp(1, 1, 32, {std::string("\x0A\x14\x1E\x80", 4)}, "", 3, rgba));
+  EXPECT_EQ(image.pixels, (std::vector<uint8_t>{10, 20, 30}));
+  // A crop reads its rows only: the whole's region; a file cut in the rows
+  // below a crop of a top-down image still gives the crop.
+  std::vector<std::string> rows;
+  for (int y = 0; y < 30; ++y) {
+    std::string row;
+    for (int x = 0; x < 40 * 3; ++x) row += static_cast<char>(x * 7 + y * 13);
+    rows.push_back(row);
+  }
+  const std::string big = Bmp(40, 30, 24, rows, "", 0, "", true);
+  Image whole = Decode(big);
+  Image crop = Decode(big, {5, 7, 20, 11});
+  for (int y = 0; y < 11; ++y) {
+    ASSERT_EQ(std::memcmp(crop.row(y), whole.row(7 + y) + 15, 60), 0) << y;
+  }
+  const std::string cut = big.substr(0, big.size() - 5 * 120);
+  EXPECT_TRUE(DecodeRegion(Bytes(cut), cut.size(), {5, 7, 20, 11}, 0, 0, &image).ok());
+  Status status = DecodeRegion(Bytes(cut), cut.size(), {}, 0, 0, &image);
+  EXPECT_TRUE(status.IsCorruption()) << status.ToString();
+  EXPECT_NE(status.message().find("truncated: row 25"), std::string::npos) << status.ToString();
+  // RLE is refused as not supported, other depths and layouts as corrupt.
+  const std::string rle = Bmp(2, 2, 8, {"ab", "cd"}, palette, 1);
+  status = DecodeRegion(Bytes(rle), rle.size(), {}, 0, 0, &image);
+  EXPECT_TRUE(status.IsNotSupported()) << status.ToString();
+  for (const std::string& bad : {Bmp(2, 2, 12, {"abc", "def"}), Bmp(2, 1, 16, {"abcd"}, "", 3,
+                                 std::string(12, '\x01')), big.substr(0, 30)}) {
+    status = DecodeRegion(Bytes(bad), bad.size(), {}, 0, 0, &image);
+    EXPECT_TRUE(status.IsCorruption()) << status.ToString();
+    EXPECT_NE(status.message().find("at byte"), std::string::npos) << status.ToString();
+  }
+  // A header over the pixel limit is refused before allocating.
+  std::string bomb = Bmp(1, 1, 24, {"abc"});
+  bomb[18] = bomb[19] = bomb[22] = bomb[23] = '\0';
+  bomb[20] = bomb[24] = '\x01';  // 65536 x 65536
+  status = DecodeRegion(Bytes(bomb), bomb.size(), {}, 0, 0, &image);
+  EXPECT_NE(status.message().find("4294967296 pixels"), std::string::npos) << status.ToString();
+}
+
 TEST(ImageDecoderTest, BadInputIsAnErrorNeverACrash) {
   std::string jpeg = EncodeJpeg(300, 200, JCS_RGB);
   Image image;

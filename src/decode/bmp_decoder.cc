@@ -1,0 +1,212 @@
+#include "decode/bmp_decoder.h"
+
+#include <algorithm>
+#include <array>
+#include <string>
+
+namespace gpufeed {
+namespace decode_internal {
+
+namespace {
+
+uint32_t U16(const uint8_t* p) { return p[0] | (uint32_t{p[1]} << 8); }
+uint32_t U32(const uint8_t* p) {
+  return p[0] | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 24);
+}
+
+Status Bad(const std::string& what, uint64_t offset) {
+  return Status::Corruption("BMP: " + what + " at byte " + std::to_string(offset));
+}
+
+constexpr uint32_t kRaw = 0, kRle8 = 1, kRle4 = 2, kBitfields = 3;
+
+struct BmpHeader {
+  int width = 0, height = 0;
+  bool top_down = false;
+  int bits = 0;
+  uint64_t data = 0;  // offset of the first stored row
+  // 24/32 bits: the byte of each channel in a pixel; 16 bits: 5-6-5 or 5-5-5.
+  int r = 2, g = 1, b = 0;
+  bool rgb565 = false;
+  std::array<uint8_t, 3 * 256> palette{};  // 1-8 bits: RGB of each index
+};
+
+// Pillow's byte-aligned 32-bit bitfield layouts: the channel bytes of
+// (r, g, b, a) masks; false for a layout Pillow refuses.
+bool Layout32(uint32_t r, uint32_t g, uint32_t b, uint32_t a, BmpHeader* h) {
+  struct Known { uint32_t r, g, b, a; int rb, gb, bb; };
+  static const Known kKnown[] = {{0xFF0000, 0xFF00, 0xFF, 0, 2, 1, 0},
+                                 {0xFF000000, 0xFF0000, 0xFF00, 0, 3, 2, 1},
+                                 {0xFF000000, 0xFF0000, 0xFF00, 0xFF, 3, 2, 1},
+                                 {0xFF, 0xFF00, 0xFF0000, 0xFF000000, 0, 1, 2},
+                                 {0xFF0000, 0xFF00, 0xFF, 0xFF000000, 2, 1, 0},
+                                 {0, 0, 0, 0, 2, 1, 0}};
+  for (const Known& k : kKnown) {
+    if (k.r == r && k.g == g && k.b == b && k.a == a) {
+      h->r = k.rb, h->g = k.gb, h->b = k.bb;
+      return true;
+    }
+  }
+  return false;
+}
+
+Status ReadBitfields(const uint8_t* data, size_t size, uint32_t header_size, BmpHeader* h,
+                     uint64_t* after) {
+  // A 40-byte header's three masks follow it; longer headers hold four.
+  const uint64_t at = header_size >= 56 ? 14 + 4 + 36 : 14 + uint64_t{header_size};
+  const int count = header_size >= 56 ? 4 : 3;
+  if (at + 4 * count > size) return Bad("truncated bitfield masks", size);
+  const uint32_t r = U32(data + at), g = U32(data + at + 4), b = U32(data + at + 8);
+  const uint32_t a = count == 4 ? U32(data + at + 12) : 0;
+  if (header_size < 56) *after += 12;
+  bool known = false;
+  if (h->bits == 32) {
+    known = Layout32(r, g, b, a, h);
+  } else if (h->bits == 24) {
+    known = r == 0xFF0000 && g == 0xFF00 && b == 0xFF;
+  } else if (h->bits == 16) {
+    h->rgb565 = r == 0xF800 && g == 0x7E0 && b == 0x1F;
+    known = h->rgb565 || (r == 0x7C00 && g == 0x3E0 && b == 0x1F);
+  }
+  return known ? Status::OK() : Bad("a bitfield layout Pillow does not read", at);
+}
+
+Status ReadPalette(const uint8_t* data, size_t size, uint64_t at, uint32_t colors, int entry,
+                   BmpHeader* h) {
+  if (colors == 0 || colors > 65536) {
+    return Bad("a palette of " + std::to_string(colors) + " colours", 14 + 32);
+  }
+  // Pillow reads what the file holds of the palette (a file that ends
+  // first still decodes; the data offset comes from the file header).
+  const uint64_t held = at < size ? (size - at) / entry : 0;
+  const uint32_t kept = static_cast<uint32_t>(std::min<uint64_t>({colors, 256, held}));
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint8_t* rgb = &h->palette[3 * i];
+    if (i < kept) {
+      const uint8_t* bgr = data + at + uint64_t{i} * entry;
+      rgb[0] = bgr[2], rgb[1] = bgr[1], rgb[2] = bgr[0];
+    } else {
+      rgb[0] = rgb[1] = rgb[2] = static_cast<uint8_t>(i);  // Pillow's palette ramp
+    }
+  }
+  return Status::OK();
+}
+
+Status ReadHeader(const uint8_t* data, size_t size, BmpHeader* h) {
+  if (!LooksLikeBmp(data, size)) return Status::Corruption("BMP: no BM signature");
+  const uint32_t header_size = U32(data + 14);
+  if (uint64_t{14} + header_size > size) return Bad("truncated header", size);
+  uint64_t width, height;
+  uint32_t compression = kRaw, colors = 0;
+  int entry = 4;
+  if (header_size == 12) {  // OS/2 1.x
+    width = U16(data + 18), height = U16(data + 20), h->bits = static_cast<int>(U16(data + 24));
+    entry = 3;
+  } else if (header_size == 40 || header_size == 64 || header_size == 108 || header_size == 124) {
+    width = U32(data + 18);
+    const bool flip = data[25] == 0xFF;  // Pillow's test of a negative height
+    height = flip ? (uint64_t{1} << 32) - U32(data + 22) : U32(data + 22);
+    h->top_down = flip;
+    h->bits = static_cast<int>(U16(data + 28));
+    compression = U32(data + 30);
+    colors = U32(data + 46);
+  } else {
+    return Bad("an unsupported header size " + std::to_string(header_size), 14);
+  }
+  if (width == 0 || height == 0 || width > 0x7FFFFFFF || height > 0x7FFFFFFF) {
+    return Bad("a zero or too large width or height", 18);
+  }
+  h->width = static_cast<int>(width), h->height = static_cast<int>(height);
+  const int bits = h->bits;
+  if (bits != 1 && bits != 4 && bits != 8 && bits != 16 && bits != 24 && bits != 32) {
+    return Bad("an unsupported depth of " + std::to_string(bits) + " bits", 28);
+  }
+  if (colors == 0 && bits <= 8) colors = 1u << bits;
+  uint64_t after = 14 + uint64_t{header_size};  // where Pillow's reading stands
+  if (compression == kBitfields) {
+    GPUFEED_RETURN_IF_ERROR(ReadBitfields(data, size, header_size, h, &after));
+  } else if (compression == kRle8 || compression == kRle4) {
+    return Status::NotSupported("BMP: RLE-compressed bitmaps are not decoded (Pillow's are)");
+  } else if (compression != kRaw) {
+    return Bad("an unsupported compression " + std::to_string(compression), 30);
+  }
+  if (bits <= 8) {
+    GPUFEED_RETURN_IF_ERROR(ReadPalette(data, size, after, colors, entry, h));
+    after += uint64_t{colors} * entry;
+  }
+  h->data = U32(data + 10);
+  if (h->data == 14 + uint64_t{header_size} && bits <= 8) h->data += 4 * uint64_t{colors};
+  if (h->data == 0) h->data = after;  // Pillow reads on from where it stands
+  return Status::OK();
+}
+
+// One stored row's pixels [x0, x0 + width) to RGB.
+void ConvertRow(const BmpHeader& h, const uint8_t* row, int x0, int width, uint8_t* rgb) {
+  for (int i = 0; i < width; ++i, rgb += 3) {
+    const size_t x = static_cast<size_t>(x0 + i);
+    if (h.bits <= 8) {
+      const int shift = 8 - h.bits - static_cast<int>((x * h.bits) % 8);
+      const int index = (row[x * h.bits / 8] >> shift) & ((1 << h.bits) - 1);
+      const uint8_t* color = &h.palette[3 * index];
+      rgb[0] = color[0], rgb[1] = color[1], rgb[2] = color[2];
+    } else if (h.bits == 16) {
+      const uint32_t v = U16(row + 2 * x);
+      const uint32_t g = h.rgb565 ? ((v >> 5) & 63) * 255 / 63 : ((v >> 5) & 31) * 255 / 31;
+      rgb[0] = static_cast<uint8_t>(((v >> (h.rgb565 ? 11 : 10)) & 31) * 255 / 31);
+      rgb[1] = static_cast<uint8_t>(g);
+      rgb[2] = static_cast<uint8_t>((v & 31) * 255 / 31);
+    } else {
+      const uint8_t* pixel = row + x * (h.bits / 8);
+      rgb[0] = pixel[h.r], rgb[1] = pixel[h.g], rgb[2] = pixel[h.b];
+    }
+  }
+}
+
+}  // namespace
+
+bool LooksLikeBmp(const uint8_t* data, size_t size) {
+  return size >= 18 && data[0] == 'B' && data[1] == 'M';
+}
+
+Status ReadBmpSize(const uint8_t* data, size_t size, int* width, int* height) {
+  BmpHeader header;
+  GPUFEED_RETURN_IF_ERROR(ReadHeader(data, size, &header));
+  *width = header.width;
+  *height = header.height;
+  return Status::OK();
+}
+
+Status DecodeBmp(const uint8_t* data, size_t size, const CropRect& requested, Image* out,
+                 uint64_t max_pixels) {
+  BmpHeader h;
+  GPUFEED_RETURN_IF_ERROR(ReadHeader(data, size, &h));
+  const uint64_t pixels = static_cast<uint64_t>(h.width) * h.height;
+  if (pixels > max_pixels) {
+    return Status::Corruption("BMP header declares " + std::to_string(pixels) +
+                              " pixels, more than the limit of " + std::to_string(max_pixels));
+  }
+  const CropRect crop = ClampCrop(requested, h.width, h.height);
+  out->width = crop.width;
+  out->height = crop.height;
+  if (!TryResize(&out->pixels, static_cast<size_t>(crop.width) * crop.height * 3)) {
+    return OutOfMemory("decoded pixels", uint64_t{3} * crop.width * crop.height, crop.width,
+                       crop.height);
+  }
+  const uint64_t stride = ((uint64_t{static_cast<uint32_t>(h.width)} * h.bits + 31) >> 3) & ~3ull;
+  const uint64_t used = (uint64_t{static_cast<uint32_t>(h.width)} * h.bits + 7) / 8;
+  for (int y = 0; y < crop.height; ++y) {
+    const int image_row = crop.y + y;
+    const uint64_t stored = h.top_down ? image_row : h.height - 1 - image_row;
+    const uint64_t at = h.data + stored * stride;
+    if (at + used > size) {
+      return Bad("truncated: row " + std::to_string(image_row) + " needs bytes " +
+                     std::to_string(at) + "-" + std::to_string(at + used) + ", the file ends",
+                 size);
+    }
+    ConvertRow(h, data + at, crop.x, crop.width, out->row(y));
+  }
+  return Status::OK();
+}
+
+}  // namespace decode_internal
+}  // namespace gpufeed
