@@ -180,18 +180,9 @@ Status DecodeBmp(const uint8_t* data, size_t size, const CropRect& requested, Im
                  uint64_t max_pixels) {
   BmpHeader h;
   GPUFEED_RETURN_IF_ERROR(ReadHeader(data, size, &h));
-  const uint64_t pixels = static_cast<uint64_t>(h.width) * h.height;
-  if (pixels > max_pixels) {
-    return Status::Corruption("BMP header declares " + std::to_string(pixels) +
-                              " pixels, more than the limit of " + std::to_string(max_pixels));
-  }
-  const CropRect crop = ClampCrop(requested, h.width, h.height);
-  out->width = crop.width;
-  out->height = crop.height;
-  if (!TryResize(&out->pixels, static_cast<size_t>(crop.width) * crop.height * 3)) {
-    return OutOfMemory("decoded pixels", uint64_t{3} * crop.width * crop.height, crop.width,
-                       crop.height);
-  }
+  CropRect crop;
+  GPUFEED_RETURN_IF_ERROR(
+      StartRgbDecode("BMP", h.width, h.height, requested, max_pixels, out, &crop));
   const uint64_t stride = ((uint64_t{static_cast<uint32_t>(h.width)} * h.bits + 31) >> 3) & ~3ull;
   const uint64_t used = (uint64_t{static_cast<uint32_t>(h.width)} * h.bits + 7) / 8;
   for (int y = 0; y < crop.height; ++y) {

@@ -47,6 +47,24 @@ CropRect ClampCrop(const CropRect& crop, int width, int height) {
   return out;
 }
 
+Status StartRgbDecode(const char* format, int width, int height, const CropRect& requested,
+                      uint64_t max_pixels, Image* out, CropRect* crop) {
+  const uint64_t pixels = static_cast<uint64_t>(width) * height;
+  if (pixels > max_pixels) {
+    return Status::Corruption(std::string(format) + " header declares " +
+                              std::to_string(pixels) + " pixels, more than the limit of " +
+                              std::to_string(max_pixels));
+  }
+  *crop = ClampCrop(requested, width, height);
+  out->width = crop->width;
+  out->height = crop->height;
+  if (!TryResize(&out->pixels, static_cast<size_t>(crop->width) * crop->height * 3)) {
+    return OutOfMemory("decoded pixels", uint64_t{3} * crop->width * crop->height, crop->width,
+                       crop->height);
+  }
+  return Status::OK();
+}
+
 }  // namespace decode_internal
 
 namespace {

@@ -148,18 +148,8 @@ Status DecodePng(const uint8_t* data, size_t size, const CropRect& requested, Im
   PngReader reader(data, size);
   if (!reader.Start()) return Status::Corruption("PNG header: " + reader.error());
   const int width = reader.width(), height = reader.height();
-  const uint64_t pixels = static_cast<uint64_t>(width) * height;
-  if (pixels > max_pixels) {
-    return Status::Corruption("PNG header declares " + std::to_string(pixels) +
-                              " pixels, more than the limit of " + std::to_string(max_pixels));
-  }
-  const CropRect crop = ClampCrop(requested, width, height);
-  out->width = crop.width;
-  out->height = crop.height;
-  if (!TryResize(&out->pixels, static_cast<size_t>(crop.width) * crop.height * 3)) {
-    return OutOfMemory("decoded pixels", uint64_t{3} * crop.width * crop.height, crop.width,
-                       crop.height);
-  }
+  CropRect crop;
+  GPUFEED_RETURN_IF_ERROR(StartRgbDecode("PNG", width, height, requested, max_pixels, out, &crop));
   thread_local std::vector<uint8_t> rows;
   const int kept = reader.interlaced() ? height : 1;  // rows held at once
   const uint64_t row_bytes = reader.row_bytes();

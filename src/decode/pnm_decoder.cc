@@ -242,18 +242,9 @@ Status DecodePnm(const uint8_t* data, size_t size, const CropRect& requested, Im
                  uint64_t max_pixels) {
   PnmHeader header;
   GPUFEED_RETURN_IF_ERROR(ReadHeader(data, size, &header));
-  const uint64_t pixels = static_cast<uint64_t>(header.width) * header.height;
-  if (pixels > max_pixels) {
-    return Status::Corruption("PNM header declares " + std::to_string(pixels) +
-                              " pixels, more than the limit of " + std::to_string(max_pixels));
-  }
-  const CropRect crop = ClampCrop(requested, header.width, header.height);
-  out->width = crop.width;
-  out->height = crop.height;
-  if (!TryResize(&out->pixels, static_cast<size_t>(crop.width) * crop.height * 3)) {
-    return OutOfMemory("decoded pixels", uint64_t{3} * crop.width * crop.height, crop.width,
-                       crop.height);
-  }
+  CropRect crop;
+  GPUFEED_RETURN_IF_ERROR(
+      StartRgbDecode("PNM", header.width, header.height, requested, max_pixels, out, &crop));
   return header.kind >= 4 ? DecodeRaw(data, size, header, crop, out)
                           : DecodePlain(data, size, header, crop, out);
 }

@@ -72,6 +72,20 @@ def test_png_resampling_is_bit_identical_to_pil():
         np.testing.assert_array_equal(got, torchvision_crop(image, crop))
 
 
+def assert_pils_bytes(kinds, samples=3):
+    """Each (name, file) through the exact eval and train (`samples` crops)
+    transforms equals torchvision on PIL.Image.open(file).convert("RGB")."""
+    for name, data in kinds:
+        image = PIL.open(io.BytesIO(data)).convert("RGB")
+        reference = np.asarray(TF.center_crop(TF.resize(image, 256), 224))
+        got, _ = ours(data, train=False)
+        np.testing.assert_array_equal(got, reference, err_msg=f"{name}, eval")
+        for sample in range(samples):
+            got, crop = ours(data, sample=sample)
+            np.testing.assert_array_equal(got, torchvision_crop(image, crop),
+                                          err_msg=f"{name}, train sample {sample}, {crop}")
+
+
 def png_chunk(kind, data):
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
@@ -119,22 +133,14 @@ def png_kinds():
                                                      palette + png_chunk(b"tRNS", body))))
     return out
 
+
 @pytest.mark.filterwarnings("ignore:Palette images with Transparency")
 def test_png_of_every_colour_type_and_depth_gives_pils_bytes():
     # torchvision's ImageFolder loads with PIL's convert("RGB"): 16-bit
     # samples keep their high byte (16-bit gray is clipped), gAMA is ignored,
     # transparency dropped. libpng's simplified API did otherwise (a gAMA of
     # 1.0 moved values by up to 72 levels).
-    for name, data in png_kinds():
-        image = PIL.open(io.BytesIO(data)).convert("RGB")
-        reference = np.asarray(TF.center_crop(TF.resize(image, 256), 224))
-        got, _ = ours(data, train=False)
-        np.testing.assert_array_equal(got, reference, err_msg=f"{name}, eval")
-        for sample in range(3):
-            got, crop = ours(data, sample=sample)
-            np.testing.assert_array_equal(got, torchvision_crop(image, crop),
-                                          err_msg=f"{name}, train sample {sample}, {crop}")
-
+    assert_pils_bytes(png_kinds())
 
 
 def netpbm_kinds():
@@ -166,15 +172,7 @@ def netpbm_kinds():
 
 def test_netpbm_gives_pils_bytes():
     # torchvision's ImageFolder lists .ppm and .pgm files (GTSRB ships .ppm).
-    for name, data in netpbm_kinds():
-        image = PIL.open(io.BytesIO(data)).convert("RGB")
-        reference = np.asarray(TF.center_crop(TF.resize(image, 256), 224))
-        got, _ = ours(data, train=False)
-        np.testing.assert_array_equal(got, reference, err_msg=f"{name}, eval")
-        for sample in range(3):
-            got, crop = ours(data, sample=sample)
-            np.testing.assert_array_equal(got, torchvision_crop(image, crop),
-                                          err_msg=f"{name}, train sample {sample}, {crop}")
+    assert_pils_bytes(netpbm_kinds())
 
 
 def test_bad_netpbm_is_an_error_naming_the_offset():
@@ -248,15 +246,8 @@ def bmp_kinds():
 
 
 def test_bmp_gives_pils_bytes():
-    for name, data in bmp_kinds():
-        image = PIL.open(io.BytesIO(data)).convert("RGB")
-        reference = np.asarray(TF.center_crop(TF.resize(image, 256), 224))
-        got, _ = ours(data, train=False)
-        np.testing.assert_array_equal(got, reference, err_msg=f"{name}, eval")
-        for sample in range(3):
-            got, crop = ours(data, sample=sample)
-            np.testing.assert_array_equal(got, torchvision_crop(image, crop),
-                                          err_msg=f"{name}, train sample {sample}, {crop}")
+    assert_pils_bytes(bmp_kinds())
+
 
 def test_eval_transform_matches_torchvision_resize_center_crop():
     for seed, (width, height) in enumerate([(500, 375), (375, 500), (640, 427), (300, 300)]):
@@ -312,15 +303,7 @@ def large_jpegs():
 
 def test_exact_is_pils_bytes_on_multi_megapixel_jpegs(large_jpegs):
     kind, images = large_jpegs
-    for name, data in images:
-        image = PIL.open(io.BytesIO(data)).convert("RGB")
-        reference = np.asarray(TF.center_crop(TF.resize(image, 256), 224))
-        got, _ = ours(data, train=False)
-        np.testing.assert_array_equal(got, reference, err_msg=f"{kind}: {name}, eval")
-        for sample in range(6):
-            got, crop = ours(data, sample=sample)
-            np.testing.assert_array_equal(got, torchvision_crop(image, crop),
-                                          err_msg=f"{kind}: {name}, train sample {sample}, {crop}")
+    assert_pils_bytes([(f"{kind}: {name}", data) for name, data in images], samples=6)
 
 
 def psnr(a, b):
