@@ -83,6 +83,45 @@ void CopyMarkers(const jpeg_decompress_struct& in, jpeg_compress_struct* out) {
   }
 }
 
+// Whether every coefficient has a code in libjpeg's standard tables: DC
+// values within 11 bits' differences, AC values within 10 bits. libjpeg's
+// writer does not check this with standard tables (an out-of-range value
+// gets a code of no bits: a file that decodes to other pixels); its
+// fitted-table pass refuses such a file, which is then left as it is.
+bool FitsStandardTables(jpeg_decompress_struct* in, jvirt_barray_ptr* coefficients) {
+  for (int c = 0; c < in->num_components; ++c) {
+    const jpeg_component_info& component = in->comp_info[c];
+    for (JDIMENSION row = 0; row < component.height_in_blocks; ++row) {
+      JBLOCKARRAY blocks = (*in->mem->access_virt_barray)(
+          reinterpret_cast<j_common_ptr>(in), coefficients[c], row, 1, FALSE);
+      for (JDIMENSION b = 0; b < component.width_in_blocks; ++b) {
+        const JCOEF* block = blocks[0][b];
+        if (block[0] < -1024 || block[0] > 1023) return false;  // |DC difference| < 2048
+        for (int k = 1; k < DCTSIZE2; ++k) {
+          if (block[k] < -1023 || block[k] > 1023) return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// The output's parameters: the source's (no restart markers), then these.
+void SetUpOutput(jpeg_decompress_struct* in, jvirt_barray_ptr* coefficients, uint64_t pixels,
+                 unsigned interval, jpeg_compress_struct* out) {
+  jpeg_copy_critical_parameters(in, out);
+  // libjpeg marks CMYK output with an Adobe marker, which makes readers
+  // (PIL, gpufeed) take the samples as inverted: a CMYK file without one
+  // must stay without one.
+  if (in->jpeg_color_space == JCS_CMYK && !in->saw_Adobe_marker) out->write_Adobe_marker = FALSE;
+  // Fitted tables (jpegtran -optimize) where their build per decode is
+  // small against the decode (kMinFittedTablePixels), or where standard
+  // tables cannot code the coefficients (the fitted pass refuses them).
+  out->optimize_coding =
+      pixels >= kMinFittedTablePixels || !FitsStandardTables(in, coefficients);
+  out->restart_interval = interval;
+}
+
 // The transcode behind both rewrites: a baseline JPEG of the same
 // coefficients (Huffman tables: kMinFittedTablePixels), and a restart marker every
 // `restart_interval` MCUs (0: none) when it has at least `min_pixels`;
@@ -116,17 +155,7 @@ bool Transcode(std::string* data, int restart_interval, uint64_t min_pixels) {
       // coef_bits exists for progressive files only.
       if (!state.warned && (!in.progressive_mode || EveryBitSent(in))) {
         jpeg_mem_dest(&out, &state.buffer, &state.size);
-        jpeg_copy_critical_parameters(&in, &out);  // its defaults: no restart markers
-        // libjpeg marks CMYK output with an Adobe marker, which makes
-        // readers (PIL, gpufeed) take the samples as inverted: a CMYK file
-        // without one must stay without one.
-        if (in.jpeg_color_space == JCS_CMYK && !in.saw_Adobe_marker) {
-          out.write_Adobe_marker = FALSE;
-        }
-        // Fitted tables (jpegtran -optimize) only where their build per
-        // decode is small against the decode (see kMinFittedTablePixels).
-        out.optimize_coding = pixels >= kMinFittedTablePixels;
-        out.restart_interval = interval;
+        SetUpOutput(&in, coefficients, pixels, interval, &out);
         jpeg_write_coefficients(&out, coefficients);
         CopyMarkers(in, &out);
         jpeg_finish_compress(&out);
