@@ -68,16 +68,46 @@ Status StartRgbDecode(const char* format, int width, int height, const CropRect&
 }  // namespace decode_internal
 
 namespace {
+
 constexpr char kNotAnImage[] =
     "not a JPEG, PNG, Netpbm (PBM/PGM/PPM) or BMP image (its first bytes match none of them)";
+
+bool LooksLikePng(const uint8_t* data, size_t size) {
+  static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  return size >= 8 && std::memcmp(data, kPng, 8) == 0;
+}
+
+// The formats decoded to RGB rows by gpufeed's own readers (no DCT
+// scaling), tried in this order after JPEG.
+struct RgbCodec {
+  ImageFormat format;
+  bool (*looks)(const uint8_t* data, size_t size);
+  Status (*size)(const uint8_t* data, size_t size, int* width, int* height);
+  Status (*decode)(const uint8_t* data, size_t size, const CropRect& crop, Image* out,
+                   uint64_t max_pixels);
+};
+
+const RgbCodec kRgbCodecs[] = {
+    {ImageFormat::kPng, LooksLikePng, decode_internal::ReadPngSize, decode_internal::DecodePng},
+    {ImageFormat::kPnm, decode_internal::LooksLikePnm, decode_internal::ReadPnmSize,
+     decode_internal::DecodePnm},
+    {ImageFormat::kBmp, decode_internal::LooksLikeBmp, decode_internal::ReadBmpSize,
+     decode_internal::DecodeBmp}};
+
+const RgbCodec* CodecFor(ImageFormat format) {
+  for (const RgbCodec& codec : kRgbCodecs) {
+    if (codec.format == format) return &codec;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 ImageFormat SniffImageFormat(const uint8_t* data, size_t size) {
   if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return ImageFormat::kJpeg;
-  static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-  if (size >= 8 && std::memcmp(data, kPng, 8) == 0) return ImageFormat::kPng;
-  if (decode_internal::LooksLikePnm(data, size)) return ImageFormat::kPnm;
-  if (decode_internal::LooksLikeBmp(data, size)) return ImageFormat::kBmp;
+  for (const RgbCodec& codec : kRgbCodecs) {
+    if (codec.looks(data, size)) return codec.format;
+  }
   return ImageFormat::kUnknown;
 }
 
@@ -87,42 +117,26 @@ Status ReadImageHeader(const uint8_t* data, size_t size, ImageHeader* header) {
     JpegDecoder decoder;
     return decoder.Start(data, size, header);
   }
-  if (header->format == ImageFormat::kPng) {
-    return decode_internal::ReadPngSize(data, size, &header->width, &header->height);
-  }
-  if (header->format == ImageFormat::kPnm) {
-    return decode_internal::ReadPnmSize(data, size, &header->width, &header->height);
-  }
-  if (header->format == ImageFormat::kBmp) {
-    return decode_internal::ReadBmpSize(data, size, &header->width, &header->height);
-  }
-  return Status::NotSupported(kNotAnImage);
+  const RgbCodec* codec = CodecFor(header->format);
+  if (codec == nullptr) return Status::NotSupported(kNotAnImage);
+  return codec->size(data, size, &header->width, &header->height);
 }
 
 Status DecodeRegion(const uint8_t* data, size_t size, const CropRect& crop, int min_width,
                     int min_height, Image* out, int* scale_denominator, uint64_t max_pixels) {
-  switch (SniffImageFormat(data, size)) {
-    case ImageFormat::kJpeg: {
-      // A plain decode: a decompressor of its own (the transform keeps one
-      // per thread instead, TransformScratch).
-      JpegDecoder decoder;
-      ImageHeader header;
-      GPUFEED_RETURN_IF_ERROR(decoder.Start(data, size, &header));
-      return decoder.DecodeRegion(crop, min_width, min_height, out, scale_denominator,
-                                  max_pixels);
-    }
-    case ImageFormat::kPng:
-      if (scale_denominator != nullptr) *scale_denominator = 1;
-      return decode_internal::DecodePng(data, size, crop, out, max_pixels);
-    case ImageFormat::kPnm:
-      if (scale_denominator != nullptr) *scale_denominator = 1;
-      return decode_internal::DecodePnm(data, size, crop, out, max_pixels);
-    case ImageFormat::kBmp:
-      if (scale_denominator != nullptr) *scale_denominator = 1;
-      return decode_internal::DecodeBmp(data, size, crop, out, max_pixels);
-    default:
-      return Status::NotSupported(kNotAnImage);
+  const ImageFormat format = SniffImageFormat(data, size);
+  if (format == ImageFormat::kJpeg) {
+    // A plain decode: a decompressor of its own (the transform keeps one
+    // per thread instead, TransformScratch).
+    JpegDecoder decoder;
+    ImageHeader header;
+    GPUFEED_RETURN_IF_ERROR(decoder.Start(data, size, &header));
+    return decoder.DecodeRegion(crop, min_width, min_height, out, scale_denominator, max_pixels);
   }
+  const RgbCodec* codec = CodecFor(format);
+  if (codec == nullptr) return Status::NotSupported(kNotAnImage);
+  if (scale_denominator != nullptr) *scale_denominator = 1;
+  return codec->decode(data, size, crop, out, max_pixels);
 }
 
 }  // namespace gpufeed
