@@ -98,8 +98,8 @@ GPUFEED_EXPORT std::vector<std::string> FormatNames();
 // How WebDataset tar shards are read (DatasetFormat::kWebDataset).
 struct WebDatasetOptions {
   // The image is the member with the first of these extensions the sample
-  // has (webdataset's "jpg;jpeg;png").
-  std::vector<std::string> image_keys = {"jpg", "jpeg", "png"};
+  // has (webdataset's "jpg;jpeg;png", and WebP, which many web-scale sets hold).
+  std::vector<std::string> image_keys = {"jpg", "jpeg", "png", "webp"};
   // The label member's extension. "json" (or an extension ending in
   // ".json") reads `label_field` of a JSON object, a number; any other is an
   // integer as text (webdataset's "cls").
@@ -345,6 +345,7 @@ struct BuildInfo {
   std::string version;
   bool with_cuda = false;
   bool with_io_uring = false;
+  bool with_webp = false;  // built with libwebp: WebP images decode (else NotSupported)
 };
 GPUFEED_EXPORT BuildInfo GetBuildInfo();
 

@@ -27,7 +27,7 @@ __version__ = _build_info()["version"]
 
 
 def build_info() -> dict:
-    """The version and the features this build has (CUDA, io_uring)."""
+    """The version and the features this build has (CUDA, io_uring, WebP)."""
     return dict(_build_info())
 
 

@@ -24,7 +24,7 @@ copies queued from it (on torch's current stream) have read it.
 
 WebDataset tar shards are read as they are: the source may be a .tar, a
 directory of them, a brace pattern "shards-{000000..000099}.tar" or a list of
-tar paths; image_key (default jpg, jpeg, png) and label_key ("cls", or "json"
+tar paths; image_key (default jpg, jpeg, png, webp) and label_key ("cls", or "json"
 with label_field) choose the members (gpufeed.webdataset).
 
 A format's own options come as one object, format_options=: a

@@ -32,7 +32,7 @@ class WebDatasetOptions:
     """Which members of a WebDataset sample are the image and the label.
 
     ``image_key``: the image member's extension(s), the first present wins,
-    as ``"jpg;png"`` or a list (None: ``jpg``, ``jpeg``, ``png``).
+    as ``"jpg;png"`` or a list (None: ``jpg``, ``jpeg``, ``png``, ``webp``).
     ``label_key``: ``"cls"`` (None's meaning: an integer as text) or
     ``"json"``, whose ``label_field`` (None: ``"label"``) is the label.
     ``index_dir``: where a tar's member index is kept when the tar's

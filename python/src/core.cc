@@ -47,6 +47,7 @@ PYBIND11_MODULE(_core, module) {
     out["version"] = info.version;
     out["with_cuda"] = info.with_cuda;
     out["with_io_uring"] = info.with_io_uring;
+    out["with_webp"] = info.with_webp;
     return out;
   });
   gpufeed::python::BindEnums(module);

@@ -1,8 +1,8 @@
 // Image decoding for the decode pool: JPEG through libjpeg-turbo with
 // DCT-domain scaling and region decoding, PNG through libpng, Netpbm
-// (PBM/PGM/PPM) and BMP by gpufeed. Output is always RGB, 8 bits, HWC (grayscale,
-// CMYK/YCCK, palette and alpha images are converted, as PIL's
-// convert("RGB") converts them).
+// (PBM/PGM/PPM) and BMP by gpufeed, WebP through libwebp. Output is always RGB,
+// 8 bits, HWC (grayscale, CMYK/YCCK, palette and alpha images are converted,
+// as PIL's convert("RGB") converts them).
 //
 // DecodeRegion decodes only what a crop needs: libjpeg-turbo scales in the
 // DCT domain (1/8, 1/4, 1/2) when the crop's output is much smaller than
@@ -23,7 +23,7 @@
 
 namespace gpufeed {
 
-enum class ImageFormat { kUnknown, kJpeg, kPng, kPnm, kBmp };
+enum class ImageFormat { kUnknown, kJpeg, kPng, kPnm, kBmp, kWebp };
 
 struct ImageHeader {
   ImageFormat format = ImageFormat::kUnknown;
@@ -52,7 +52,7 @@ struct Image {
 ImageFormat SniffImageFormat(const uint8_t* data, size_t size);
 
 // Reads dimensions without decoding pixels. Corruption for malformed data,
-// NotSupported for formats other than JPEG, PNG, Netpbm and BMP.
+// NotSupported for formats other than JPEG, PNG, Netpbm, BMP and WebP.
 Status ReadImageHeader(const uint8_t* data, size_t size, ImageHeader* header);
 
 // Decodes `crop` (clamped to the image) into *out, scaled down by the

@@ -258,7 +258,7 @@ Status OpenTfRecordDataset(const std::string& path, const std::vector<std::strin
                            const DatasetOptions& options, const std::shared_ptr<Store>& store,
                            std::unique_ptr<Dataset>* dataset) {
   if (files.empty()) return Status::NotFound(path + ": no TFRecord files (format=\"tfrecord\")");
-  // WebDatasetOptions' defaults (jpg;jpeg;png, cls) mean TFRecord's own.
+  // WebDatasetOptions' defaults (jpg;jpeg;png;webp, cls) mean TFRecord's own.
   const WebDatasetOptions defaults;
   std::vector<std::string> images = options.webdataset.image_keys;
   if (images == defaults.image_keys) images = {"image/encoded"};

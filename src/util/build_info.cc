@@ -11,6 +11,9 @@ BuildInfo GetBuildInfo() {
 #ifdef GPUFEED_HAVE_IO_URING
   info.with_io_uring = true;
 #endif
+#ifdef GPUFEED_HAVE_WEBP
+  info.with_webp = true;
+#endif
   return info;
 }
 

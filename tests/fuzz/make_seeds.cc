@@ -27,6 +27,11 @@
 #include "protobuf_test_util.h"
 #include "util/file.h"
 #include "util/path.h"
+#ifdef GPUFEED_HAVE_WEBP
+#include <webp/encode.h>
+
+#include "webp_test_util.h"
+#endif
 
 using namespace gpufeed;
 
@@ -372,6 +377,30 @@ int main(int argc, char** argv) {
   images.push_back(bmp(6, 4, 16, 3, u32(0xF800) + u32(0x7E0) + u32(0x1F), 40, 12 * 4));
   images.push_back(bmp(5, -3, 32, 3, u32(0xFF) + u32(0xFF00) + u32(0xFF0000) + u32(0xFF000000),
                        108, 20 * 3));
+#ifdef GPUFEED_HAVE_WEBP
+  // WebP: lossy, lossy with an alpha chunk (VP8X), lossless with alpha, and
+  // an animation whose first frame lies inside the canvas at an offset.
+  {
+    const std::vector<uint8_t> rgba = MakePixels(24, 18, 4, 12);
+    const std::vector<uint8_t> rgb = MakePixels(24, 18, 3, 13);
+    auto encoded = [](size_t (*encode)(const uint8_t*, int, int, int, float, uint8_t**),
+                      const std::vector<uint8_t>& pixels, int stride, float quality) {
+      uint8_t* bytes = nullptr;
+      const size_t size = encode(pixels.data(), 24, 18, stride, quality, &bytes);
+      std::string out(reinterpret_cast<const char*>(bytes), size);
+      WebPFree(bytes);
+      return out;
+    };
+    images.push_back(encoded(WebPEncodeRGB, rgb, 72, 80));
+    images.push_back(encoded(WebPEncodeRGBA, rgba, 96, 70));
+    uint8_t* bytes = nullptr;
+    const size_t size = WebPEncodeLosslessRGBA(rgba.data(), 24, 18, 96, &bytes);
+    const std::string lossless(reinterpret_cast<const char*>(bytes), size);
+    WebPFree(bytes);
+    images.push_back(lossless);
+    images.push_back(WebpAnimation(lossless.substr(12), 24, 18, 40, 30, 6, 4));
+  }
+#endif
   for (size_t i = 0; i < images.size(); ++i) {
     Write("image", images[i] + std::string(1, static_cast<char>(i * 37)));
   }

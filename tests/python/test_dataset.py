@@ -168,6 +168,7 @@ def test_build_info_and_version():
     info = gpufeed.build_info()
     assert info["version"] == gpufeed.__version__
     assert isinstance(info["with_io_uring"], bool)
+    assert isinstance(info["with_webp"], bool)
     assert set(gpufeed.__all__) <= set(dir(gpufeed))
 
 

@@ -71,7 +71,7 @@ def test_dataset_options_defaults_views_and_copies():
     assert options.tokens.token_dtype == _core.TokenDtype.AUTO and options.tokens.seq_len == 1024
     web = options.webdataset
     assert (web.image_keys, web.label_key, web.label_field, web.tars, web.index_dir) == (
-        ["jpg", "jpeg", "png"], "cls", "label", [], "")
+        ["jpg", "jpeg", "png", "webp"], "cls", "label", [], "")
     options.cache.capacity = 1 << 30  # nested structs are views
     options.tokens.seq_len = 64
     options.webdataset.image_keys = ["png"]  # list fields: assign a whole list

@@ -25,6 +25,8 @@ TF = pytest.importorskip("torchvision.transforms.functional")
 from gpufeed import _core  # noqa: E402  (the private hook the tests use)
 
 MEAN = [0.485, 0.456, 0.406]
+PIL_WEBP = pytest.importorskip("PIL.features").check("webp")
+WEBP_BUILT = _core.build_info()["with_webp"]
 STD = [0.229, 0.224, 0.225]
 
 
@@ -249,6 +251,67 @@ def test_bmp_gives_pils_bytes():
     assert_pils_bytes(bmp_kinds())
 
 
+def webp_kinds():
+    """(name, WebP bytes) as Pillow writes them: lossy at three qualities and
+    the fastest method, lossless, with alpha (lossy and lossless), grayscale,
+    at odd sizes down to 1x1, and a two-frame animation (its first frame)."""
+    def save(image, **options):
+        buffer = io.BytesIO()
+        image.save(buffer, format="WEBP", **options)
+        return buffer.getvalue()
+
+    out = []
+    for width, height in [(333, 250), (250, 333), (1, 1), (3, 5), (17, 13)]:
+        array = photo(width, height, width + height)
+        image = PIL.fromarray(array)
+        for quality in (10, 75, 95):
+            out.append((f"{width}x{height} lossy q{quality}", save(image, quality=quality)))
+        out.append((f"{width}x{height} method 0", save(image, quality=80, method=0)))
+        out.append((f"{width}x{height} lossless", save(image, lossless=True)))
+        alpha = (np.arange(width * height).reshape(height, width) % 256).astype(np.uint8)
+        rgba = PIL.fromarray(np.dstack([array, alpha]), "RGBA")
+        out.append((f"{width}x{height} RGBA lossy", save(rgba, quality=80)))
+        out.append((f"{width}x{height} RGBA lossless", save(rgba, lossless=True)))
+        out.append((f"{width}x{height} gray", save(PIL.fromarray(array[..., 1]), quality=80)))
+    frames = [PIL.fromarray(photo(200, 150, seed)) for seed in (1, 2)]
+    out.append(("animation", save(frames[0], save_all=True, append_images=frames[1:],
+                                   duration=100)))
+    # A first frame smaller than the canvas, at an offset (PIL's writer puts
+    # the first frame over the whole canvas): chunks as the WebP container
+    # specification lays them out, the frame a lossless file's VP8L chunk.
+    rgba = np.dstack([photo(30, 20, 4), np.full((20, 30), 200, np.uint8)])
+    frame = save(PIL.fromarray(rgba, "RGBA"), lossless=True)[12:]
+
+    def chunk(tag, payload):
+        return tag + struct.pack("<I", len(payload)) + payload + b"\0" * (len(payload) % 2)
+
+    def u24(value):
+        return struct.pack("<I", value)[:3]
+
+    body = (b"WEBP" + chunk(b"VP8X", b"\x12\0\0\0" + u24(99) + u24(79)) +
+            chunk(b"ANIM", struct.pack("<IH", 0xFFFF0000, 0)) +
+            chunk(b"ANMF", u24(6 // 2) + u24(10 // 2) + u24(29) + u24(19) + u24(100) + b"\0" +
+                  frame))
+    out.append(("animation, frame at (6, 10)", b"RIFF" + struct.pack("<I", len(body)) + body))
+    return out
+
+
+def test_webp_gives_pils_bytes():
+    if not PIL_WEBP or not WEBP_BUILT:
+        pytest.skip("this Pillow or this gpufeed build has no WebP support")
+    kinds = webp_kinds()
+    assert PIL.open(io.BytesIO(dict(kinds)["animation"])).n_frames == 2
+    assert_pils_bytes(kinds, samples=8)
+
+
+def test_bad_webp_is_an_error_naming_webp():
+    if not PIL_WEBP:
+        pytest.skip("this Pillow has no WebP support")
+    data = dict(webp_kinds())["333x250 lossy q75"]
+    with pytest.raises(Exception, match="WebP"):
+        ours(data[:len(data) // 2])
+
+
 def test_eval_transform_matches_torchvision_resize_center_crop():
     for seed, (width, height) in enumerate([(500, 375), (375, 500), (640, 427), (300, 300)]):
         data = encode(photo(width, height, seed))
@@ -359,7 +422,7 @@ def test_normalized_float_outputs_and_layouts():
 def test_bad_images_raise():
     with pytest.raises(Exception) as info:
         ours(b"not an image")
-    assert "not a JPEG, PNG, Netpbm (PBM/PGM/PPM) or BMP image" in str(info.value)
+    assert "not a JPEG, PNG, Netpbm (PBM/PGM/PPM), BMP or WebP image" in str(info.value)
     data = encode(photo(200, 150, 1))
     with pytest.raises(Exception, match="truncated|JPEG"):
         ours(data[: len(data) // 2])

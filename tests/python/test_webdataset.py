@@ -111,6 +111,26 @@ def test_json_labels_and_image_key(tmp_path, data):
         epoch(tars[0].parent, label_key="json", image_key="png")
 
 
+def test_webp_members_are_images_by_default(tmp_path, data):
+    """Samples whose image is a .webp member (lossless, the JPEGs' own
+    pixels as PIL decodes them): the default image_key finds it, and the
+    exact transform's output equals the JPEGs'."""
+    if not gpufeed.build_info()["with_webp"]:
+        pytest.skip("this gpufeed build has no libwebp")
+    PIL = pytest.importorskip("PIL.Image")
+    root, packed, _ = data
+    reference_images, reference_labels, _ = epoch(packed)
+    path = tmp_path / "webp-000000.tar"
+    with tarfile.open(path, "w") as tar:
+        for key, jpeg, label in _samples(root / "folder"):
+            webp = io.BytesIO()
+            PIL.open(io.BytesIO(jpeg)).convert("RGB").save(webp, format="WEBP", lossless=True)
+            _add(tar, key + ".webp", webp.getvalue())
+            _add(tar, key + ".cls", str(label).encode())
+    images, labels, _ = epoch(path)
+    assert torch.equal(images, reference_images) and torch.equal(labels, reference_labels)
+
+
 def test_block_shuffle_rank_split_and_exact_resume(data):
     root, _, _ = data
     source = root / "tars"
