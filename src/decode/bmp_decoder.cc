@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <string>
+#include <vector>
 
 namespace gpufeed {
 namespace decode_internal {
@@ -24,6 +25,7 @@ struct BmpHeader {
   int width = 0, height = 0;
   bool top_down = false;
   int bits = 0;
+  uint32_t compression = 0;  // kRaw, kRle8, kRle4 or kBitfields
   uint64_t data = 0;  // offset of the first stored row
   // 24/32 bits: the byte of each channel in a pixel; 16 bits: 5-6-5 or 5-5-5.
   int r = 2, g = 1, b = 0;
@@ -126,10 +128,14 @@ Status ReadHeader(const uint8_t* data, size_t size, BmpHeader* h) {
   if (compression == kBitfields) {
     GPUFEED_RETURN_IF_ERROR(ReadBitfields(data, size, header_size, h, &after));
   } else if (compression == kRle8 || compression == kRle4) {
-    return Status::NotSupported("BMP: RLE-compressed bitmaps are not decoded (Pillow's are)");
+    if (bits != 4 && bits != 8) {
+      return Bad("RLE compression of " + std::to_string(bits) + "-bit pixels (Pillow reads "
+                 "RLE only into palette images)", 30);
+    }
   } else if (compression != kRaw) {
     return Bad("an unsupported compression " + std::to_string(compression), 30);
   }
+  h->compression = compression;
   if (bits <= 8) {
     GPUFEED_RETURN_IF_ERROR(ReadPalette(data, size, after, colors, entry, h));
     after += uint64_t{colors} * entry;
@@ -162,6 +168,93 @@ void ConvertRow(const BmpHeader& h, const uint8_t* row, int x0, int width, uint8
   }
 }
 
+// Pillow 9.4's BmpRleDecoder, step for step: the palette indices of the
+// stored rows (bottom-up unless the height is negative), width * height of
+// them. Its quirks are kept: a run past the row's end is cut there, but
+// absolute runs are not; an odd absolute RLE4 run reads (n / 2) bytes, two
+// indices each; the word alignment after an absolute run follows the file
+// offset; a delta escape reads two bytes and then takes right and up from
+// the two after them; an end of bitmap (or of the file) before the last row
+// is an error ("not enough image data", as Pillow's raw decoder says).
+Status ExpandRle(const uint8_t* data, size_t size, const BmpHeader& h, std::vector<uint8_t>* out) {
+  const uint64_t width = static_cast<uint32_t>(h.width);
+  const uint64_t total = width * static_cast<uint32_t>(h.height);
+  const bool rle4 = h.compression == kRle4;
+  std::vector<uint8_t>& indices = *out;
+  indices.clear();
+  uint64_t at = h.data, x = 0;
+  // Zeros past the last pixel end the loop all the same; they are not stored.
+  auto zeros = [&](uint64_t count) {
+    indices.resize(indices.size() + std::min(count, total - indices.size()), 0);
+  };
+  while (indices.size() < total) {
+    if (at + 2 > size) break;
+    uint64_t count = data[at];
+    const uint8_t value = data[at + 1];
+    at += 2;
+    if (count > 0) {  // a run of one index (RLE8) or of two alternating (RLE4)
+      if (x + count > width) count = x < width ? width - x : 0;
+      for (uint64_t i = 0; i < count; ++i) {
+        indices.push_back(rle4 ? (i % 2 == 0 ? value >> 4 : value & 0x0F) : value);
+      }
+      x += count;
+    } else if (value == 0) {  // end of line
+      zeros((width - indices.size() % width) % width);
+      x = 0;
+    } else if (value == 1) {  // end of bitmap
+      break;
+    } else if (value == 2) {  // delta
+      if (at + 2 > size) break;
+      at += 2;
+      if (at + 2 > size) return Bad("RLE delta escape cut short", at);
+      zeros(data[at] + uint64_t{data[at + 1]} * width);
+      at += 2;
+      x = indices.size() % width;
+    } else {  // absolute: `value` indices stored as they are
+      const uint64_t bytes = rle4 ? value / 2 : value;
+      const uint64_t held = std::min<uint64_t>(bytes, size > at ? size - at : 0);
+      for (uint64_t i = 0; i < held; ++i) {
+        const uint8_t byte = data[at + i];
+        if (rle4) {
+          indices.push_back(byte >> 4);
+          indices.push_back(byte & 0x0F);
+        } else {
+          indices.push_back(byte);
+        }
+      }
+      at += held;
+      if (held < bytes) break;
+      x += value;
+      if (at % 2 != 0) at += 1;
+    }
+  }
+  if (indices.size() < total) {
+    return Bad("RLE data ends after " + std::to_string(indices.size()) + " of " +
+                   std::to_string(total) + " pixels (not enough image data)",
+               std::min<uint64_t>(at, size));
+  }
+  return Status::OK();
+}
+
+Status DecodeRle(const uint8_t* data, size_t size, const BmpHeader& h, const CropRect& crop,
+                 Image* out) {
+  thread_local std::vector<uint8_t> indices;
+  const uint64_t total = uint64_t{static_cast<uint32_t>(h.width)} * static_cast<uint32_t>(h.height);
+  if (!TryResize(&indices, total)) return OutOfMemory("BMP RLE indices", total, h.width, h.height);
+  GPUFEED_RETURN_IF_ERROR(ExpandRle(data, size, h, &indices));
+  for (int y = 0; y < crop.height; ++y) {
+    const int image_row = crop.y + y;
+    const uint64_t stored = h.top_down ? image_row : h.height - 1 - image_row;
+    const uint8_t* row = indices.data() + stored * static_cast<uint32_t>(h.width) + crop.x;
+    uint8_t* rgb = out->row(y);
+    for (int x = 0; x < crop.width; ++x, rgb += 3) {
+      const uint8_t* color = &h.palette[3 * row[x]];
+      rgb[0] = color[0], rgb[1] = color[1], rgb[2] = color[2];
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 bool LooksLikeBmp(const uint8_t* data, size_t size) {
@@ -183,6 +276,7 @@ Status DecodeBmp(const uint8_t* data, size_t size, const CropRect& requested, Im
   CropRect crop;
   GPUFEED_RETURN_IF_ERROR(
       StartRgbDecode("BMP", h.width, h.height, requested, max_pixels, out, &crop));
+  if (h.compression == kRle8 || h.compression == kRle4) return DecodeRle(data, size, h, crop, out);
   const uint64_t stride = ((uint64_t{static_cast<uint32_t>(h.width)} * h.bits + 31) >> 3) & ~3ull;
   const uint64_t used = (uint64_t{static_cast<uint32_t>(h.width)} * h.bits + 7) / 8;
   for (int y = 0; y < crop.height; ++y) {

@@ -11,13 +11,18 @@
 //   - 24 and 32 bits: BGR(X), and the byte-aligned 32-bit bitfield layouts
 //     Pillow takes (XBGR, ABGR, RGBA, BGRA); alpha dropped;
 //   - Pillow's offset quirk: a data offset right after the header skips a
-//     palette of `colors` 4-byte entries.
-// Refused with NotSupported (Pillow reads them, gpufeed does not): RLE4 and
-// RLE8 compression. Refused with Corruption, as Pillow refuses them: other
-// depths, bitfield layouts and compressions. Two files Pillow misreads
-// (a 4-bit palette of exactly (i, i, i) for i < 16, an 8-bit one of black
-// and white only: Pillow unpacks their indices as 8-bit and 1-bit samples)
-// are decoded through their palette instead.
+//     palette of `colors` 4-byte entries;
+//   - RLE8 and RLE4 compression (4- and 8-bit palette images), expanded as
+//     Pillow 9.4's BmpRleDecoder expands them, its quirks included (see
+//     ExpandRle); the whole image's indices are expanded, then the crop's
+//     rows looked up.
+// Refused with Corruption, as Pillow refuses them: other depths, bitfield
+// layouts and compressions, RLE data that ends before the last row. Three
+// files Pillow misreads or cannot load are decoded through their palette
+// instead: a 4-bit raw palette of exactly (i, i, i) for i < 16 and an 8-bit
+// raw one of black and white only (Pillow unpacks their indices as 8-bit and
+// 1-bit samples), and an RLE image with a black-and-white palette of two
+// entries (Pillow's RLE decoder cannot write into its 1-bit image).
 #ifndef GPUFEED_DECODE_BMP_DECODER_H_
 #define GPUFEED_DECODE_BMP_DECODER_H_
 

@@ -377,6 +377,16 @@ int main(int argc, char** argv) {
   images.push_back(bmp(6, 4, 16, 3, u32(0xF800) + u32(0x7E0) + u32(0x1F), 40, 12 * 4));
   images.push_back(bmp(5, -3, 32, 3, u32(0xFF) + u32(0xFF00) + u32(0xFF0000) + u32(0xFF000000),
                        108, 20 * 3));
+  // RLE4 and RLE8: runs, an absolute run with its pad, ends of line, a
+  // delta escape, an end of bitmap (the file size field is not read).
+  images.push_back(bmp(7, 3, 4, 2, palette16, 40, 0) +
+                   std::string("\x05\x1F\x02\x33\x00\x00\x00\x05\x12\x34\x50\x00"
+                               "\x00\x00\x00\x02\x01\x00\x03\x07\x00\x00\x00\x01",
+                               24));
+  images.push_back(bmp(6, 2, 8, 1, palette16, 40, 0) +
+                   std::string("\x03\x09\x03\x0E\x00\x03\x01\x02\x03\x00\x02\x04"
+                               "\x00\x00\x00\x01",
+                               16));
 #ifdef GPUFEED_HAVE_WEBP
   // WebP: lossy, lossy with an alpha chunk (VP8X), lossless with alpha, and
   // an animation whose first frame lies inside the canvas at an offset.

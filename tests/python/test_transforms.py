@@ -251,6 +251,97 @@ def test_bmp_gives_pils_bytes():
     assert_pils_bytes(bmp_kinds())
 
 
+def rle_stream(rng, width, height, rle4, deltas=True):
+    """An RLE8/RLE4 stream as the BMP specification writes one: per row,
+    runs (encoded, and absolute ones of 3 or more, word-aligned), an end of
+    line, here and there a delta escape; an end of bitmap last."""
+    out = bytearray()
+    top = 16 if rle4 else 256
+    y = 0
+    while y < height:
+        x = 0
+        while x < width:
+            left = width - x
+            kind = rng.integers(0, 3)
+            if kind == 2 and deltas and y + 1 < height and left > 2:
+                right = int(rng.integers(0, left))
+                up = int(rng.integers(0, 2))
+                out += bytes([0, 2, right, up])
+                x += right
+                if up:
+                    y += 1
+                continue
+            if kind == 1 and left >= 3:
+                n = int(rng.integers(3, min(left, 40) + 1))
+                values = rng.integers(0, top, n)
+                payload = (bytes(int(values[i]) << 4 | (int(values[i + 1]) if i + 1 < n else 0)
+                                 for i in range(0, n, 2)) if rle4 else bytes(values.tolist()))
+                out += bytes([0, n]) + payload + b"\0" * (len(payload) % 2)
+                x += n
+            else:
+                n = int(rng.integers(1, min(left, 60) + 1))
+                value = int(rng.integers(0, 256 if rle4 else top))
+                out += bytes([n, value])
+                x += n
+        out += b"\0\0"
+        y += 1
+    return bytes(out + b"\0\1")
+
+
+def rle_kinds():
+    """(name, RLE8/RLE4 BMP) from rle_stream: coloured and greyscale
+    palettes, a short palette (indices past it), odd sizes; with deltas
+    (Pillow 9.4 reads a delta's two bytes, then takes right and up from the
+    next two: the rest of such an image is mostly zeros) and without."""
+    rng = np.random.default_rng(21)
+    out = []
+    for bits, compression in ((8, 1), (4, 2)):
+        for width, height, colors, grey, deltas in ((37, 23, 0, False, True),
+                                                    (64, 40, 5, False, False),
+                                                    (17, 9, 0, True, False),
+                                                    (50, 31, 0, False, False)):
+            count = colors or 1 << bits
+            palette = b"".join(bytes([i, i, i, 0]) if grey else
+                               bytes(rng.integers(0, 256, 3).tolist()) + b"\0"
+                               for i in range(count))
+            stream = rle_stream(rng, width, height, bits == 4, deltas)
+            info = struct.pack("<IiiHHIIiiII", 40, width, height, 1, bits, compression,
+                               len(stream), 2835, 2835, colors, 0)
+            offset = 14 + len(info) + len(palette)
+            out.append((f"RLE{bits} {width}x{height} colours {count} grey {grey} deltas {deltas}",
+                        b"BM" + struct.pack("<IHHI", offset + len(stream), 0, 0, offset) + info +
+                        palette + stream))
+    return out
+
+
+def test_rle_bmp_gives_pils_bytes():
+    assert_pils_bytes(rle_kinds(), samples=4)
+
+
+def test_damaged_rle_bmp_fails_where_pil_fails():
+    """Cut or damaged RLE streams: gpufeed's output equals Pillow's where
+    Pillow loads the file, and is an error where Pillow raises."""
+    rng = np.random.default_rng(5)
+    for name, data in rle_kinds():
+        for trial in range(12):
+            damaged = bytearray(data)
+            if trial % 3 == 0:
+                damaged = damaged[:int(rng.integers(120, len(data)))]
+            else:
+                for _ in range(3):
+                    damaged[int(rng.integers(120, len(data)))] = int(rng.integers(0, 256))
+            damaged = bytes(damaged)
+            try:
+                image = PIL.open(io.BytesIO(damaged)).convert("RGB")
+            except Exception:
+                with pytest.raises(Exception):
+                    ours(damaged, train=False)
+                continue
+            reference = np.asarray(TF.center_crop(TF.resize(image, 256), 224))
+            got, _ = ours(damaged, train=False)
+            np.testing.assert_array_equal(got, reference, err_msg=f"{name}, trial {trial}")
+
+
 def webp_kinds():
     """(name, WebP bytes) as Pillow writes them: lossy at three qualities and
     the fastest method, lossless, with alpha (lossy and lossless), grayscale,

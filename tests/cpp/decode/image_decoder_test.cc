@@ -327,6 +327,55 @@ std::string Bmp(int width, int height, int bits, const std::vector<std::string>&
   return "BM" + u32(offset + data.size()) + u32(0) + u32(offset) + info + after + data;
 }
 
+// An RLE-compressed BMP: the stream as it is after a 40-byte header and the palette.
+std::string RleBmp(int width, int height, int bits, const std::string& stream,
+                   const std::string& palette) {
+  std::string file = Bmp(width, height, bits, std::vector<std::string>(height), palette,
+                         bits == 4 ? 2 : 1);
+  const size_t offset = 14 + 40 + palette.size();
+  file = file.substr(0, offset) + stream;
+  const uint32_t size = static_cast<uint32_t>(file.size());
+  for (int i = 0; i < 4; ++i) file[2 + i] = static_cast<char>(size >> (8 * i));
+  return file;
+}
+
+TEST(ImageDecoderTest, BmpRleExpandsAsPillowsDecoderDoes) {
+  std::string palette;  // index i -> RGB (30i, 20i, 10i); from 3 on Pillow's ramp (i, i, i)
+  for (int i = 0; i < 3; ++i) palette += std::string{char(10 * i), char(20 * i), char(30 * i), 0};
+  auto rgb = [](std::initializer_list<int> indices) {
+    std::vector<uint8_t> out;
+    for (int i : indices) {
+      for (int c = 0; c < 3; ++c) out.push_back(static_cast<uint8_t>(i < 3 ? (30 - 10 * c) * i : i));
+    }
+    return out;
+  };
+  // RLE8, 4x3, stored bottom-up from byte 66: a run; a run cut at the row's
+  // end; an end of line on a full row (nothing added); an absolute run of 3
+  // (then a pad byte: the file offset is odd); a run; a delta escape (Pillow
+  // passes two bytes, then right 1, up 0); a run; an end of line (a zero).
+  const std::string rle8("\x03\x05\x02\x07\x00\x00\x00\x03\x01\x02\x03\xEE\x01\x09"
+                         "\x00\x02\xAA\xBB\x01\x00\x02\x04\x00\x00",
+                         24);
+  Image image = Decode(RleBmp(4, 3, 8, rle8, palette));
+  std::vector<uint8_t> expected = rgb({0, 4, 4, 0, 1, 2, 3, 9, 5, 5, 5, 7});
+  EXPECT_EQ(image.pixels, expected);
+  image = Decode(RleBmp(4, 3, 8, rle8, palette), {1, 1, 2, 2});
+  EXPECT_EQ(image.pixels, rgb({2, 3, 5, 5}));
+  // RLE4, 4x2: a run alternates the nibbles; an absolute run of 3 reads one
+  // byte (two indices: Pillow's n / 2), then the pad to an even offset.
+  image = Decode(RleBmp(4, 2, 4, std::string("\x03\x12\x00\x03\x34\x50\x00\x00", 8), palette));
+  EXPECT_EQ(image.pixels, rgb({4, 0, 0, 0, 1, 2, 1, 3}));
+  // An end of bitmap, or of the file, before the last row: Pillow's "not
+  // enough image data".
+  for (const std::string& stream : {std::string("\x02\x01\x00\x01", 4), rle8.substr(0, 13)}) {
+    Status status = DecodeRegion(Bytes(RleBmp(4, 3, 8, stream, palette)), 66 + stream.size(), {},
+                                 0, 0, &image);
+    EXPECT_TRUE(status.IsCorruption()) << status.ToString();
+    EXPECT_NE(status.message().find("not enough image data"), std::string::npos)
+        << status.ToString();
+  }
+}
+
 TEST(ImageDecoderTest, BmpGivesPillowsBytes) {
   // 24-bit BGR, bottom-up and top-down; a 4-bit palette (an index past it:
   // Pillow's ramp, (i, i, i)); 16-bit 5-6-5 (v * 255 / 31, / 63); 32-bit
@@ -368,12 +417,10 @@ TEST(ImageDecoderTest, BmpGivesPillowsBytes) {
   Status status = DecodeRegion(Bytes(cut), cut.size(), {}, 0, 0, &image);
   EXPECT_TRUE(status.IsCorruption()) << status.ToString();
   EXPECT_NE(status.message().find("truncated: row 25"), std::string::npos) << status.ToString();
-  // RLE is refused as not supported, other depths and layouts as corrupt.
-  const std::string rle = Bmp(2, 2, 8, {"ab", "cd"}, palette, 1);
-  status = DecodeRegion(Bytes(rle), rle.size(), {}, 0, 0, &image);
-  EXPECT_TRUE(status.IsNotSupported()) << status.ToString();
+  // Other depths and layouts are corrupt, as is RLE of 24-bit pixels.
   for (const std::string& bad : {Bmp(2, 2, 12, {"abc", "def"}), Bmp(2, 1, 16, {"abcd"}, "", 3,
-                                 std::string(12, '\x01')), big.substr(0, 30)}) {
+                                 std::string(12, '\x01')), big.substr(0, 30),
+                                 RleBmp(2, 2, 24, "\x02\x01\x00\x00", "")}) {
     status = DecodeRegion(Bytes(bad), bad.size(), {}, 0, 0, &image);
     EXPECT_TRUE(status.IsCorruption()) << status.ToString();
     EXPECT_NE(status.message().find("at byte"), std::string::npos) << status.ToString();
