@@ -128,9 +128,10 @@ Status ReadHeader(const uint8_t* data, size_t size, BmpHeader* h) {
   if (compression == kBitfields) {
     GPUFEED_RETURN_IF_ERROR(ReadBitfields(data, size, header_size, h, &after));
   } else if (compression == kRle8 || compression == kRle4) {
-    if (bits != 4 && bits != 8) {
-      return Bad("RLE compression of " + std::to_string(bits) + "-bit pixels (Pillow reads "
-                 "RLE only into palette images)", 30);
+    if (bits > 8) {
+      return Bad("RLE compression of " + std::to_string(bits) +
+                     "-bit pixels (Pillow cannot load it either: RLE indices need a palette)",
+                 30);
     }
   } else if (compression != kRaw) {
     return Bad("an unsupported compression " + std::to_string(compression), 30);
@@ -180,14 +181,20 @@ Status ExpandRle(const uint8_t* data, size_t size, const BmpHeader& h, std::vect
   const uint64_t width = static_cast<uint32_t>(h.width);
   const uint64_t total = width * static_cast<uint32_t>(h.height);
   const bool rle4 = h.compression == kRle4;
-  std::vector<uint8_t>& indices = *out;
-  indices.clear();
-  uint64_t at = h.data, x = 0;
-  // Zeros past the last pixel end the loop all the same; they are not stored.
-  auto zeros = [&](uint64_t count) {
-    indices.resize(indices.size() + std::min(count, total - indices.size()), 0);
+  // *out holds `total` indices (sized by the caller); `length` is how many
+  // Pillow's decoder would hold, which may pass `total` on the last step:
+  // those past it are counted, never stored (Pillow ignores them).
+  uint8_t* indices = out->data();
+  uint64_t length = 0, at = h.data, x = 0;
+  auto put = [&](uint8_t index) {
+    if (length < total) indices[length] = index;
+    ++length;
   };
-  while (indices.size() < total) {
+  auto zeros = [&](uint64_t count) {
+    if (length < total) std::fill_n(indices + length, std::min(count, total - length), 0);
+    length += count;
+  };
+  while (length < total) {
     if (at + 2 > size) break;
     uint64_t count = data[at];
     const uint8_t value = data[at + 1];
@@ -195,11 +202,11 @@ Status ExpandRle(const uint8_t* data, size_t size, const BmpHeader& h, std::vect
     if (count > 0) {  // a run of one index (RLE8) or of two alternating (RLE4)
       if (x + count > width) count = x < width ? width - x : 0;
       for (uint64_t i = 0; i < count; ++i) {
-        indices.push_back(rle4 ? (i % 2 == 0 ? value >> 4 : value & 0x0F) : value);
+        put(rle4 ? (i % 2 == 0 ? value >> 4 : value & 0x0F) : value);
       }
       x += count;
     } else if (value == 0) {  // end of line
-      zeros((width - indices.size() % width) % width);
+      zeros((width - length % width) % width);
       x = 0;
     } else if (value == 1) {  // end of bitmap
       break;
@@ -209,17 +216,17 @@ Status ExpandRle(const uint8_t* data, size_t size, const BmpHeader& h, std::vect
       if (at + 2 > size) return Bad("RLE delta escape cut short", at);
       zeros(data[at] + uint64_t{data[at + 1]} * width);
       at += 2;
-      x = indices.size() % width;
+      x = length % width;
     } else {  // absolute: `value` indices stored as they are
       const uint64_t bytes = rle4 ? value / 2 : value;
       const uint64_t held = std::min<uint64_t>(bytes, size > at ? size - at : 0);
       for (uint64_t i = 0; i < held; ++i) {
         const uint8_t byte = data[at + i];
         if (rle4) {
-          indices.push_back(byte >> 4);
-          indices.push_back(byte & 0x0F);
+          put(byte >> 4);
+          put(byte & 0x0F);
         } else {
-          indices.push_back(byte);
+          put(byte);
         }
       }
       at += held;
@@ -228,9 +235,9 @@ Status ExpandRle(const uint8_t* data, size_t size, const BmpHeader& h, std::vect
       if (at % 2 != 0) at += 1;
     }
   }
-  if (indices.size() < total) {
-    return Bad("RLE data ends after " + std::to_string(indices.size()) + " of " +
-                   std::to_string(total) + " pixels (not enough image data)",
+  if (length < total) {
+    return Bad("RLE data ends after " + std::to_string(length) + " of " + std::to_string(total) +
+                   " pixels (not enough image data)",
                std::min<uint64_t>(at, size));
   }
   return Status::OK();

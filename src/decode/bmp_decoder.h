@@ -12,12 +12,13 @@
 //     Pillow takes (XBGR, ABGR, RGBA, BGRA); alpha dropped;
 //   - Pillow's offset quirk: a data offset right after the header skips a
 //     palette of `colors` 4-byte entries;
-//   - RLE8 and RLE4 compression (4- and 8-bit palette images), expanded as
+//   - RLE8 and RLE4 compression (1-, 4- and 8-bit palette images), expanded as
 //     Pillow 9.4's BmpRleDecoder expands them, its quirks included (see
 //     ExpandRle); the whole image's indices are expanded, then the crop's
 //     rows looked up.
 // Refused with Corruption, as Pillow refuses them: other depths, bitfield
-// layouts and compressions, RLE data that ends before the last row. Three
+// layouts and compressions, RLE of 16-32-bit pixels, RLE data that ends
+// before the last row. Three
 // files Pillow misreads or cannot load are decoded through their palette
 // instead: a 4-bit raw palette of exactly (i, i, i) for i < 16 and an 8-bit
 // raw one of black and white only (Pillow unpacks their indices as 8-bit and

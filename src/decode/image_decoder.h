@@ -74,7 +74,7 @@ CropRect ClampCrop(const CropRect& crop, int width, int height);
 bool TryResize(std::vector<uint8_t>* buffer, size_t size);
 // Internal, naming what could not be allocated for which image.
 Status OutOfMemory(const char* what, uint64_t bytes, int width, int height);
-// The start of a decode that writes RGB rows itself (PNG, Netpbm, BMP):
+// The start of a decode that writes RGB rows itself (PNG, Netpbm, BMP, WebP):
 // refuses a width x height image over max_pixels (Corruption naming
 // `format`), clamps `requested` into *crop and sizes *out for it.
 Status StartRgbDecode(const char* format, int width, int height, const CropRect& requested,

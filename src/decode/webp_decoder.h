@@ -1,15 +1,20 @@
 // WebP decoding to 8-bit RGB with the bytes of PIL's Image.open(f).convert("RGB")
 // (Pillow decodes WebP through libwebp's WebPAnimDecoder into RGBA and drops
-// the alpha byte; gpufeed links the same libwebp):
-//   - lossy (VP8) and lossless (VP8L) files, with or without an alpha chunk:
-//     alpha is dropped, not composited; ICC, EXIF and XMP chunks are ignored;
-//   - animated files give their first frame as PIL's first frame is: the
-//     canvas cleared to zero, the frame drawn at its offset, alpha dropped.
-// A still image is decoded by libwebp down to the crop's last row only (rows
-// below are not decoded), two rows above the crop's top at the least, so that
-// the fancy chroma upsampling of the first kept row sees the row above it as a
-// whole decode does. Built without libwebp (GPUFEED_HAVE_WEBP unset), every
-// WebP file is NotSupported, naming the missing library.
+// the alpha byte; gpufeed links the same libwebp and follows the same steps):
+//   - the container is parsed by libwebp's demuxer, which refuses what
+//     Pillow refuses (chunks out of order, cut by the RIFF size, ...);
+//   - the first frame is decoded (lossy VP8 or lossless VP8L, with or
+//     without an alpha chunk: alpha dropped, not composited) and placed at
+//     its offset on a canvas cleared to black, as Pillow's first frame of an
+//     animation is (a still image's frame is the whole canvas); ICC, EXIF and
+//     XMP chunks are ignored;
+//   - only the crop's part of the frame is decoded: libwebp stops after the
+//     crop's last row (plus one), and starts from an even row above its
+//     first (see DecodeFrameRows: the chroma upsampling of the kept rows then
+//     equals the whole image's); memory is the crop's rows, whatever the
+//     canvas's size.
+// Built without libwebp (GPUFEED_HAVE_WEBP unset), every WebP file is
+// NotSupported, naming the missing library.
 #ifndef GPUFEED_DECODE_WEBP_DECODER_H_
 #define GPUFEED_DECODE_WEBP_DECODER_H_
 

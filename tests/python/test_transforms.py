@@ -289,8 +289,9 @@ def rle_stream(rng, width, height, rle4, deltas=True):
 
 
 def rle_kinds():
-    """(name, RLE8/RLE4 BMP) from rle_stream: coloured and greyscale
-    palettes, a short palette (indices past it), odd sizes; with deltas
+    """(name, RLE8/RLE4 BMP) from rle_stream: 8-, 4- and 1-bit images,
+    coloured and greyscale palettes, a short palette (indices past it), odd
+    sizes; with deltas
     (Pillow 9.4 reads a delta's two bytes, then takes right and up from the
     next two: the rest of such an image is mostly zeros) and without."""
     rng = np.random.default_rng(21)
@@ -311,6 +312,17 @@ def rle_kinds():
             out.append((f"RLE{bits} {width}x{height} colours {count} grey {grey} deltas {deltas}",
                         b"BM" + struct.pack("<IHHI", offset + len(stream), 0, 0, offset) + info +
                         palette + stream))
+    # 1-bit images RLE-compressed (Pillow loads them as palette images unless
+    # the palette is black and white): indices past the two entries.
+    for compression in (1, 2):
+        stream = rle_stream(rng, 29, 11, compression == 2, False)
+        info = struct.pack("<IiiHHIIiiII", 40, 29, 11, 1, 1, compression, len(stream), 2835, 2835,
+                           0, 0)
+        palette = bytes([10, 200, 30, 0, 250, 40, 90, 0])
+        offset = 14 + len(info) + len(palette)
+        out.append((f"1-bit, RLE{4 if compression == 2 else 8}",
+                    b"BM" + struct.pack("<IHHI", offset + len(stream), 0, 0, offset) + info +
+                    palette + stream))
     return out
 
 
@@ -393,6 +405,81 @@ def test_webp_gives_pils_bytes():
     kinds = webp_kinds()
     assert PIL.open(io.BytesIO(dict(kinds)["animation"])).n_frames == 2
     assert_pils_bytes(kinds, samples=8)
+
+
+def test_webp_containers_refused_where_pil_refuses_them():
+    """Containers assembled chunk by chunk, sound and not (chunks out of
+    order, doubled, missing, cut by the RIFF size, a canvas larger than the
+    frame, an animation's later frame damaged): gpufeed gives Pillow's bytes
+    where Pillow loads the file and an error where it raises."""
+    if not PIL_WEBP or not WEBP_BUILT:
+        pytest.skip("this Pillow or this gpufeed build has no WebP support")
+
+    def chunk(tag, payload):
+        return tag + struct.pack("<I", len(payload)) + payload + b"\0" * (len(payload) % 2)
+
+    def u24(value):
+        return struct.pack("<I", value)[:3]
+
+    def riff(body):
+        return b"RIFF" + struct.pack("<I", len(body) + 4) + b"WEBP" + body
+
+    def save(image, **options):
+        buffer = io.BytesIO()
+        image.save(buffer, format="WEBP", **options)
+        return buffer.getvalue()
+
+    array = photo(20, 14, 1)
+    lossy = save(PIL.fromarray(array), quality=80)[12:]
+    lossless = save(PIL.fromarray(array), lossless=True)[12:]
+    rgba = save(PIL.fromarray(np.dstack([array, np.full((14, 20), 128, np.uint8)]), "RGBA"),
+                quality=80)[12:]
+    parts, at = [], 0  # VP8X, ALPH, VP8
+    while at < len(rgba):
+        size = struct.unpack("<I", rgba[at + 4:at + 8])[0]
+        parts.append(rgba[at:at + 8 + size + size % 2])
+        at += 8 + size + size % 2
+    assert [part[:4] for part in parts] == [b"VP8X", b"ALPH", b"VP8 "]
+
+    def vp8x(flags, width=20, height=14):
+        return chunk(b"VP8X", bytes([flags, 0, 0, 0]) + u24(width - 1) + u24(height - 1))
+
+    def frame(data, width=20, height=14):
+        return chunk(b"ANMF", u24(0) + u24(0) + u24(width - 1) + u24(height - 1) + u24(100) +
+                     b"\0" + data)
+
+    animation = vp8x(0x02) + chunk(b"ANIM", bytes(6))
+    cases = {
+        "unknown chunk before the image": riff(vp8x(0) + chunk(b"ZZZZ", b"hello") + lossy),
+        "unknown chunk after the image": riff(vp8x(0) + lossy + chunk(b"ZZZZ", b"hello")),
+        "ALPH after VP8": riff(parts[0] + parts[2] + parts[1]),
+        "two VP8 chunks": riff(vp8x(0) + lossy + lossy),
+        "two VP8 chunks, no VP8X": riff(lossy + lossy),
+        "canvas larger than the image": riff(vp8x(0, 30) + lossy),
+        "animation flag, no frame": riff(animation + lossy),
+        "alpha flag, no ALPH": riff(vp8x(0x10) + lossy),
+        "ALPH on a lossless image": riff(vp8x(0x10) + parts[1] + lossless),
+        "ALPH of garbage": riff(parts[0] + chunk(b"ALPH", b"\x01" + bytes(30)) + parts[2]),
+        "frame larger than the canvas": riff(vp8x(0x02, 10, 10) + chunk(b"ANIM", bytes(6)) +
+                                             frame(lossy)),
+        "second frame cut": riff(animation + frame(lossy) + frame(lossy[:40])),
+        "EXIF after the image, RIFF size short": riff(vp8x(0x08) + lossy)[:-0] +
+        chunk(b"EXIF", b"Exif\0\0" + bytes(20)),
+        "a byte after the RIFF": riff(lossy) + b"\0",
+    }
+    loaded = refused = 0
+    for name, data in cases.items():
+        try:
+            image = PIL.open(io.BytesIO(data)).convert("RGB")
+        except Exception:
+            refused += 1
+            with pytest.raises(Exception):
+                ours(data, train=False)
+            continue
+        loaded += 1
+        reference = np.asarray(TF.center_crop(TF.resize(image, 256), 224))
+        np.testing.assert_array_equal(ours(data, train=False)[0], reference, err_msg=name)
+    assert loaded >= 3 and refused >= 3, (loaded, refused)
 
 
 def test_bad_webp_is_an_error_naming_webp():

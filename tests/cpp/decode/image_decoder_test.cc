@@ -365,6 +365,12 @@ TEST(ImageDecoderTest, BmpRleExpandsAsPillowsDecoderDoes) {
   // byte (two indices: Pillow's n / 2), then the pad to an even offset.
   image = Decode(RleBmp(4, 2, 4, std::string("\x03\x12\x00\x03\x34\x50\x00\x00", 8), palette));
   EXPECT_EQ(image.pixels, rgb({4, 0, 0, 0, 1, 2, 1, 3}));
+  // An absolute run past the last pixel: the indices past it are ignored.
+  image = Decode(RleBmp(2, 1, 8, std::string("\x00\x05\x01\x02\x03\x04\x05\x00", 8), palette));
+  EXPECT_EQ(image.pixels, rgb({1, 2}));
+  // A 1-bit image RLE-compressed: its indices through the palette too.
+  image = Decode(RleBmp(3, 1, 1, std::string("\x02\x01\x01\x07\x00\x01", 6), palette));
+  EXPECT_EQ(image.pixels, rgb({1, 1, 7}));
   // An end of bitmap, or of the file, before the last row: Pillow's "not
   // enough image data".
   for (const std::string& stream : {std::string("\x02\x01\x00\x01", 4), rle8.substr(0, 13)}) {
