@@ -81,6 +81,21 @@ Status ReadPalette(const uint8_t* data, size_t size, uint64_t at, uint32_t color
   // Pillow reads what the file holds of the palette (a file that ends
   // first still decodes; the data offset comes from the file header).
   const uint64_t held = at < size ? (size - at) / entry : 0;
+  // More than 256 entries read: Pillow raises "invalid palette size" when it
+  // applies them, unless all `colors` entries are grey by its test (entry i
+  // equal to i mod 256 thrice), which makes the image an "L" image instead.
+  if (std::min<uint64_t>(colors, held) > 256) {
+    bool grey = held >= colors;
+    for (uint32_t i = 0; grey && i < colors; ++i) {
+      const uint8_t* bgr = data + at + uint64_t{i} * entry;
+      grey = bgr[0] == (i & 255) && bgr[1] == (i & 255) && bgr[2] == (i & 255);
+    }
+    if (!grey) {
+      return Bad("a palette of " + std::to_string(colors) +
+                     " colours, more than the 256 Pillow applies (\"invalid palette size\")",
+                 at);
+    }
+  }
   const uint32_t kept = static_cast<uint32_t>(std::min<uint64_t>({colors, 256, held}));
   for (uint32_t i = 0; i < 256; ++i) {
     uint8_t* rgb = &h->palette[3 * i];

@@ -18,7 +18,8 @@
 //     rows looked up.
 // Refused with Corruption, as Pillow refuses them: other depths, bitfield
 // layouts and compressions, RLE of 16-32-bit pixels, RLE data that ends
-// before the last row. Three
+// before the last row, a palette of more than 256 entries held in the file
+// (unless they are grey: Pillow then makes an "L" image). Three
 // files Pillow misreads or cannot load are decoded through their palette
 // instead: a 4-bit raw palette of exactly (i, i, i) for i < 16 and an 8-bit
 // raw one of black and white only (Pillow unpacks their indices as 8-bit and

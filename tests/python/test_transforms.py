@@ -251,6 +251,36 @@ def test_bmp_gives_pils_bytes():
     assert_pils_bytes(bmp_kinds())
 
 
+def test_bmp_palettes_over_256_colours_as_pil():
+    """A palette of more than 256 entries: Pillow raises ("invalid palette
+    size") unless its entries are grey, or the file holds fewer of them."""
+    def bmp(colors, entries, grey):
+        palette = b"".join(bytes([i & 255] * 3 + [0]) if grey else
+                           bytes([i & 255, (i * 7) & 255, (i * 13) & 255, 0])
+                           for i in range(entries))
+        rows = bytes([1, 2, 3, 250]) * 2
+        info = struct.pack("<IiiHHIIiiII", 40, 4, 2, 1, 8, 0, len(rows), 2835, 2835, colors, 0)
+        offset = 14 + len(info) + len(palette)
+        return (b"BM" + struct.pack("<IHHI", offset + len(rows), 0, 0, offset) + info + palette +
+                rows)
+
+    outcomes = []
+    for colors, entries, grey in ((300, 300, False), (257, 257, False), (300, 300, True),
+                                  (300, 10, False), (256, 256, False)):
+        data = bmp(colors, entries, grey)
+        try:
+            image = PIL.open(io.BytesIO(data)).convert("RGB")
+        except ValueError:
+            outcomes.append("refused")
+            with pytest.raises(Exception, match="invalid palette size"):
+                ours(data, train=False)
+            continue
+        outcomes.append("loaded")
+        reference = np.asarray(TF.center_crop(TF.resize(image, 256), 224))
+        np.testing.assert_array_equal(ours(data, train=False)[0], reference)
+    assert outcomes == ["refused", "refused", "loaded", "loaded", "loaded"]
+
+
 def rle_stream(rng, width, height, rle4, deltas=True):
     """An RLE8/RLE4 stream as the BMP specification writes one: per row,
     runs (encoded, and absolute ones of 3 or more, word-aligned), an end of
