@@ -162,15 +162,19 @@ Status ReadHeader(const uint8_t* data, size_t size, BmpHeader* h) {
   return Status::OK();
 }
 
+// A palette index's colour into rgb[0..2].
+void PutColor(const BmpHeader& h, int index, uint8_t* rgb) {
+  const uint8_t* color = &h.palette[3 * index];
+  rgb[0] = color[0], rgb[1] = color[1], rgb[2] = color[2];
+}
+
 // One stored row's pixels [x0, x0 + width) to RGB.
 void ConvertRow(const BmpHeader& h, const uint8_t* row, int x0, int width, uint8_t* rgb) {
   for (int i = 0; i < width; ++i, rgb += 3) {
     const size_t x = static_cast<size_t>(x0 + i);
     if (h.bits <= 8) {
       const int shift = 8 - h.bits - static_cast<int>((x * h.bits) % 8);
-      const int index = (row[x * h.bits / 8] >> shift) & ((1 << h.bits) - 1);
-      const uint8_t* color = &h.palette[3 * index];
-      rgb[0] = color[0], rgb[1] = color[1], rgb[2] = color[2];
+      PutColor(h, (row[x * h.bits / 8] >> shift) & ((1 << h.bits) - 1), rgb);
     } else if (h.bits == 16) {
       const uint32_t v = U16(row + 2 * x);
       const uint32_t g = h.rgb565 ? ((v >> 5) & 63) * 255 / 63 : ((v >> 5) & 31) * 255 / 31;
@@ -269,10 +273,7 @@ Status DecodeRle(const uint8_t* data, size_t size, const BmpHeader& h, const Cro
     const uint64_t stored = h.top_down ? image_row : h.height - 1 - image_row;
     const uint8_t* row = indices.data() + stored * static_cast<uint32_t>(h.width) + crop.x;
     uint8_t* rgb = out->row(y);
-    for (int x = 0; x < crop.width; ++x, rgb += 3) {
-      const uint8_t* color = &h.palette[3 * row[x]];
-      rgb[0] = color[0], rgb[1] = color[1], rgb[2] = color[2];
-    }
+    for (int x = 0; x < crop.width; ++x, rgb += 3) PutColor(h, row[x], rgb);
   }
   return Status::OK();
 }

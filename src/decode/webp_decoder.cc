@@ -62,9 +62,10 @@ const char* StatusName(VP8StatusCode code) {
   return "unknown libwebp status";
 }
 
-Status Failed(const char* what, VP8StatusCode code, int width, int height) {
-  std::string message = std::string("WebP ") + what + ": " + StatusName(code);
-  if (width > 0) message += " (" + std::to_string(width) + "x" + std::to_string(height) + ")";
+// libwebp's failure to decode a width x height image's data.
+Status Failed(VP8StatusCode code, int width, int height) {
+  const std::string message = std::string("WebP data: ") + StatusName(code) + " (" +
+                              std::to_string(width) + "x" + std::to_string(height) + ")";
   if (code == VP8_STATUS_OUT_OF_MEMORY) return Status::Internal("out of memory: " + message);
   return Status::Corruption(message);
 }
@@ -138,7 +139,7 @@ Status DecodeFrameRows(const WebPIterator& frame, int first, int last, const uin
   config.output.u.RGBA.size = decoded.size();
   const VP8StatusCode code = WebPDecode(frame.fragment.bytes, frame.fragment.size, &config);
   WebPFreeDecBuffer(&config.output);
-  if (code != VP8_STATUS_OK) return Failed("data", code, canvas_width, canvas_height);
+  if (code != VP8_STATUS_OK) return Failed(code, canvas_width, canvas_height);
   *rows = decoded.data() + (first - top) * stride;
   return Status::OK();
 }

@@ -318,6 +318,14 @@ def rle_stream(rng, width, height, rle4, deltas=True):
     return bytes(out + b"\0\1")
 
 
+def rle_bmp(width, height, bits, compression, palette, stream, colors=0):
+    """A BMP with a 40-byte header whose pixel data is the RLE `stream`."""
+    info = struct.pack("<IiiHHIIiiII", 40, width, height, 1, bits, compression, len(stream), 2835,
+                       2835, colors, 0)
+    offset = 14 + len(info) + len(palette)
+    return b"BM" + struct.pack("<IHHI", offset + len(stream), 0, 0, offset) + info + palette + stream
+
+
 def rle_kinds():
     """(name, RLE8/RLE4 BMP) from rle_stream: 8-, 4- and 1-bit images,
     coloured and greyscale palettes, a short palette (indices past it), odd
@@ -336,23 +344,15 @@ def rle_kinds():
                                bytes(rng.integers(0, 256, 3).tolist()) + b"\0"
                                for i in range(count))
             stream = rle_stream(rng, width, height, bits == 4, deltas)
-            info = struct.pack("<IiiHHIIiiII", 40, width, height, 1, bits, compression,
-                               len(stream), 2835, 2835, colors, 0)
-            offset = 14 + len(info) + len(palette)
             out.append((f"RLE{bits} {width}x{height} colours {count} grey {grey} deltas {deltas}",
-                        b"BM" + struct.pack("<IHHI", offset + len(stream), 0, 0, offset) + info +
-                        palette + stream))
+                        rle_bmp(width, height, bits, compression, palette, stream, colors)))
     # 1-bit images RLE-compressed (Pillow loads them as palette images unless
     # the palette is black and white): indices past the two entries.
     for compression in (1, 2):
         stream = rle_stream(rng, 29, 11, compression == 2, False)
-        info = struct.pack("<IiiHHIIiiII", 40, 29, 11, 1, 1, compression, len(stream), 2835, 2835,
-                           0, 0)
         palette = bytes([10, 200, 30, 0, 250, 40, 90, 0])
-        offset = 14 + len(info) + len(palette)
         out.append((f"1-bit, RLE{4 if compression == 2 else 8}",
-                    b"BM" + struct.pack("<IHHI", offset + len(stream), 0, 0, offset) + info +
-                    palette + stream))
+                    rle_bmp(29, 11, 1, compression, palette, stream)))
     return out
 
 
@@ -384,15 +384,26 @@ def test_damaged_rle_bmp_fails_where_pil_fails():
             np.testing.assert_array_equal(got, reference, err_msg=f"{name}, trial {trial}")
 
 
+def webp_save(image, **options):
+    buffer = io.BytesIO()
+    image.save(buffer, format="WEBP", **options)
+    return buffer.getvalue()
+
+
+def webp_chunk(tag, payload):
+    """A RIFF chunk as the WebP container specification lays it out."""
+    return tag + struct.pack("<I", len(payload)) + payload + b"\0" * (len(payload) % 2)
+
+
+def u24(value):
+    return struct.pack("<I", value)[:3]
+
+
 def webp_kinds():
     """(name, WebP bytes) as Pillow writes them: lossy at three qualities and
     the fastest method, lossless, with alpha (lossy and lossless), grayscale,
     at odd sizes down to 1x1, and a two-frame animation (its first frame)."""
-    def save(image, **options):
-        buffer = io.BytesIO()
-        image.save(buffer, format="WEBP", **options)
-        return buffer.getvalue()
-
+    save = webp_save
     out = []
     for width, height in [(333, 250), (250, 333), (1, 1), (3, 5), (17, 13)]:
         array = photo(width, height, width + height)
@@ -414,13 +425,7 @@ def webp_kinds():
     # specification lays them out, the frame a lossless file's VP8L chunk.
     rgba = np.dstack([photo(30, 20, 4), np.full((20, 30), 200, np.uint8)])
     frame = save(PIL.fromarray(rgba, "RGBA"), lossless=True)[12:]
-
-    def chunk(tag, payload):
-        return tag + struct.pack("<I", len(payload)) + payload + b"\0" * (len(payload) % 2)
-
-    def u24(value):
-        return struct.pack("<I", value)[:3]
-
+    chunk = webp_chunk
     body = (b"WEBP" + chunk(b"VP8X", b"\x12\0\0\0" + u24(99) + u24(79)) +
             chunk(b"ANIM", struct.pack("<IH", 0xFFFF0000, 0)) +
             chunk(b"ANMF", u24(6 // 2) + u24(10 // 2) + u24(29) + u24(19) + u24(100) + b"\0" +
@@ -445,19 +450,10 @@ def test_webp_containers_refused_where_pil_refuses_them():
     if not PIL_WEBP or not WEBP_BUILT:
         pytest.skip("this Pillow or this gpufeed build has no WebP support")
 
-    def chunk(tag, payload):
-        return tag + struct.pack("<I", len(payload)) + payload + b"\0" * (len(payload) % 2)
-
-    def u24(value):
-        return struct.pack("<I", value)[:3]
+    chunk, save = webp_chunk, webp_save
 
     def riff(body):
         return b"RIFF" + struct.pack("<I", len(body) + 4) + b"WEBP" + body
-
-    def save(image, **options):
-        buffer = io.BytesIO()
-        image.save(buffer, format="WEBP", **options)
-        return buffer.getvalue()
 
     array = photo(20, 14, 1)
     lossy = save(PIL.fromarray(array), quality=80)[12:]
