@@ -373,7 +373,7 @@ else
   absent=$(deps_missing | xargs)
   if [ -n "$absent" ] && command -v apt-get >/dev/null && [ "$(id -u)" -eq 0 ]; then
     say "gpu_check: preflight installing the Debian packages for: $absent"
-    DEBIAN_FRONTEND=noninteractive run_step apt-get 300 bash -c 'apt-get update -qq; apt-get install -y -qq --no-install-recommends pkg-config liburing-dev liblmdb-dev libjpeg62-turbo-dev libturbojpeg0-dev libpng-dev libspdlog-dev libfmt-dev libxxhash-dev nlohmann-json3-dev libdlpack-dev libgtest-dev libgmock-dev pybind11-dev libzstd-dev libwebp-dev' || true
+    DEBIAN_FRONTEND=noninteractive run_step apt-get 300 bash -c 'apt-get update -qq; apt-get install -y -qq --no-install-recommends pkg-config liburing-dev liblmdb-dev libjpeg62-turbo-dev libturbojpeg0-dev libpng-dev libspdlog-dev libfmt-dev libxxhash-dev nlohmann-json3-dev libdlpack-dev libgtest-dev libgmock-dev pybind11-dev libzstd-dev libwebp-dev libtiff-dev' || true
     PKG_CONFIG=$(command -v pkg-config || command -v pkgconf || true)
     absent=$(deps_missing | xargs)
   fi

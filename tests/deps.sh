@@ -5,7 +5,7 @@
 GPUFEED_DEBIAN_PACKAGES=(
   cmake ninja-build g++ pkg-config
   liburing-dev liblmdb-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libspdlog-dev libxxhash-dev
-  libzstd-dev zstd libwebp-dev
+  libzstd-dev zstd libwebp-dev libtiff-dev libtiff-tools
   nlohmann-json3-dev libdlpack-dev pybind11-dev libgtest-dev libbenchmark-dev
   python3-dev python3-venv python3-pip python3-setuptools python3-wheel
   python3-numpy python3-pil python3-pytest python3-tqdm python3-lmdb python3-protobuf

@@ -346,6 +346,7 @@ struct BuildInfo {
   bool with_cuda = false;
   bool with_io_uring = false;
   bool with_webp = false;  // built with libwebp: WebP images decode (else NotSupported)
+  bool with_tiff = false;  // built with libtiff: TIFF images decode (else NotSupported)
 };
 GPUFEED_EXPORT BuildInfo GetBuildInfo();
 

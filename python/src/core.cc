@@ -48,6 +48,7 @@ PYBIND11_MODULE(_core, module) {
     out["with_cuda"] = info.with_cuda;
     out["with_io_uring"] = info.with_io_uring;
     out["with_webp"] = info.with_webp;
+    out["with_tiff"] = info.with_tiff;
     return out;
   });
   gpufeed::python::BindEnums(module);

@@ -10,6 +10,7 @@
 #include "decode/bmp_decoder.h"
 #include "decode/jpeg_decoder.h"
 #include "decode/png_decoder.h"
+#include "decode/tiff_decoder.h"
 #include "decode/pnm_decoder.h"
 #include "decode/webp_decoder.h"
 
@@ -71,8 +72,8 @@ Status StartRgbDecode(const char* format, int width, int height, const CropRect&
 namespace {
 
 constexpr char kNotAnImage[] =
-    "not a JPEG, PNG, Netpbm (PBM/PGM/PPM), BMP or WebP image (its first bytes match none of "
-    "them)";
+    "not a JPEG, PNG, Netpbm (PBM/PGM/PPM), BMP, WebP or TIFF image (its first bytes match "
+    "none of them)";
 
 bool LooksLikePng(const uint8_t* data, size_t size) {
   static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
@@ -96,7 +97,9 @@ const RgbCodec kRgbCodecs[] = {
     {ImageFormat::kBmp, decode_internal::LooksLikeBmp, decode_internal::ReadBmpSize,
      decode_internal::DecodeBmp},
     {ImageFormat::kWebp, decode_internal::LooksLikeWebp, decode_internal::ReadWebpSize,
-     decode_internal::DecodeWebp}};
+     decode_internal::DecodeWebp},
+    {ImageFormat::kTiff, decode_internal::LooksLikeTiff, decode_internal::ReadTiffSize,
+     decode_internal::DecodeTiff}};
 
 const RgbCodec* CodecFor(ImageFormat format) {
   for (const RgbCodec& codec : kRgbCodecs) {

@@ -1,6 +1,7 @@
 // Image decoding for the decode pool: JPEG through libjpeg-turbo with
 // DCT-domain scaling and region decoding, PNG through libpng, Netpbm
-// (PBM/PGM/PPM) and BMP by gpufeed, WebP through libwebp. Output is always RGB,
+// (PBM/PGM/PPM) and BMP by gpufeed, WebP through libwebp, TIFF through
+// libtiff. Output is always RGB,
 // 8 bits, HWC (grayscale, CMYK/YCCK, palette and alpha images are converted,
 // as PIL's convert("RGB") converts them).
 //
@@ -23,7 +24,7 @@
 
 namespace gpufeed {
 
-enum class ImageFormat { kUnknown, kJpeg, kPng, kPnm, kBmp, kWebp };
+enum class ImageFormat { kUnknown, kJpeg, kPng, kPnm, kBmp, kWebp, kTiff };
 
 struct ImageHeader {
   ImageFormat format = ImageFormat::kUnknown;
@@ -52,7 +53,8 @@ struct Image {
 ImageFormat SniffImageFormat(const uint8_t* data, size_t size);
 
 // Reads dimensions without decoding pixels. Corruption for malformed data,
-// NotSupported for formats other than JPEG, PNG, Netpbm, BMP and WebP.
+// NotSupported for formats other than JPEG, PNG, Netpbm, BMP, WebP and TIFF
+// (and for the TIFF layouts tiff_decoder.h lists).
 Status ReadImageHeader(const uint8_t* data, size_t size, ImageHeader* header);
 
 // Decodes `crop` (clamped to the image) into *out, scaled down by the
@@ -74,7 +76,8 @@ CropRect ClampCrop(const CropRect& crop, int width, int height);
 bool TryResize(std::vector<uint8_t>* buffer, size_t size);
 // Internal, naming what could not be allocated for which image.
 Status OutOfMemory(const char* what, uint64_t bytes, int width, int height);
-// The start of a decode that writes RGB rows itself (PNG, Netpbm, BMP, WebP):
+// The start of a decode that writes RGB rows itself (PNG, Netpbm, BMP, WebP,
+// TIFF):
 // refuses a width x height image over max_pixels (Corruption naming
 // `format`), clamps `requested` into *crop and sizes *out for it.
 Status StartRgbDecode(const char* format, int width, int height, const CropRect& requested,

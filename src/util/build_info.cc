@@ -14,6 +14,9 @@ BuildInfo GetBuildInfo() {
 #ifdef GPUFEED_HAVE_WEBP
   info.with_webp = true;
 #endif
+#ifdef GPUFEED_HAVE_TIFF
+  info.with_tiff = true;
+#endif
   return info;
 }
 

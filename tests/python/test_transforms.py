@@ -626,7 +626,7 @@ def test_normalized_float_outputs_and_layouts():
 def test_bad_images_raise():
     with pytest.raises(Exception) as info:
         ours(b"not an image")
-    assert "not a JPEG, PNG, Netpbm (PBM/PGM/PPM), BMP or WebP image" in str(info.value)
+    assert "not a JPEG, PNG, Netpbm (PBM/PGM/PPM), BMP, WebP or TIFF image" in str(info.value)
     data = encode(photo(200, 150, 1))
     with pytest.raises(Exception, match="truncated|JPEG"):
         ours(data[: len(data) // 2])
