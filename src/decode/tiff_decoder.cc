@@ -170,6 +170,9 @@ Status DecodeRect(TiffFile& file, const Layout& layout, const Rect& rect, uint8_
         const uint32_t index = tiled ? TIFFComputeTile(tif, bx, by, 0, p)
                                      : TIFFComputeStrip(tif, by, p);
         uint8_t* buffer = blocks.data() + p * block_bytes;
+        // What a damaged block leaves unwritten reads as zeros, whichever
+        // block the buffer held before (a crop and the whole agree).
+        std::memset(buffer, 0, block_bytes);
         const tmsize_t got =
             tiled ? TIFFReadEncodedTile(tif, index, buffer, static_cast<tmsize_t>(block_bytes))
                   : TIFFReadEncodedStrip(tif, index, buffer, static_cast<tmsize_t>(block_bytes));

@@ -93,7 +93,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const ImageFormat format = SniffImageFormat(data, size);
   const bool whole_checked =
       format == ImageFormat::kPng || format == ImageFormat::kPnm || format == ImageFormat::kBmp ||
-      format == ImageFormat::kWebp;
+      format == ImageFormat::kWebp || format == ImageFormat::kTiff;
   if (whole_checked &&
       DecodeRegion(data, size, {}, 0, 0, &whole, nullptr, max_pixels).ok()) {
     // A file that decodes whole decodes cropped, to the same region (a crop

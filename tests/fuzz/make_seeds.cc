@@ -27,6 +27,9 @@
 #include "protobuf_test_util.h"
 #include "util/file.h"
 #include "util/path.h"
+#ifdef GPUFEED_HAVE_TIFF
+#include "tiff_test_util.h"
+#endif
 #ifdef GPUFEED_HAVE_WEBP
 #include <webp/encode.h>
 
@@ -409,6 +412,36 @@ int main(int argc, char** argv) {
     WebPFree(bytes);
     images.push_back(lossless);
     images.push_back(WebpAnimation(lossless.substr(12), 24, 18, 40, 30, 6, 4));
+  }
+#endif
+#ifdef GPUFEED_HAVE_TIFF
+  // TIFF: LZW strips with a predictor, 16-bit separate planes in Deflate
+  // tiles, CCITT G4 bilevel, a 4-bit palette, JPEG YCbCr, and a rotation.
+  {
+    using testing::TiffSpec;
+    const std::vector<uint8_t> rgb = MakePixels(24, 18, 3, 14);
+    const std::vector<uint8_t> wide = MakePixels(24, 18, 6, 15);
+    TiffSpec strips{24, 18};
+    strips.compression = COMPRESSION_LZW;
+    images.push_back(testing::WriteTiff(strips, rgb));
+    TiffSpec planes{24, 18, 16, 3};
+    planes.planar = true;
+    planes.tile = 16;
+    planes.compression = COMPRESSION_ADOBE_DEFLATE;
+    images.push_back(testing::WriteTiff(planes, wide));
+    TiffSpec fax{24, 18, 1, 1, PHOTOMETRIC_MINISWHITE};
+    fax.compression = COMPRESSION_CCITTFAX4;
+    images.push_back(testing::WriteTiff(fax, std::vector<uint8_t>(wide.begin(), wide.begin() + 54)));
+    TiffSpec palette{24, 18, 4, 1, PHOTOMETRIC_PALETTE};
+    for (int i = 0; i < 48; ++i) palette.colormap.push_back(static_cast<uint16_t>(i * 1361));
+    images.push_back(testing::WriteTiff(palette, std::vector<uint8_t>(rgb.begin(), rgb.begin() + 216)));
+    TiffSpec jpeg{24, 18, 8, 3, PHOTOMETRIC_YCBCR};
+    jpeg.compression = COMPRESSION_JPEG;
+    jpeg.rows_per_strip = 16;
+    images.push_back(testing::WriteTiff(jpeg, rgb));
+    TiffSpec turned = strips;
+    turned.orientation = 6;
+    images.push_back(testing::WriteTiff(turned, rgb));
   }
 #endif
   for (size_t i = 0; i < images.size(); ++i) {

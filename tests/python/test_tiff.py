@@ -50,38 +50,30 @@ def tiff_file(width, height, bits, samples, photometric, payload, big_endian=Fal
         tags[338] = (SHORT, list(extra))
     if sample_format:
         tags[339] = (SHORT, [sample_format] * samples)
+    # Header, IFD, then the values longer than 4 bytes, then the strips.
     entries = sorted(tags)
-    ifd_size = 2 + 12 * len(entries) + 4
-    out_of_line = 8 + ifd_size
-    blobs, fields = b"", []
-    for tag in entries:
-        kind, values = tags[tag]
-        fmt = {SHORT: "H", LONG: "I"}[kind]
-        blob = struct.pack(order + fmt * len(values), *values)
-        fields.append((tag, kind, len(values), blob))
-        if len(blob) > 4:
-            blobs += blob + b"\0" * (len(blob) & 1)
-    data_start = out_of_line + len(blobs)
-    offsets, position = [], data_start
+    fmt = {SHORT: "H", LONG: "I"}
+    out_of_line = 8 + 2 + 12 * len(entries) + 4
+    blob_bytes = sum(-(-len(tags[t][1]) * (2 if tags[t][0] == SHORT else 4) // 2) * 2
+                     for t in entries if len(tags[t][1]) * (2 if tags[t][0] == SHORT else 4) > 4)
+    position = out_of_line + blob_bytes
+    offsets = []
     for strip in strips:
         offsets.append(position)
         position += len(strip)
     tags[273] = (LONG, offsets)
-    # Again, with the strip offsets known.
-    blobs, ifd, cursor = b"", b"", out_of_line
+    blobs, ifd = b"", b""
     for tag in entries:
         kind, values = tags[tag]
-        fmt = {SHORT: "H", LONG: "I"}[kind]
-        blob = struct.pack(order + fmt * len(values), *values)
+        blob = struct.pack(order + fmt[kind] * len(values), *values)
         if len(blob) > 4:
-            ifd += struct.pack(order + "HHII", tag, kind, len(values), cursor)
-            padded = blob + b"\0" * (len(blob) & 1)
-            blobs += padded
-            cursor += len(padded)
+            ifd += struct.pack(order + "HHII", tag, kind, len(values), out_of_line + len(blobs))
+            blobs += blob + b"\0" * (len(blob) & 1)
         else:
             ifd += struct.pack(order + "HHI", tag, kind, len(values)) + blob.ljust(4, b"\0")
     header = (b"MM\0*" if big_endian else b"II*\0") + struct.pack(order + "I", 8)
     ifd = struct.pack(order + "H", len(entries)) + ifd + struct.pack(order + "I", 0)
+    assert len(blobs) == blob_bytes
     return header + ifd + blobs + b"".join(strips)
 
 
@@ -354,3 +346,30 @@ def test_bad_tiff_is_an_error_naming_the_strip_and_offset(tmp_path, libtiff_tool
     for cut in (len(data) // 2, offsets[-1] + 3, 30, 9):
         with pytest.raises(Exception, match="TIFF"):
             ours(data[:cut], train=False)
+
+
+def test_headers_over_max_pixels_are_refused_before_decoding():
+    # 100,000 x 100,000 declared, one strip of 300 bytes held.
+    data = tiff_file(100_000, 100_000, 8, 3, 2, bytes(300), rows_per_strip=100_000)
+    with pytest.raises(Exception, match="header declares 10000000000 pixels"):
+        ours(data, train=False)
+
+
+def test_an_image_folder_of_tiffs_gives_torchvisions_batches(tmp_path):
+    import gpufeed
+    from torchvision import datasets, transforms
+    for index in range(6):
+        folder = tmp_path / "folder" / f"c{index % 2}"
+        folder.mkdir(parents=True, exist_ok=True)
+        image = PIL.fromarray(photo(120 + 7 * index, 90 + 5 * index, index))
+        image.save(folder / f"{index}.tif", compression=("tiff_lzw", None, "jpeg")[index % 3])
+    reference = datasets.ImageFolder(str(tmp_path / "folder"), transforms.Compose(
+        [transforms.Resize(256), transforms.CenterCrop(224), transforms.PILToTensor()]))
+    loader = gpufeed.DataLoader(str(tmp_path / "folder"), batch_size=6, shuffle=False,
+                                transform=gpufeed.ImageTransform(224, train=False, dtype="uint8",
+                                                                 layout="NCHW"))
+    batch, labels = next(iter(loader))
+    for index in range(6):
+        want, label = reference[index]
+        np.testing.assert_array_equal(np.asarray(batch[index]), want.numpy(), err_msg=str(index))
+        assert int(labels[index]) == label
