@@ -52,7 +52,7 @@ ARCH_DIR=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-mult
 # The -dev packages (headers, .so links, .pc, CMake configs) and pkgconf.
 KIT_PACKAGES=(libspdlog-dev libfmt-dev liblmdb-dev libxxhash-dev libjpeg62-turbo-dev
   libturbojpeg0-dev libpng-dev zlib1g-dev liburing-dev nlohmann-json3-dev libdlpack-dev
-  libgtest-dev libgmock-dev pybind11-dev pkgconf libzstd-dev libwebp-dev libtiff-dev)
+  libgtest-dev libgmock-dev pybind11-dev pkgconf libzstd-dev libwebp-dev libtiff-dev liblzma-dev libdeflate-dev)
 # Static archives are left out except these (Debian ships gtest only static;
 # libjpeg-turbo's CMake export names its static libraries too.
 STATIC_WANTED='^lib(gtest|gtest_main|gmock|gmock_main|jpeg|turbojpeg)\.a$'
@@ -179,7 +179,7 @@ EOF
 chmod +x "$KIT/usr/bin/pkg-config"
 
 # The kit must answer for itself before it leaves.
-modules="spdlog fmt lmdb libxxhash libjpeg libpng liburing nlohmann_json gtest libzstd libwebp libwebpdemux libtiff-4"
+modules="spdlog fmt lmdb libxxhash libjpeg libpng liburing nlohmann_json gtest libzstd libwebp libwebpdemux libtiff-4 liblzma libdeflate"
 "$KIT/usr/bin/pkg-config" --exists $modules || {
   echo "device_kit: the kit's pkg-config does not find: $modules" >&2
   exit 1
