@@ -78,9 +78,14 @@ KIT=$work/gpufeed-kit
 mkdir -p "$KIT"
 
 # copy_path SOURCE: copies one file or symlink (as a link) to the same place under the kit.
+# A link to an absolute path (liblzma-dev's liblzma.so names /lib/...) is
+# made relative: to the same name beside it, where copy_library puts the file.
 copy_path() {
   mkdir -p "$KIT$(dirname "$1")"
   cp -P --preserve=mode,links "$1" "$KIT$1"
+  if [ -L "$1" ] && [[ "$(readlink "$1")" == /* ]]; then
+    ln -sfn "$(basename "$(readlink "$1")")" "$KIT$1"
+  fi
 }
 
 # The dynamic linker's cache, read whole once (name -> path of the first

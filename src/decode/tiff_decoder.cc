@@ -119,6 +119,9 @@ class TiffFile {
 
   TIFF* get() const { return tif_; }
   const std::string& error() const { return source_.error; }
+  // Before a read: its error, not one of opening's (a tag libtiff
+  // repaired), names what failed.
+  void ClearError() { source_.error.clear(); }
   Status OpenStatus() const {
     if (tif_ != nullptr) return Status::OK();
     return Status::Corruption("TIFF header: libtiff cannot read it (" +
@@ -136,66 +139,118 @@ struct Rect {
   int x0, y0, x1, y1;
 };
 
-// Decodes `rect` into `rgb` (rect's width * 3 bytes a row), reading only
-// the strips or tiles that hold part of it.
-Status DecodeRect(TiffFile& file, const Layout& layout, const Rect& rect, uint8_t* rgb) {
+// Per-thread buffers above this size are let go after each decode (a
+// thread keeps what its ordinary images need, not its largest image's).
+constexpr size_t kKeptBufferBytes = size_t{64} << 20;
+
+void ReleaseIfLarge(std::vector<uint8_t>* buffer) {
+  if (buffer->capacity() > kKeptBufferBytes) std::vector<uint8_t>().swap(*buffer);
+}
+
+// The strips or tiles of the open file: their size in pixels and bytes.
+struct Blocks {
+  bool tiled = false;
+  int64_t width = 0;   // pixels
+  int64_t height = 0;  // rows
+  uint64_t bytes = 0;  // a block (one plane's)
+  uint64_t row_bytes = 0;
+};
+
+Status BlocksOf(TiffFile& file, const Layout& layout, Blocks* blocks) {
   TIFF* tif = file.get();
-  const int planes = layout.planar ? layout.samples : 1;
-  const bool tiled = TIFFIsTiled(tif) != 0;
-  uint32_t block_width = static_cast<uint32_t>(layout.width), block_height = 0;
-  if (tiled) {
-    TIFFGetField(tif, TIFFTAG_TILEWIDTH, &block_width);
-    TIFFGetField(tif, TIFFTAG_TILELENGTH, &block_height);
+  blocks->tiled = TIFFIsTiled(tif) != 0;
+  uint32_t width = static_cast<uint32_t>(layout.width), height = 0;
+  if (blocks->tiled) {
+    TIFFGetField(tif, TIFFTAG_TILEWIDTH, &width);
+    TIFFGetField(tif, TIFFTAG_TILELENGTH, &height);
   } else {
-    TIFFGetFieldDefaulted(tif, TIFFTAG_ROWSPERSTRIP, &block_height);
-    block_height = std::min<uint32_t>(block_height, static_cast<uint32_t>(layout.height));
+    TIFFGetFieldDefaulted(tif, TIFFTAG_ROWSPERSTRIP, &height);
+    height = std::min<uint32_t>(height, static_cast<uint32_t>(layout.height));
   }
-  if (block_width == 0 || block_height == 0) return Status::Corruption("TIFF: empty strips or tiles");
-  const uint64_t block_bytes = tiled ? TIFFTileSize64(tif) : TIFFStripSize64(tif);
-  const uint64_t row_bytes = tiled ? TIFFTileRowSize64(tif) : TIFFScanlineSize64(tif);
-  if (block_bytes == 0 || row_bytes == 0 || row_bytes * block_height > block_bytes) {
+  if (width == 0 || height == 0) return Status::Corruption("TIFF: empty strips or tiles");
+  blocks->width = width;
+  blocks->height = height;
+  blocks->bytes = blocks->tiled ? TIFFTileSize64(tif) : TIFFStripSize64(tif);
+  blocks->row_bytes = blocks->tiled ? TIFFTileRowSize64(tif) : TIFFScanlineSize64(tif);
+  if (blocks->bytes == 0 || blocks->row_bytes == 0 ||
+      blocks->row_bytes * blocks->height > blocks->bytes) {
     return Status::Corruption("TIFF: strip or tile size inconsistent with its rows (" +
                               file.error() + ")");
   }
-  thread_local std::vector<uint8_t> blocks;
-  if (!TryResize(&blocks, block_bytes * planes)) {
-    return OutOfMemory("TIFF strips", block_bytes * planes, layout.width, layout.height);
+  // A strip holds at most the image's rows; a tile may be larger than the
+  // image (a small image in 256x256 tiles), but not without bound: a
+  // 240-byte file declaring 32768x32768 tiles would need 3 GB.
+  const uint64_t image_bytes = static_cast<uint64_t>(layout.width) * layout.height *
+                               layout.samples * std::max(1, layout.bits / 8);
+  const uint64_t planes = layout.planar ? layout.samples : 1;
+  if (blocks->bytes * planes > std::max<uint64_t>(kKeptBufferBytes, 4 * image_bytes)) {
+    return Status::Corruption("TIFF tiles of " + std::to_string(width) + "x" +
+                              std::to_string(height) + " pixels for a " +
+                              std::to_string(layout.width) + "x" + std::to_string(layout.height) +
+                              " image");
   }
-  const size_t out_stride = static_cast<size_t>(rect.x1 - rect.x0) * 3;
-  const int first_row = rect.y0 / block_height * block_height;
-  for (int by = first_row; by < rect.y1; by += static_cast<int>(block_height)) {
-    const int first_col = tiled ? rect.x0 / block_width * block_width : 0;
-    for (int bx = first_col; bx < rect.x1; bx += static_cast<int>(block_width)) {
-      for (int p = 0; p < planes; ++p) {
-        const uint32_t index = tiled ? TIFFComputeTile(tif, bx, by, 0, p)
-                                     : TIFFComputeStrip(tif, by, p);
-        uint8_t* buffer = blocks.data() + p * block_bytes;
-        // What a damaged block leaves unwritten reads as zeros, whichever
-        // block the buffer held before (a crop and the whole agree).
-        std::memset(buffer, 0, block_bytes);
-        const tmsize_t got =
-            tiled ? TIFFReadEncodedTile(tif, index, buffer, static_cast<tmsize_t>(block_bytes))
-                  : TIFFReadEncodedStrip(tif, index, buffer, static_cast<tmsize_t>(block_bytes));
-        if (got < 0) {
-          return Status::Corruption(std::string("TIFF ") + (tiled ? "tile " : "strip ") +
-                                    std::to_string(index) + " at byte " +
-                                    std::to_string(TIFFGetStrileOffset(tif, index)) + ": " +
-                                    (file.error().empty() ? "cannot be read" : file.error()));
-        }
-      }
-      const int x0 = std::max(rect.x0, bx), x1 = std::min<int>(rect.x1, bx + block_width);
-      const int y0 = std::max(rect.y0, by), y1 = std::min<int>(rect.y1, by + block_height);
-      for (int y = y0; y < y1; ++y) {
-        const uint8_t* rows[8];
-        for (int p = 0; p < planes; ++p) {
-          rows[p] = blocks.data() + p * block_bytes + static_cast<size_t>(y - by) * row_bytes;
-        }
-        tiff::RowToRgb(layout, rows, bx, x0, x1,
-                 rgb + static_cast<size_t>(y - rect.y0) * out_stride + size_t{3} * (x0 - rect.x0));
-      }
+  return Status::OK();
+}
+
+// Reads the block at (x, y) of each plane into buffer + p * blocks.bytes.
+Status ReadBlock(TiffFile& file, const Blocks& blocks, int planes, int64_t x, int64_t y,
+                 uint8_t* buffer) {
+  TIFF* tif = file.get();
+  for (int p = 0; p < planes; ++p) {
+    const uint32_t index = blocks.tiled ? TIFFComputeTile(tif, static_cast<uint32_t>(x),
+                                                          static_cast<uint32_t>(y), 0, p)
+                                        : TIFFComputeStrip(tif, static_cast<uint32_t>(y), p);
+    uint8_t* block = buffer + p * blocks.bytes;
+    // What a damaged block leaves unwritten reads as zeros, whichever
+    // block the buffer held before (a crop and the whole agree).
+    std::memset(block, 0, blocks.bytes);
+    file.ClearError();
+    const tmsize_t size = static_cast<tmsize_t>(blocks.bytes);
+    const tmsize_t got = blocks.tiled ? TIFFReadEncodedTile(tif, index, block, size)
+                                      : TIFFReadEncodedStrip(tif, index, block, size);
+    if (got < 0) {
+      return Status::Corruption(std::string("TIFF ") + (blocks.tiled ? "tile " : "strip ") +
+                                std::to_string(index) + " at byte " +
+                                std::to_string(TIFFGetStrileOffset(tif, index)) + ": " +
+                                (file.error().empty() ? "cannot be read" : file.error()));
     }
   }
   return Status::OK();
+}
+
+// Decodes `rect` into `rgb` (rect's width * 3 bytes a row), reading only
+// the strips or tiles that hold part of it.
+Status DecodeRect(TiffFile& file, const Layout& layout, const Rect& rect, uint8_t* rgb) {
+  Blocks blocks;
+  GPUFEED_RETURN_IF_ERROR(BlocksOf(file, layout, &blocks));
+  const int planes = layout.planar ? layout.samples : 1;
+  thread_local std::vector<uint8_t> buffer;
+  if (!TryResize(&buffer, blocks.bytes * planes)) {
+    return OutOfMemory("TIFF strips", blocks.bytes * planes, layout.width, layout.height);
+  }
+  const size_t out_stride = static_cast<size_t>(rect.x1 - rect.x0) * 3;
+  Status status;
+  for (int64_t by = rect.y0 / blocks.height * blocks.height; status.ok() && by < rect.y1;
+       by += blocks.height) {
+    const int64_t first_col = blocks.tiled ? rect.x0 / blocks.width * blocks.width : 0;
+    for (int64_t bx = first_col; status.ok() && bx < rect.x1; bx += blocks.width) {
+      status = ReadBlock(file, blocks, planes, bx, by, buffer.data());
+      if (!status.ok()) break;
+      const int x0 = static_cast<int>(std::max<int64_t>(rect.x0, bx));
+      const int x1 = static_cast<int>(std::min<int64_t>(rect.x1, bx + blocks.width));
+      const int y1 = static_cast<int>(std::min<int64_t>(rect.y1, by + blocks.height));
+      for (int y = static_cast<int>(std::max<int64_t>(rect.y0, by)); y < y1; ++y) {
+        const uint8_t* rows[8];
+        for (int p = 0; p < planes; ++p) {
+          rows[p] = buffer.data() + p * blocks.bytes + static_cast<size_t>(y - by) * blocks.row_bytes;
+        }
+        tiff::RowToRgb(layout, rows, static_cast<int>(bx), x0, x1,
+                       rgb + static_cast<size_t>(y - rect.y0) * out_stride + size_t{3} * (x0 - rect.x0));
+      }
+    }
+  }
+  ReleaseIfLarge(&buffer);
+  return status;
 }
 
 // Where oriented pixel (x, y) lies in the stored image (Pillow's transpose
@@ -217,7 +272,7 @@ inline void Stored(const Layout& layout, int x, int y, int* sx, int* sy) {
 
 Status OpenLayout(const uint8_t* data, size_t size, TiffFile& file, Layout* layout) {
   GPUFEED_RETURN_IF_ERROR(file.OpenStatus());
-  return tiff::ReadLayout(file.get(), tiff::FirstIfdHolds(data, size, TIFFTAG_PHOTOMETRIC), layout);
+  return tiff::ReadLayout(file.get(), tiff::FirstIfd(data, size), layout);
 }
 
 }  // namespace
@@ -256,7 +311,11 @@ Status DecodeTiff(const uint8_t* data, size_t size, const CropRect& requested, I
   if (!TryResize(&stored, stride * (rect.y1 - rect.y0))) {
     return OutOfMemory("TIFF rows", uint64_t{stride} * (rect.y1 - rect.y0), width, height);
   }
-  GPUFEED_RETURN_IF_ERROR(DecodeRect(file, layout, rect, stored.data()));
+  Status status = DecodeRect(file, layout, rect, stored.data());
+  if (!status.ok()) {
+    ReleaseIfLarge(&stored);
+    return status;
+  }
   for (int y = 0; y < crop.height; ++y) {
     uint8_t* row = out->row(y);
     for (int x = 0; x < crop.width; ++x) {
@@ -265,6 +324,7 @@ Status DecodeTiff(const uint8_t* data, size_t size, const CropRect& requested, I
       std::memcpy(row + 3 * x, stored.data() + (sy - rect.y0) * stride + 3 * (sx - rect.x0), 3);
     }
   }
+  ReleaseIfLarge(&stored);
   return Status::OK();
 }
 

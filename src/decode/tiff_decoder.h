@@ -24,12 +24,20 @@
 //   - the Orientation tag applied after decoding, as Pillow's load applies
 //     it (the header's width and height are the rotated image's);
 //   - only the strips or tiles that hold the crop are decompressed.
-// Where Pillow's own unpacking of an uncompressed file fails or misreads
-// (fill order 2 of min-is-white 8-bit gray and of 1-4-bit palettes: no
-// unpacker; separate planes, which it unpacks with one letter of its
-// rawmode each: premultiplied alpha fails, one-sample files lose their
-// inversion or bit order), gpufeed gives what libtiff reads, which is what
-// Pillow gives for the same file compressed.
+// Tags libtiff fills in, drops or repairs (Photometric, ExtraSamples,
+// Orientation, ColorMap) are read as the file holds them, as Pillow reads
+// them: a missing Photometric is min-is-white, a palette's colormap of any
+// length gives count / 3 colours (grey past them), four RGB samples in
+// separate planes without ExtraSamples are premultiplied when compressed.
+// Where Pillow fails or misreads (its own unpacking of uncompressed files:
+// fill order 2 of min-is-white 8-bit gray and of 1-4-bit palettes has no
+// unpacker; separate planes are unpacked with one letter of its rawmode
+// each, so premultiplied alpha fails, 16-bit planes are read as 8-bit, and
+// one-sample files lose their inversion or bit order; compressed separate
+// planes of 5 or 6 samples fail), gpufeed gives what libtiff reads, which is
+// what Pillow gives for the same pixels stored otherwise. A palette file
+// below 8 bits whose colormap libtiff rejects fails to open (Pillow reads
+// it); tiles of more than 4x the image's bytes (and 64 MiB) are refused.
 // Refused with NotSupported, naming the layout: what Pillow does not open
 // ("unknown pixel mode"), CIE L*a*b*, YCbCr not compressed with (new-style)
 // JPEG or in separate planes, old-style JPEG. Bad or cut data is

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 namespace gpufeed {
 namespace decode_internal {
@@ -103,16 +104,30 @@ bool ManySampleKind(uint16_t photometric, uint16_t bits, uint16_t samples, uint1
   return false;
 }
 
-Status ReadPalette(TIFF* tif, Layout* layout) {
-  uint16_t *red = nullptr, *green = nullptr, *blue = nullptr;
-  if (!TIFFGetField(tif, TIFFTAG_COLORMAP, &red, &green, &blue)) {
-    return Status::Corruption("TIFF palette image without a colormap");
+// Pillow's palette: the colormap tag as the file holds it (libtiff drops
+// one of the wrong length), its values' high bytes as "RGB;L" (all reds,
+// then greens, then blues: count / 3 colours); indices past it are grey.
+Status ReadPalette(const FirstIfd& ifd, Layout* layout) {
+  FirstIfd::Entry entry;
+  if (!ifd.Find(TIFFTAG_COLORMAP, &entry)) {
+    return Status::Corruption("TIFF palette image without a colormap (Pillow refuses it too)");
   }
-  const int entries = 1 << layout->bits;
-  for (int i = 0; i < entries; ++i) {
-    layout->palette[3 * i] = static_cast<uint8_t>(red[i] >> 8);
-    layout->palette[3 * i + 1] = static_cast<uint8_t>(green[i] >> 8);
-    layout->palette[3 * i + 2] = static_cast<uint8_t>(blue[i] >> 8);
+  const uint64_t colours = entry.count / 3;
+  if (colours > 256) {
+    return Status::Corruption("TIFF colormap of " + std::to_string(colours) +
+                              " colours, more than 256");
+  }
+  for (int i = 0; i < 256; ++i) {
+    for (int c = 0; c < 3; ++c) layout->palette[3 * i + c] = static_cast<uint8_t>(i);
+  }
+  for (uint64_t i = 0; i < colours; ++i) {
+    for (uint64_t c = 0; c < 3; ++c) {
+      uint32_t value = 0;
+      if (!ifd.Value(entry, c * colours + i, &value)) {
+        return Status::Corruption("TIFF colormap past the end of the file");
+      }
+      layout->palette[3 * i + c] = static_cast<uint8_t>(value >> 8);
+    }
   }
   return Status::OK();
 }
@@ -218,45 +233,92 @@ inline void ToRgb(const Layout& layout, const SampleAt& sample, uint8_t* rgb) {
 
 }  // namespace
 
-bool FirstIfdHolds(const uint8_t* data, size_t size, uint16_t tag) {
-  const bool big = data[0] == 'M';
-  auto read = [&](uint64_t at, int bytes, uint64_t* value) {
-    if (at > size || size - at < static_cast<uint64_t>(bytes)) return false;
-    *value = 0;
-    for (int i = 0; i < bytes; ++i) {
-      const uint64_t byte = data[at + i];
-      *value |= big ? byte << (8 * (bytes - 1 - i)) : byte << (8 * i);
+FirstIfd::FirstIfd(const uint8_t* data, size_t size) : data_(data), size_(size) {
+  if (size < 8) return;
+  big_endian_ = data[0] == 'M';
+  uint64_t version = 0, offset = 0;
+  if (!Read(2, 2, &version)) return;
+  bigtiff_ = version == 43;
+  if (!Read(bigtiff_ ? 8 : 4, bigtiff_ ? 8 : 4, &offset)) return;
+  if (!Read(offset, bigtiff_ ? 8 : 2, &count_)) return;
+  entries_ = offset + (bigtiff_ ? 8 : 2);
+}
+
+bool FirstIfd::Read(uint64_t at, int bytes, uint64_t* value) const {
+  if (at > size_ || size_ - at < static_cast<uint64_t>(bytes)) return false;
+  *value = 0;
+  for (int i = 0; i < bytes; ++i) {
+    const uint64_t byte = data_[at + i];
+    *value |= big_endian_ ? byte << (8 * (bytes - 1 - i)) : byte << (8 * i);
+  }
+  return true;
+}
+
+bool FirstIfd::Find(uint16_t tag, Entry* entry) const {
+  const uint64_t entry_size = bigtiff_ ? 20 : 12;
+  uint64_t entry_tag = 0, type = 0;
+  for (uint64_t i = 0; i < count_ && Read(entries_ + i * entry_size, 2, &entry_tag); ++i) {
+    if (entry_tag != tag) continue;
+    const uint64_t at = entries_ + i * entry_size;
+    if (!Read(at + 2, 2, &type) || !Read(at + 4, bigtiff_ ? 8 : 4, &entry->count)) return false;
+    entry->type = static_cast<uint16_t>(type);
+    const int width = type == TIFF_SHORT ? 2 : type == TIFF_LONG ? 4 : 0;
+    if (width == 0) return false;  // Pillow's tags here are SHORT or LONG
+    entry->width = width;
+    const uint64_t inline_bytes = bigtiff_ ? 8 : 4;
+    if (entry->count > size_) return false;
+    if (entry->count * width <= inline_bytes) {
+      entry->values = at + (bigtiff_ ? 12 : 8);
+      return true;
     }
-    return true;
-  };
-  uint64_t version = 0, offset = 0, count = 0, entry_tag = 0;
-  if (!read(2, 2, &version)) return false;
-  const bool bigtiff = version == 43;
-  if (!read(bigtiff ? 8 : 4, bigtiff ? 8 : 4, &offset)) return false;
-  if (!read(offset, bigtiff ? 8 : 2, &count)) return false;
-  const uint64_t entries = offset + (bigtiff ? 8 : 2), entry_size = bigtiff ? 20 : 12;
-  for (uint64_t i = 0; i < count && read(entries + i * entry_size, 2, &entry_tag); ++i) {
-    if (entry_tag == tag) return true;
+    return Read(at + (bigtiff_ ? 12 : 8), bigtiff_ ? 8 : 4, &entry->values);
   }
   return false;
 }
 
-Status ReadLayout(TIFF* tif, bool photometric_tagged, Layout* layout) {
+bool FirstIfd::Value(const Entry& entry, uint64_t i, uint32_t* value) const {
+  uint64_t v = 0;
+  if (i >= entry.count || !Read(entry.values + i * entry.width, entry.width, &v)) return false;
+  *value = static_cast<uint32_t>(v);
+  return true;
+}
+
+// The tags libtiff fills in, drops or repairs, as the file holds them
+// (Pillow reads them so): Photometric (0 when missing, where libtiff
+// guesses, or changes a palette whose colormap it drops), ExtraSamples
+// (libtiff pads a short list), Orientation (the first value: libtiff drops
+// a tag of two). REQUIRES: the vector of extra samples empty.
+void TagsAsWritten(const FirstIfd& ifd, uint16_t* photometric, std::vector<uint16_t>* extra,
+                   int* orientation) {
+  FirstIfd::Entry entry;
+  uint32_t value = 0;
+  *photometric = ifd.Find(TIFFTAG_PHOTOMETRIC, &entry) && ifd.Value(entry, 0, &value)
+                     ? static_cast<uint16_t>(value) : 0;
+  if (ifd.Find(TIFFTAG_EXTRASAMPLES, &entry)) {
+    for (uint64_t i = 0; i < entry.count && i < 8 && ifd.Value(entry, i, &value); ++i) {
+      extra->push_back(static_cast<uint16_t>(value));
+    }
+  }
+  *orientation = ifd.Find(TIFFTAG_ORIENTATION, &entry) && ifd.Value(entry, 0, &value) &&
+                         value >= 1 && value <= 8
+                     ? static_cast<int>(value) : 1;
+}
+
+Status ReadLayout(TIFF* tif, const FirstIfd& ifd, Layout* layout) {
   uint32_t width = 0, height = 0;
   uint16_t compression = 1, photometric = 0, planar = 1, fill = 1, format = 1, bits = 1,
-           samples = 1, orientation = 1, extras = 0;
-  uint16_t* extra = nullptr;
+           samples = 1;
   TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &width);
   TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &height);
   TIFFGetFieldDefaulted(tif, TIFFTAG_COMPRESSION, &compression);
-  TIFFGetField(tif, TIFFTAG_PHOTOMETRIC, &photometric);
   TIFFGetFieldDefaulted(tif, TIFFTAG_PLANARCONFIG, &planar);
   TIFFGetFieldDefaulted(tif, TIFFTAG_FILLORDER, &fill);
   TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLEFORMAT, &format);
   TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
   TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &samples);
-  TIFFGetFieldDefaulted(tif, TIFFTAG_ORIENTATION, &orientation);
-  TIFFGetField(tif, TIFFTAG_EXTRASAMPLES, &extras, &extra);
+  std::vector<uint16_t> extra;
+  TagsAsWritten(ifd, &photometric, &extra, &layout->orientation);
+  const uint16_t extras = static_cast<uint16_t>(extra.size());
   if (width == 0 || height == 0 || width > INT32_MAX || height > INT32_MAX) {
     return Status::Corruption("TIFF header: image of " + std::to_string(width) + "x" +
                               std::to_string(height) + " pixels");
@@ -266,10 +328,8 @@ Status ReadLayout(TIFF* tif, bool photometric_tagged, Layout* layout) {
                               " is unknown (Pillow refuses it too)");
   }
   if (compression == COMPRESSION_OJPEG) return Unsupported("old-style JPEG compression");
-  if (!photometric_tagged) photometric = 0;  // Pillow's default; libtiff guesses
   layout->width = static_cast<int>(width);
   layout->height = static_cast<int>(height);
-  layout->orientation = orientation >= 1 && orientation <= 8 ? orientation : 1;
   layout->bits = bits;
   layout->samples = samples;
   layout->planar = planar == PLANARCONFIG_SEPARATE && samples > 1;
@@ -290,9 +350,16 @@ Status ReadLayout(TIFF* tif, bool photometric_tagged, Layout* layout) {
   const bool known =
       samples == 1 ? extras == 0 && OneSampleKind(photometric, format, bits, fill, big_endian, layout)
                    : format == 1 && ManySampleKind(photometric, bits, samples, fill, big_endian,
-                                                  extra, extras, layout);
+                                                  extra.data(), extras, layout);
   if (!known) return Unsupported(described + " (Pillow: unknown pixel mode)");
-  if (layout->kind == Kind::kPalette) return ReadPalette(tif, layout);
+  // Pillow's libtiff reading of separate planes takes four RGB samples
+  // without an ExtraSamples tag as premultiplied (its own unpacking of an
+  // uncompressed file does not).
+  if (layout->kind == Kind::kRgb && layout->planar && samples == 4 && extras == 0 &&
+      compression != COMPRESSION_NONE) {
+    layout->premultiplied = true;
+  }
+  if (layout->kind == Kind::kPalette) return ReadPalette(ifd, layout);
   return Status::OK();
 }
 

@@ -35,17 +35,37 @@ struct Layout {
   std::array<uint8_t, 3 * 256> palette{};  // RGB, the colormap's high bytes
 };
 
-// Whether the first IFD of a classic or BigTIFF file holds `tag` (read
-// from the bytes: libtiff fills in some missing tags with a guess).
-// REQUIRES: size >= 8.
-bool FirstIfdHolds(const uint8_t* data, size_t size, uint16_t tag);
+// The first IFD of a classic or BigTIFF file, read from its bytes: the
+// tags libtiff fills in, drops or repairs are read as written, as Pillow
+// reads them. Lookups outside the file fail.
+class FirstIfd {
+ public:
+  struct Entry {
+    uint16_t type = 0;  // TIFF_SHORT or TIFF_LONG (others are not found)
+    int width = 0;      // bytes a value
+    uint64_t count = 0;
+    uint64_t values = 0;  // file offset of the first value
+  };
+  FirstIfd(const uint8_t* data, size_t size);
+  bool Find(uint16_t tag, Entry* entry) const;
+  bool Value(const Entry& entry, uint64_t index, uint32_t* value) const;
+
+ private:
+  bool Read(uint64_t at, int bytes, uint64_t* value) const;
+
+  const uint8_t* data_;
+  size_t size_;
+  bool big_endian_ = false;
+  bool bigtiff_ = false;
+  uint64_t count_ = 0;    // entries
+  uint64_t entries_ = 0;  // file offset of the first
+};
 
 // The layout of the open file's first image, or why it is not decoded
 // (NotSupported naming it; Corruption for a bad header). For YCbCr
 // compressed with JPEG it asks libtiff for RGB rows (JPEGCOLORMODE_RGB).
-// `photometric_tagged`: the file holds the tag (Pillow takes 0 when it
-// does not, where libtiff guesses).
-Status ReadLayout(TIFF* tif, bool photometric_tagged, Layout* layout);
+// `ifd`: the same file's first IFD, for the tags Pillow reads as written.
+Status ReadLayout(TIFF* tif, const FirstIfd& ifd, Layout* layout);
 
 // Columns [x0, x1) of one decoded row to RGB at `out`. planes[p] is plane
 // p's row (separate planes) or planes[0] the interleaved row; `first` is the

@@ -28,9 +28,10 @@ SHORT, LONG = 3, 4
 
 def tiff_file(width, height, bits, samples, photometric, payload, big_endian=False, extra=(),
               sample_format=None, fill_order=None, colormap=None, orientation=None,
-              rows_per_strip=5, photometric_tag=True):
+              rows_per_strip=5, photometric_tag=True, tags_written=None):
     """An uncompressed, striped classic TIFF whose pixel rows are `payload`
-    (height rows of ceil(width * samples * bits / 8) bytes), tags as given."""
+    (height rows of ceil(width * samples * bits / 8) bytes), tags as given;
+    `tags_written` ({tag: (SHORT or LONG, values)}) adds or replaces tags."""
     order = ">" if big_endian else "<"
     row_bytes = (width * samples * bits + 7) // 8
     strips = [payload[y * row_bytes:min(height, y + rows_per_strip) * row_bytes]
@@ -50,6 +51,7 @@ def tiff_file(width, height, bits, samples, photometric, payload, big_endian=Fal
         tags[338] = (SHORT, list(extra))
     if sample_format:
         tags[339] = (SHORT, [sample_format] * samples)
+    tags.update(tags_written or {})
     # Header, IFD, then the values longer than 4 bytes, then the strips.
     entries = sorted(tags)
     fmt = {SHORT: "H", LONG: "I"}
@@ -373,3 +375,71 @@ def test_an_image_folder_of_tiffs_gives_torchvisions_batches(tmp_path):
         want, label = reference[index]
         np.testing.assert_array_equal(np.asarray(batch[index]), want.numpy(), err_msg=str(index))
         assert int(labels[index]) == label
+
+
+def test_tags_libtiff_repairs_are_read_as_pil_reads_them(tmp_path, libtiff_tools):
+    rng = np.random.default_rng(8)
+    rgba = rng.integers(0, 256, (H, W, 4)).astype(np.uint8)
+    index = rng.integers(0, 256, (H, W)).astype(np.uint8)
+    sixteen = rng.integers(0, 65536, 48)
+    rgb = photo(W, H, 9)
+    kinds = [
+        # A colormap of 16 entries in an 8-bit file: libtiff drops it and
+        # calls the file gray; Pillow looks up 16 colours, grey past them.
+        ("8-bit palette, 16-entry colormap", tiff_file(W, H, 8, 1, 3, index.tobytes(),
+                                                       colormap=sixteen)),
+        # Two orientation values: libtiff drops the tag, Pillow takes the first.
+        ("orientation of two values", tiff_file(W, H, 8, 3, 2, rgb.tobytes(),
+                                                tags_written={274: (SHORT, [6, 1])})),
+        ("orientation as a LONG", tiff_file(W, H, 8, 3, 2, rgb.tobytes(),
+                                            tags_written={274: (LONG, [8])})),
+    ]
+    # Four RGB samples without an ExtraSamples tag in separate planes,
+    # compressed: Pillow's libtiff reading divides out the fourth as
+    # premultiplied alpha.
+    planes = tiffcp(tiff_file(W, H, 8, 4, 2, rgba.tobytes()), "-p", "separate", "-c", "zip",
+                    tmp_path=tmp_path)
+    assert 338 not in PIL.open(io.BytesIO(planes)).tag_v2
+    kinds.append(("planar RGBA without ExtraSamples, Deflate", planes))
+    assert_pils_bytes(kinds, samples=3)
+    refused = [
+        ("8-bit palette without a colormap", tiff_file(W, H, 8, 1, 3, index.tobytes()),
+         "without a colormap"),
+        ("5 samples, one ExtraSamples value", tiff_file(W, H, 8, 5, 2, bytes(W * H * 5),
+                                                        extra=(2,)), "unknown pixel mode"),
+        ("CMYK, 6 samples, one ExtraSamples value", tiff_file(W, H, 8, 6, 5, bytes(W * H * 6),
+                                                              extra=(0,)), "unknown pixel mode"),
+    ]
+    for name, data, message in refused:
+        with pytest.raises(Exception):
+            PIL.open(io.BytesIO(data)).convert("RGB")
+        with pytest.raises(Exception, match=message):
+            ours(data, train=False)
+
+
+def test_tiles_far_larger_than_the_image_are_refused():
+    # 240 bytes declaring 32768x32768 tiles: 3 GB of tile buffer. Refused
+    # before any is allocated (a few such files on many decode threads
+    # would end the process).
+    data = tiff_file(16, 16, 8, 3, 2, bytes(100), rows_per_strip=16,
+                     tags_written={322: (LONG, [32768]), 323: (LONG, [32768])})
+    data = data.replace(struct.pack("<HHI", 273, LONG, 1), struct.pack("<HHI", 324, LONG, 1))
+    data = data.replace(struct.pack("<HHI", 279, LONG, 1), struct.pack("<HHI", 325, LONG, 1))
+    with pytest.raises(Exception, match="TIFF tiles of 32768x32768 pixels for a 16x16 image"):
+        ours(data, train=False)
+
+
+def test_a_read_error_names_the_reads_failure_not_a_repaired_tag(tmp_path, libtiff_tools):
+    rgb = photo(W, H, 2)
+    data = tiffcp(tiff_file(W, H, 8, 3, 2, rgb.tobytes(), tags_written={274: (SHORT, [1])}),
+                  "-c", "lzw", "-r", "8", tmp_path=tmp_path)
+    entry = struct.pack("<HHIH", 274, SHORT, 1, 1)
+    assert data.count(entry) == 1
+    data = data.replace(entry, struct.pack("<HHIH", 274, SHORT, 1, 9))  # libtiff: "Bad value 9"
+    offsets = PIL.open(io.BytesIO(data)).tag_v2[273]
+    damaged = bytearray(data)
+    damaged[offsets[1]:offsets[1] + 40] = b"\xff" * 40
+    with pytest.raises(Exception) as error:
+        ours(bytes(damaged), train=False)
+    assert f"TIFF strip 1 at byte {offsets[1]}: " in str(error.value)
+    assert "Orientation" not in str(error.value)
