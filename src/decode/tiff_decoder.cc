@@ -192,9 +192,11 @@ Status BlocksOf(TiffFile& file, const Layout& layout, Blocks* blocks) {
   return Status::OK();
 }
 
-// Reads the block at (x, y) of each plane into buffer + p * blocks.bytes.
+// Reads the first `rows` rows of the block at (x, y) of each plane into
+// buffer + p * blocks.bytes (libtiff decompresses no further than the bytes
+// asked for: the rows below a crop in its last block are not decoded).
 Status ReadBlock(TiffFile& file, const Blocks& blocks, int planes, int64_t x, int64_t y,
-                 uint8_t* buffer) {
+                 int64_t rows, uint8_t* buffer) {
   TIFF* tif = file.get();
   for (int p = 0; p < planes; ++p) {
     const uint32_t index = blocks.tiled ? TIFFComputeTile(tif, static_cast<uint32_t>(x),
@@ -205,7 +207,8 @@ Status ReadBlock(TiffFile& file, const Blocks& blocks, int planes, int64_t x, in
     // block the buffer held before (a crop and the whole agree).
     std::memset(block, 0, blocks.bytes);
     file.ClearError();
-    const tmsize_t size = static_cast<tmsize_t>(blocks.bytes);
+    const tmsize_t size = static_cast<tmsize_t>(
+        std::min<uint64_t>(blocks.bytes, static_cast<uint64_t>(rows) * blocks.row_bytes));
     const tmsize_t got = blocks.tiled ? TIFFReadEncodedTile(tif, index, block, size)
                                       : TIFFReadEncodedStrip(tif, index, block, size);
     if (got < 0) {
@@ -234,11 +237,11 @@ Status DecodeRect(TiffFile& file, const Layout& layout, const Rect& rect, uint8_
        by += blocks.height) {
     const int64_t first_col = blocks.tiled ? rect.x0 / blocks.width * blocks.width : 0;
     for (int64_t bx = first_col; status.ok() && bx < rect.x1; bx += blocks.width) {
-      status = ReadBlock(file, blocks, planes, bx, by, buffer.data());
+      const int y1 = static_cast<int>(std::min<int64_t>(rect.y1, by + blocks.height));
+      status = ReadBlock(file, blocks, planes, bx, by, y1 - by, buffer.data());
       if (!status.ok()) break;
       const int x0 = static_cast<int>(std::max<int64_t>(rect.x0, bx));
       const int x1 = static_cast<int>(std::min<int64_t>(rect.x1, bx + blocks.width));
-      const int y1 = static_cast<int>(std::min<int64_t>(rect.y1, by + blocks.height));
       for (int y = static_cast<int>(std::max<int64_t>(rect.y0, by)); y < y1; ++y) {
         const uint8_t* rows[8];
         for (int p = 0; p < planes; ++p) {

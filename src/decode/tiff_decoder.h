@@ -23,7 +23,8 @@
 //     predictors, strips or tiles, contiguous or separate planes;
 //   - the Orientation tag applied after decoding, as Pillow's load applies
 //     it (the header's width and height are the rotated image's);
-//   - only the strips or tiles that hold the crop are decompressed.
+//   - only the strips or tiles that hold the crop are decompressed, and
+//     those of its last row of blocks only down to its last row.
 // Tags libtiff fills in, drops or repairs (Photometric, ExtraSamples,
 // Orientation, ColorMap) are read as the file holds them, as Pillow reads
 // them: a missing Photometric is min-is-white, a palette's colormap of any

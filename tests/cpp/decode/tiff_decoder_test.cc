@@ -174,6 +174,26 @@ TEST(TiffDecoder, DamageBelowTheCropLeavesTheCropAndTheWholeNamesTheStrip) {
   }
 }
 
+TEST(TiffDecoder, RowsBelowTheCropInItsStripAreNotDecompressed) {
+  // One LZW strip for the whole image, damaged near its end: a crop of the
+  // top rows decompresses only the bytes its rows need, and never meets it.
+  TiffSpec spec{40, 40};
+  spec.rows_per_strip = 40;
+  spec.compression = COMPRESSION_LZW;
+  const std::string file = WriteTiff(spec, Random(40 * 40 * 3, 11));
+  uint32_t directory = 0;
+  std::memcpy(&directory, file.data() + 4, 4);  // little-endian: written here
+  ASSERT_EQ(testing::TiffStripOffsets(file).size(), 1u);
+  std::string damaged = file;
+  std::memset(&damaged[directory - 40], 0xFF, 32);  // the strip ends where the directory starts
+  Image out;
+  EXPECT_FALSE(
+      decode_internal::DecodeTiff(Bytes(damaged), damaged.size(), {}, &out, 1u << 30).ok());
+  const Image whole = Decode(file);
+  const Image top = Decode(damaged, {0, 0, 40, 10});
+  EXPECT_EQ(0, std::memcmp(top.pixels.data(), whole.pixels.data(), 10 * 40 * 3));
+}
+
 TEST(TiffDecoder, RefusesImagesOverMaxPixelsBeforeAllocating) {
   TiffSpec spec{64, 64};
   std::string file = WriteTiff(spec, Random(64 * 64 * 3, 7));
