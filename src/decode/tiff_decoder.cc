@@ -59,7 +59,8 @@ struct Source {
 tmsize_t ReadProc(thandle_t handle, void* buffer, tmsize_t size) {
   Source* source = static_cast<Source*>(handle);
   if (size < 0 || source->position >= source->size) return 0;
-  const uint64_t n = std::min<uint64_t>(static_cast<uint64_t>(size), source->size - source->position);
+  const uint64_t n =
+      std::min<uint64_t>(static_cast<uint64_t>(size), source->size - source->position);
   std::memcpy(buffer, source->data + source->position, n);
   source->position += n;
   return static_cast<tmsize_t>(n);
@@ -184,10 +185,9 @@ Status BlocksOf(TiffFile& file, const Layout& layout, Blocks* blocks) {
                                layout.samples * std::max(1, layout.bits / 8);
   const uint64_t planes = layout.planar ? layout.samples : 1;
   if (blocks->bytes * planes > std::max<uint64_t>(kKeptBufferBytes, 4 * image_bytes)) {
-    return Status::Corruption("TIFF tiles of " + std::to_string(width) + "x" +
-                              std::to_string(height) + " pixels for a " +
-                              std::to_string(layout.width) + "x" + std::to_string(layout.height) +
-                              " image");
+    return Status::Corruption(
+        "TIFF tiles of " + std::to_string(width) + "x" + std::to_string(height) + " pixels for a " +
+        std::to_string(layout.width) + "x" + std::to_string(layout.height) + " image");
   }
   return Status::OK();
 }
@@ -245,10 +245,12 @@ Status DecodeRect(TiffFile& file, const Layout& layout, const Rect& rect, uint8_
       for (int y = static_cast<int>(std::max<int64_t>(rect.y0, by)); y < y1; ++y) {
         const uint8_t* rows[8];
         for (int p = 0; p < planes; ++p) {
-          rows[p] = buffer.data() + p * blocks.bytes + static_cast<size_t>(y - by) * blocks.row_bytes;
+          rows[p] =
+              buffer.data() + p * blocks.bytes + static_cast<size_t>(y - by) * blocks.row_bytes;
         }
-        tiff::RowToRgb(layout, rows, static_cast<int>(bx), x0, x1,
-                       rgb + static_cast<size_t>(y - rect.y0) * out_stride + size_t{3} * (x0 - rect.x0));
+        tiff::RowToRgb(
+            layout, rows, static_cast<int>(bx), x0, x1,
+            rgb + static_cast<size_t>(y - rect.y0) * out_stride + size_t{3} * (x0 - rect.x0));
       }
     }
   }
@@ -262,14 +264,38 @@ Status DecodeRect(TiffFile& file, const Layout& layout, const Rect& rect, uint8_
 inline void Stored(const Layout& layout, int x, int y, int* sx, int* sy) {
   const int w = layout.width - 1, h = layout.height - 1;
   switch (layout.orientation) {
-    case 2: *sx = w - x; *sy = y; return;
-    case 3: *sx = w - x; *sy = h - y; return;
-    case 4: *sx = x; *sy = h - y; return;
-    case 5: *sx = y; *sy = x; return;
-    case 6: *sx = y; *sy = h - x; return;
-    case 7: *sx = w - y; *sy = h - x; return;
-    case 8: *sx = w - y; *sy = x; return;
-    default: *sx = x; *sy = y; return;
+    case 2:
+      *sx = w - x;
+      *sy = y;
+      return;
+    case 3:
+      *sx = w - x;
+      *sy = h - y;
+      return;
+    case 4:
+      *sx = x;
+      *sy = h - y;
+      return;
+    case 5:
+      *sx = y;
+      *sy = x;
+      return;
+    case 6:
+      *sx = y;
+      *sy = h - x;
+      return;
+    case 7:
+      *sx = w - y;
+      *sy = h - x;
+      return;
+    case 8:
+      *sx = w - y;
+      *sy = x;
+      return;
+    default:
+      *sx = x;
+      *sy = y;
+      return;
   }
 }
 

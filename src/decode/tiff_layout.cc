@@ -43,8 +43,10 @@ bool OneSampleKind(uint16_t photometric, uint16_t format, uint16_t bits, uint16_
   }
   if (!gray) return false;
   layout->inverted = photometric == 0;
-  if (format == 1 && bits == 1) layout->kind = Kind::kBilevel;
-  else if (format == 1 && (bits == 2 || bits == 4 || bits == 8)) layout->kind = Kind::kGray;
+  if (format == 1 && bits == 1)
+    layout->kind = Kind::kBilevel;
+  else if (format == 1 && (bits == 2 || bits == 4 || bits == 8))
+    layout->kind = Kind::kGray;
   else if (format == 1 && bits == 16 &&
            (photometric == 1 ? fill == 1 || !big_endian : fill == 1 && !big_endian)) {
     layout->kind = Kind::kGray16;
@@ -52,8 +54,8 @@ bool OneSampleKind(uint16_t photometric, uint16_t format, uint16_t bits, uint16_
   } else if (format == 1 && bits == 12 && photometric == 1 && fill == 1 && !big_endian) {
     layout->kind = Kind::kGray16;  // Pillow's I;12 unpacks to its I;16
   } else if (photometric == 1 && fill == 1 &&
-             ((format == 2 && (bits == 16 || bits == 32)) || (format == 1 && bits == 32 &&
-                                                                !big_endian))) {
+             ((format == 2 && (bits == 16 || bits == 32)) ||
+              (format == 1 && bits == 32 && !big_endian))) {
     layout->kind = Kind::kSigned;  // I;16S, I;32S; I;32N is read as signed too
   } else if (format == 3 && bits == 32 && fill == 1) {
     layout->kind = Kind::kFloat;
@@ -207,7 +209,8 @@ inline void ToRgb(const Layout& layout, const SampleAt& sample, uint8_t* rgb) {
           b = High(sample(2), layout.bits);
       if (layout.premultiplied) {
         const int a = High(sample(3), layout.bits);
-        if (a == 0) r = g = b = 0;
+        if (a == 0)
+          r = g = b = 0;
         else if (a != 255) {
           r = std::min(255, r * 255 / a);
           g = std::min(255, g * 255 / a);
@@ -222,8 +225,8 @@ inline void ToRgb(const Layout& layout, const SampleAt& sample, uint8_t* rgb) {
     case Kind::kCmyk: {
       const int nk = 255 - High(sample(3), layout.bits);
       for (int i = 0; i < 3; ++i) {
-        rgb[i] = static_cast<uint8_t>(std::clamp(nk - MulDiv255(High(sample(i), layout.bits), nk),
-                                                 0, 255));
+        rgb[i] = static_cast<uint8_t>(
+            std::clamp(nk - MulDiv255(High(sample(i), layout.bits), nk), 0, 255));
       }
       return;
     }
@@ -293,7 +296,8 @@ void TagsAsWritten(const FirstIfd& ifd, uint16_t* photometric, std::vector<uint1
   FirstIfd::Entry entry;
   uint32_t value = 0;
   *photometric = ifd.Find(TIFFTAG_PHOTOMETRIC, &entry) && ifd.Value(entry, 0, &value)
-                     ? static_cast<uint16_t>(value) : 0;
+                     ? static_cast<uint16_t>(value)
+                     : 0;
   if (ifd.Find(TIFFTAG_EXTRASAMPLES, &entry)) {
     for (uint64_t i = 0; i < entry.count && i < 8 && ifd.Value(entry, i, &value); ++i) {
       extra->push_back(static_cast<uint16_t>(value));
@@ -301,7 +305,8 @@ void TagsAsWritten(const FirstIfd& ifd, uint16_t* photometric, std::vector<uint1
   }
   *orientation = ifd.Find(TIFFTAG_ORIENTATION, &entry) && ifd.Value(entry, 0, &value) &&
                          value >= 1 && value <= 8
-                     ? static_cast<int>(value) : 1;
+                     ? static_cast<int>(value)
+                     : 1;
 }
 
 Status ReadLayout(TIFF* tif, const FirstIfd& ifd, Layout* layout) {
@@ -348,9 +353,10 @@ Status ReadLayout(TIFF* tif, const FirstIfd& ifd, Layout* layout) {
   }
   // Pillow folds a per-sample format of all 1s to 1; libtiff holds one value.
   const bool known =
-      samples == 1 ? extras == 0 && OneSampleKind(photometric, format, bits, fill, big_endian, layout)
-                   : format == 1 && ManySampleKind(photometric, bits, samples, fill, big_endian,
-                                                  extra.data(), extras, layout);
+      samples == 1
+          ? extras == 0 && OneSampleKind(photometric, format, bits, fill, big_endian, layout)
+          : format == 1 && ManySampleKind(photometric, bits, samples, fill, big_endian,
+                                          extra.data(), extras, layout);
   if (!known) return Unsupported(described + " (Pillow: unknown pixel mode)");
   // Pillow's libtiff reading of separate planes takes four RGB samples
   // without an ExtraSamples tag as premultiplied (its own unpacking of an
@@ -373,10 +379,12 @@ void RowToRgb(const Layout& layout, const uint8_t* const* planes, int first, int
   for (int x = x0; x < x1; ++x, out += 3) {
     const size_t column = static_cast<size_t>(x - first);
     if (layout.planar) {
-      ToRgb(layout, [&](int i) { return Sample(planes[i], column, layout.bits); }, out);
+      ToRgb(
+          layout, [&](int i) { return Sample(planes[i], column, layout.bits); }, out);
     } else {
       const size_t base = column * layout.samples;
-      ToRgb(layout, [&](int i) { return Sample(planes[0], base + i, layout.bits); }, out);
+      ToRgb(
+          layout, [&](int i) { return Sample(planes[0], base + i, layout.bits); }, out);
     }
   }
 }

@@ -24,12 +24,12 @@ enum class Kind { kBilevel, kGray, kGray16, kSigned, kFloat, kRgb, kPalette, kCm
 // file's OPEN_INFO key, and its convert("RGB")).
 struct Layout {
   Kind kind = Kind::kGray;
-  int bits = 8;             // per sample
-  int samples = 1;          // per pixel, extra samples included
-  bool inverted = false;    // min-is-white bilevel or gray
+  int bits = 8;           // per sample
+  int samples = 1;        // per pixel, extra samples included
+  bool inverted = false;  // min-is-white bilevel or gray
   bool premultiplied = false;
-  bool planar = false;      // separate planes, one per sample
-  int width = 0;            // as stored, before the orientation
+  bool planar = false;  // separate planes, one per sample
+  int width = 0;        // as stored, before the orientation
   int height = 0;
   int orientation = 1;
   std::array<uint8_t, 3 * 256> palette{};  // RGB, the colormap's high bytes

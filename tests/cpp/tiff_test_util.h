@@ -25,8 +25,8 @@ struct TiffSpec {
   int bits = 8;
   int samples = 3;
   int photometric = PHOTOMETRIC_RGB;
-  bool planar = false;        // separate planes
-  int tile = 0;               // tile width and length; 0: strips
+  bool planar = false;  // separate planes
+  int tile = 0;         // tile width and length; 0: strips
   int rows_per_strip = 5;
   int compression = COMPRESSION_NONE;
   int orientation = 1;
@@ -51,7 +51,8 @@ inline std::string WriteTiff(const TiffSpec& spec, const std::vector<uint8_t>& p
     TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, spec.bits);
     TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, spec.samples);
     TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, spec.photometric);
-    TIFFSetField(tif, TIFFTAG_PLANARCONFIG, spec.planar ? PLANARCONFIG_SEPARATE : PLANARCONFIG_CONTIG);
+    TIFFSetField(tif, TIFFTAG_PLANARCONFIG,
+                 spec.planar ? PLANARCONFIG_SEPARATE : PLANARCONFIG_CONTIG);
     TIFFSetField(tif, TIFFTAG_COMPRESSION, spec.compression);
     if (spec.compression == COMPRESSION_JPEG && spec.photometric == PHOTOMETRIC_YCBCR) {
       TIFFSetField(tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB);  // RGB in, YCbCr 4:2:0 out
@@ -135,7 +136,8 @@ inline std::vector<uint64_t> TiffStripOffsets(const std::string& bytes) {
   std::vector<uint64_t> out;
   TIFF* tif = written ? TIFFOpen(path, "r") : nullptr;
   if (tif != nullptr) {
-    for (uint32_t i = 0; i < TIFFNumberOfStrips(tif); ++i) out.push_back(TIFFGetStrileOffset(tif, i));
+    for (uint32_t i = 0; i < TIFFNumberOfStrips(tif); ++i)
+      out.push_back(TIFFGetStrileOffset(tif, i));
     TIFFClose(tif);
   }
   unlink(path);

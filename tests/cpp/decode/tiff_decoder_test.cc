@@ -3,6 +3,8 @@
 // against the same region of the whole-image decode, separate planes
 // against contiguous ones, and bad input. Pillow's bytes are checked in
 // tests/python/test_tiff.py.
+#include "decode/tiff_decoder.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -11,7 +13,6 @@
 #include <vector>
 
 #include "decode/image_decoder.h"
-#include "decode/tiff_decoder.h"
 #include "tiff_test_util.h"
 
 namespace gpufeed {
@@ -161,8 +162,7 @@ TEST(TiffDecoder, DamageBelowTheCropLeavesTheCropAndTheWholeNamesTheStrip) {
     EXPECT_EQ(0, std::memcmp(top.row(y), whole.row(y) + 9, 90)) << y;
   }
   Image out;
-  Status status =
-      decode_internal::DecodeTiff(Bytes(damaged), damaged.size(), {}, &out, 1u << 30);
+  Status status = decode_internal::DecodeTiff(Bytes(damaged), damaged.size(), {}, &out, 1u << 30);
   EXPECT_TRUE(status.IsCorruption()) << status.ToString();
   EXPECT_NE(status.ToString().find("TIFF strip 4 at byte " + std::to_string(offsets[4]) + ": "),
             std::string::npos)
