@@ -203,12 +203,13 @@ Status ReadBlock(TiffFile& file, const Blocks& blocks, int planes, int64_t x, in
                                                           static_cast<uint32_t>(y), 0, p)
                                         : TIFFComputeStrip(tif, static_cast<uint32_t>(y), p);
     uint8_t* block = buffer + p * blocks.bytes;
-    // What a damaged block leaves unwritten reads as zeros, whichever
-    // block the buffer held before (a crop and the whole agree).
-    std::memset(block, 0, blocks.bytes);
-    file.ClearError();
     const tmsize_t size = static_cast<tmsize_t>(
         std::min<uint64_t>(blocks.bytes, static_cast<uint64_t>(rows) * blocks.row_bytes));
+    // What a damaged block leaves unwritten of the rows asked for reads as
+    // zeros, whichever block the buffer held before (a crop and the whole
+    // agree); rows past them are never looked at.
+    std::memset(block, 0, static_cast<size_t>(size));
+    file.ClearError();
     const tmsize_t got = blocks.tiled ? TIFFReadEncodedTile(tif, index, block, size)
                                       : TIFFReadEncodedStrip(tif, index, block, size);
     if (got < 0) {

@@ -79,7 +79,7 @@ def tiff_file(width, height, bits, samples, photometric, payload, big_endian=Fal
     return header + ifd + blobs + b"".join(strips)
 
 
-def pack_bits(values, bits, width):
+def pack_bits(values, bits):
     """Rows of `values` (height x width x samples) packed MSB first."""
     rows = []
     for row in values.reshape(values.shape[0], -1):
@@ -112,7 +112,7 @@ def layouts():
     for photometric in (0, 1):
         for bits in (1, 2, 4, 8):
             values = rng.integers(0, 1 << bits, (H, W))
-            payload = pack_bits(values, bits, W)
+            payload = pack_bits(values, bits)
             out.append((f"gray {bits}-bit photometric {photometric}",
                         tiff_file(W, H, bits, 1, photometric, payload)))
             out.append((f"gray {bits}-bit photometric {photometric} fill order 2",
@@ -145,7 +145,7 @@ def layouts():
         out.append((f"palette 8-bit big={big}",
                     tiff_file(W, H, 8, 1, 3, index.tobytes(), big, colormap=palette)))
     out.append(("gray 12-bit", tiff_file(W, H, 12, 1, 1,
-                                         pack_bits(rng.integers(0, 4096, (H, W)), 12, W))))
+                                         pack_bits(rng.integers(0, 4096, (H, W)), 12))))
     gray16 = rng.integers(0, 600, (H, W)).astype("<u2")
     out.append(("gray 16-bit min-is-white", tiff_file(W, H, 16, 1, 0, gray16.tobytes())))
     out.append(("unsigned 32-bit", tiff_file(W, H, 32, 1, 1, rng.integers(0, 2**32, (H, W))
@@ -170,7 +170,7 @@ def layouts():
     for bits in (1, 2, 4, 8):
         palette = rng.integers(0, 65536, 3 << bits)
         values = rng.integers(0, 1 << bits, (H, W))
-        payload = pack_bits(values, bits, W)
+        payload = pack_bits(values, bits)
         out.append((f"palette {bits}-bit", tiff_file(W, H, bits, 1, 3, payload, colormap=palette)))
         out.append((f"palette {bits}-bit fill order 2",
                     tiff_file(W, H, bits, 1, 3, reverse_bits(payload), colormap=palette,
