@@ -276,6 +276,16 @@ def headline_rows(data):
         for row in loader["rows"]:
             rows.append((f"loader (C++){label}", f"RandomResizedCrop 224, {row['dtype']}, "
                          f"{row['threads']} thread(s)", row["images_per_s"], "images/s"))
+        # Medians of the rounds' ratios (runs before the rounds have none).
+        rounds = loader.get("rounds")
+        for row in loader["rows"]:
+            if row["dtype"] == "uint8" and "of_ceiling" in row:
+                rows.append((f"loader (C++){label}", f"uint8, {row['threads']} thread(s), of the "
+                             f"decode-only ceiling, median of {rounds} rounds (target >= 90%)",
+                             100 * row["of_ceiling"], "%"))
+        for dtype, scaling in loader.get("scaling", {}).items():
+            rows.append((f"loader (C++){label}", f"1 -> 2 threads, {dtype}, median of {rounds} "
+                         f"rounds (target >= 1.8x)", scaling, "x"))
     for step in ("torch", "torch_photos"):
         torch = data.get(step)
         if not torch:

@@ -188,3 +188,21 @@ def test_highres_file_is_reported(results):
                          ("outputs unchanged by the rewrite, images", "18 images")):
         assert any(label in line and line.endswith(value) for line in lines), label
     assert "highres" in json.loads((results / "summary.json").read_text())["steps_run"]
+
+
+def test_loader_ratios_are_the_rounds_medians(results):
+    """loader_compare.py's rounds: the table shows the medians it judged
+    the targets by; a file written before the rounds shows images/s only."""
+    row = {"dtype": "uint8", "images_per_s": 1400.0, "peak_rss_mb": 90.0, "batch_mb": 9.0,
+           "rss_per_epoch_mb": [90.0], "verdict": "decode-bound"}
+    write(results / "loader.json", {
+        "ceiling_one_thread": 1300.0, "rounds": 5, "scaling": {"uint8": 1.87, "float32": 1.91},
+        "rows": [dict(row, threads=1, of_ceiling=1.08), dict(row, threads=2, of_ceiling=0.97)]})
+    write(results / "loader_photos.json", {"ceiling_one_thread": 1300.0,
+                                           "rows": [dict(row, threads=1)]})
+    out = run_report(results)
+    assert "1 -> 2 threads, uint8, median of 5 rounds (target >= 1.8x)" in out
+    assert "uint8, 2 thread(s), of the decode-only ceiling, median of 5 rounds" in out
+    photos = out[out.index("-- loader (C++) (photos)"):]
+    photos = photos[:photos.index("\n--")] if "\n--" in photos else photos
+    assert "RandomResizedCrop 224, uint8, 1 thread(s)" in photos and "median" not in photos
