@@ -15,8 +15,9 @@ Every file is read once before the
 cases, not counted (a first pass over a file after other work ran slow on
 the dev VM, whoever made it). Cold cases drop the page cache
 before every run when this runs as root (O_DIRECT cases bypass it anyway).
-The table prints MB/s, IOPS and the ratio ours/fio, and the targets of the
-read-engine issue next to the measured ratios.
+The table prints MB/s, IOPS (medians) and the ratio ours/fio: the median of
+the repeats' ratios, each pair of runs seconds apart (the JSON keeps every
+pair's), and the targets of the read-engine issue next to it.
 """
 
 import argparse
@@ -254,10 +255,14 @@ def main():
         row["ours_mean_inflight"] = statistics.median(r[2] for r in ours)
         row["fio_mb_per_s"] = statistics.median(r[0] for r in theirs)
         row["fio_iops"] = statistics.median(r[1] for r in theirs)
-        metric = row["target"][0] if row["target"] else "bw"
-        ours_value = row["ours_iops"] if metric == "iops" else row["ours_mb_per_s"]
-        fio_value = row["fio_iops"] if metric == "iops" else row["fio_mb_per_s"]
-        row["ratio"] = ours_value / fio_value if fio_value else float("nan")
+        # The ratio is the median of the repeats' ratios, each of two runs
+        # seconds apart: the disk's rate drifts by 2x within minutes on the
+        # dev VMs, and a ratio of the two tools' medians can pair a fast
+        # moment of one with a slow moment of the other.
+        at = 1 if (row["target"] and row["target"][0] == "iops") else 0
+        pairs = [o[at] / f[at] if f[at] else float("nan") for o, f in zip(ours, theirs)]
+        row["pair_ratios"] = pairs
+        row["ratio"] = statistics.median(pairs)
         row["file"] = os.path.basename(row["file"])
         rows.append(row)
     if progress:
@@ -276,7 +281,8 @@ def main():
               f"{row['ours_mb_per_s']:>10.1f} {row['fio_mb_per_s']:>9.1f} "
               f"{row['ours_iops']:>10.0f} {row['fio_iops']:>9.0f} {row['ratio']:>6.2f}  {target}")
     print(f"(medians of {args.repeats} run(s) of {args.seconds:g} s each, target cases "
-          f"{target_repeats(args)}, alternating which tool goes first; "
+          f"{target_repeats(args)}, alternating which tool goes first; the ratio is the median of "
+          f"the pairs' ratios; "
           f"io_uring cases vs fio --ioengine=io_uring, pread xN vs fio psync --numjobs=N; "
           f"io_uring requester: a completion handler unless the case names another)")
     if args.json:
