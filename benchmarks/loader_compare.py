@@ -96,7 +96,7 @@ def main():
     ceiling_one = statistics.median(ceilings)
     rows = []
     for dtype, threads in CONFIGS:
-        runs = [runs[(dtype, threads)] for _, runs in rounds]
+        runs = [by_config[(dtype, threads)] for _, by_config in rounds]
         rates = [float(values["images_per_s"]) for values, _ in runs]
         of_ceiling = [rate / (ceiling * threads) for rate, ceiling in zip(rates, ceilings)]
         peaks = [float(values["peak_rss_mb"]) for values, _ in runs]

@@ -278,14 +278,15 @@ def headline_rows(data):
                          f"{row['threads']} thread(s)", row["images_per_s"], "images/s"))
         # Medians of the rounds' ratios (runs before the rounds have none).
         rounds = loader.get("rounds")
+        rounds = f"{rounds} round{'' if rounds == 1 else 's'}"
         for row in loader["rows"]:
             if row["dtype"] == "uint8" and "of_ceiling" in row:
                 rows.append((f"loader (C++){label}", f"uint8, {row['threads']} thread(s), of the "
-                             f"decode-only ceiling, median of {rounds} rounds (target >= 90%)",
+                             f"decode-only ceiling, median of {rounds} (target >= 90%)",
                              100 * row["of_ceiling"], "%"))
         for dtype, scaling in loader.get("scaling", {}).items():
             rows.append((f"loader (C++){label}", f"1 -> 2 threads, {dtype}, median of {rounds} "
-                         f"rounds (target >= 1.8x)", scaling, "x"))
+                         f"(target >= 1.8x)", scaling, "x"))
     for step in ("torch", "torch_photos"):
         torch = data.get(step)
         if not torch:

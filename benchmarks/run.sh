@@ -235,7 +235,7 @@ if want loader; then
   echo
   loader_epochs=$([ ${#quick[@]} -gt 0 ] && echo 2 || echo 3)
   # Alternating rounds, ratios taken within each (benchmarks/loader_compare.py).
-  loader_rounds=$([ ${#quick[@]} -gt 0 ] && echo 1 || echo 5)
+  loader_rounds=$([ ${#quick[@]} -gt 0 ] && echo 3 || echo 5)
   heading "[2/5] loader: images/s end to end (RandomResizedCrop 224 + flip) vs a decode-only ceiling (demo)"
   "$PY" "$ROOT/benchmarks/loader_compare.py" --bench "$BUILD_DIR/benchmarks/gpufeed_loader_bench" \
     --dataset "$DATA/demo-recordio-$images" --epochs "$loader_epochs" --rounds "$loader_rounds" --json "$RESULTS/loader.json"
