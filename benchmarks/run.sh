@@ -36,9 +36,10 @@
 # chart benchmarks/results/summary.png (per-step JSON files beside them).
 #
 #   ./benchmarks/run.sh            about 2,000 ImageNet-shaped JPEGs (and 2,000 photographs), a 1 GiB raw file
-#   ./benchmarks/run.sh --quick    500 images, a 256 MiB raw file, one run per case (three
-#                                  for the cache step; a few minutes once built and the
-#                                  datasets exist)
+#   ./benchmarks/run.sh --quick    500 images, a 256 MiB raw file, fewer repeats (one run
+#                                  per case; 4 pairs for the read engine's targets, 3 rounds
+#                                  for the loader and the cache step; about 12 minutes on a
+#                                  2-vCPU VM once built and the datasets exist)
 #   ./benchmarks/run.sh --only=embedding,tabular   these steps only (any of read, formats,
 #                                  transform, loader, torch, io, cache, verdict, tokens, tabular,
 #                                  embedding, highres, gpu), then the report of this run's files
