@@ -68,6 +68,33 @@ def spread(values, fmt):
     return f"{fmt.format(min(values))}-{fmt.format(max(values))}" if len(values) > 1 else ""
 
 
+def summarize(rounds):
+    """The rounds' figures per configuration: medians, each ratio taken
+    within its round. Returns (ceilings, rows, scaling, scaling_rounds)."""
+    ceilings = [ceiling for ceiling, _ in rounds]
+    ceiling_one = statistics.median(ceilings)
+    rows = []
+    for dtype, threads in CONFIGS:
+        runs = [by_config[(dtype, threads)] for _, by_config in rounds]
+        rates = [float(values["images_per_s"]) for values, _ in runs]
+        of_ceiling = [rate / (ceiling * threads) for rate, ceiling in zip(rates, ceilings)]
+        peaks = [float(values["peak_rss_mb"]) for values, _ in runs]
+        highest = max(range(len(runs)), key=lambda i: peaks[i])
+        flat = all(max(rss) - min(rss) <= max(5.0, 0.05 * max(rss)) for _, rss in runs if rss)
+        rows.append(dict(dtype=dtype, threads=threads,
+                         images_per_s=statistics.median(rates), images_per_s_rounds=rates,
+                         peak_rss_mb=peaks[highest], batch_mb=float(runs[0][0]["batch_mb"]),
+                         rss_per_epoch_mb=runs[highest][1], rss_flat=flat,
+                         verdict=runs[-1][0]["verdict"], ceiling=ceiling_one * threads,
+                         of_ceiling=statistics.median(of_ceiling), of_ceiling_rounds=of_ceiling))
+    by = {(r["dtype"], r["threads"]): r for r in rows}
+    scaling_rounds = {dtype: [two / one for one, two in zip(by[(dtype, 1)]["images_per_s_rounds"],
+                                                            by[(dtype, 2)]["images_per_s_rounds"])]
+                      for dtype in ("uint8", "float32")}
+    scaling = {dtype: statistics.median(values) for dtype, values in scaling_rounds.items()}
+    return ceilings, rows, scaling, scaling_rounds
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bench", required=True)
@@ -92,27 +119,9 @@ def main():
     if args.bar is not None:
         args.bar.close()
 
-    ceilings = [ceiling for ceiling, _ in rounds]
+    ceilings, rows, scaling, scaling_rounds = summarize(rounds)
     ceiling_one = statistics.median(ceilings)
-    rows = []
-    for dtype, threads in CONFIGS:
-        runs = [by_config[(dtype, threads)] for _, by_config in rounds]
-        rates = [float(values["images_per_s"]) for values, _ in runs]
-        of_ceiling = [rate / (ceiling * threads) for rate, ceiling in zip(rates, ceilings)]
-        peaks = [float(values["peak_rss_mb"]) for values, _ in runs]
-        highest = max(range(len(runs)), key=lambda i: peaks[i])
-        flat = all(max(rss) - min(rss) <= max(5.0, 0.05 * max(rss)) for _, rss in runs if rss)
-        rows.append(dict(dtype=dtype, threads=threads,
-                         images_per_s=statistics.median(rates), images_per_s_rounds=rates,
-                         peak_rss_mb=peaks[highest], batch_mb=float(runs[0][0]["batch_mb"]),
-                         rss_per_epoch_mb=runs[highest][1], rss_flat=flat,
-                         verdict=runs[-1][0]["verdict"], ceiling=ceiling_one * threads,
-                         of_ceiling=statistics.median(of_ceiling), of_ceiling_rounds=of_ceiling))
     by = {(r["dtype"], r["threads"]): r for r in rows}
-    scaling_rounds = {dtype: [two / one for one, two in zip(by[(dtype, 1)]["images_per_s_rounds"],
-                                                            by[(dtype, 2)]["images_per_s_rounds"])]
-                      for dtype in ("uint8", "float32")}
-    scaling = {dtype: statistics.median(values) for dtype, values in scaling_rounds.items()}
 
     print(f"decode-only ceiling (gpufeed's full-size decode, as the loader decodes: libjpeg-turbo, "
           f"gpufeed's entropy decoder for baseline JPEGs; 1 thread): {ceiling_one:.0f} images/s"
